@@ -1,0 +1,193 @@
+//! Macros for the two shapes of code point this crate has: open enums and flag sets.
+//!
+//! Both are transparent newtypes over the wire integer, so every value parses and emits
+//! unchanged (an unknown opcode or status is data for the engine to judge, not a parse
+//! failure). Known values are associated constants with the spec's name.
+
+/// An open enum: `pub struct Name(pub u8)` with named constants.
+///
+/// `Debug` prints `NAME` for known values and `Name(0x..)` otherwise; `Display` prints the
+/// name or the hex value. With the `serde` feature it serialises as its `Display` text.
+macro_rules! open_enum {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident($ty:ty) {
+            $( $(#[$cmeta:meta])* $cname:ident = $val:expr, )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+        #[repr(transparent)]
+        $vis struct $name(pub $ty);
+
+        impl $name {
+            $( $(#[$cmeta])* pub const $cname: Self = Self($val); )*
+
+            /// Every named value, in declaration order.
+            pub const KNOWN: &'static [Self] = &[$(Self::$cname),*];
+
+            /// The spec's name for this value, if it is a known one.
+            #[must_use]
+            pub const fn name(self) -> Option<&'static str> {
+                $( if self.0 == $val { return Some(stringify!($cname)); } )*
+                None
+            }
+
+            /// Whether this value is one of the named ones.
+            #[must_use]
+            pub const fn is_known(self) -> bool {
+                self.name().is_some()
+            }
+        }
+
+        impl From<$ty> for $name {
+            fn from(v: $ty) -> Self {
+                Self(v)
+            }
+        }
+
+        impl From<$name> for $ty {
+            fn from(v: $name) -> Self {
+                v.0
+            }
+        }
+
+        impl core::fmt::Debug for $name {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                match self.name() {
+                    Some(n) => f.write_str(n),
+                    None => write!(f, "{}({:#x})", stringify!($name), self.0),
+                }
+            }
+        }
+
+        impl core::fmt::Display for $name {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                match self.name() {
+                    Some(n) => f.write_str(n),
+                    None => write!(f, "{:#x}", self.0),
+                }
+            }
+        }
+
+        #[cfg(feature = "serde")]
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> core::result::Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+    };
+}
+
+/// A set of flag bits: `pub struct Name(pub u32)` with named single-bit (or multi-bit)
+/// constants, `contains`, `|`, and a `Debug` that lists the names plus any leftover bits.
+macro_rules! flag_set {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident($ty:ty) {
+            $( $(#[$cmeta:meta])* $cname:ident = $val:expr, )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+        #[repr(transparent)]
+        $vis struct $name(pub $ty);
+
+        impl $name {
+            $( $(#[$cmeta])* pub const $cname: Self = Self($val); )*
+
+            /// No bits set.
+            pub const EMPTY: Self = Self(0);
+
+            /// Every named flag, in declaration order.
+            pub const KNOWN: &'static [(&'static str, Self)] = &[$((stringify!($cname), Self::$cname)),*];
+
+            /// Whether every bit of `other` is set in `self`.
+            #[must_use]
+            pub const fn contains(self, other: Self) -> bool {
+                self.0 & other.0 == other.0
+            }
+
+            /// Whether any bit of `other` is set in `self`.
+            #[must_use]
+            pub const fn intersects(self, other: Self) -> bool {
+                self.0 & other.0 != 0
+            }
+
+            /// `self` with the bits of `other` added.
+            #[must_use]
+            pub const fn with(self, other: Self) -> Self {
+                Self(self.0 | other.0)
+            }
+
+            /// `self` with the bits of `other` cleared.
+            #[must_use]
+            pub const fn without(self, other: Self) -> Self {
+                Self(self.0 & !other.0)
+            }
+
+            /// The raw bits.
+            #[must_use]
+            pub const fn bits(self) -> $ty {
+                self.0
+            }
+        }
+
+        impl core::ops::BitOr for $name {
+            type Output = Self;
+            fn bitor(self, rhs: Self) -> Self {
+                Self(self.0 | rhs.0)
+            }
+        }
+
+        impl core::ops::BitOrAssign for $name {
+            fn bitor_assign(&mut self, rhs: Self) {
+                self.0 |= rhs.0;
+            }
+        }
+
+        impl From<$ty> for $name {
+            fn from(v: $ty) -> Self {
+                Self(v)
+            }
+        }
+
+        impl core::fmt::Display for $name {
+            /// Names of the set flags joined by `|`, then any unnamed bits in hex; `0` when empty.
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                let mut rest = self.0;
+                let mut first = true;
+                for (n, v) in Self::KNOWN {
+                    if v.0 != 0 && rest & v.0 == v.0 {
+                        if !first {
+                            f.write_str("|")?;
+                        }
+                        f.write_str(n)?;
+                        rest &= !v.0;
+                        first = false;
+                    }
+                }
+                if rest != 0 || first {
+                    if !first {
+                        f.write_str("|")?;
+                    }
+                    write!(f, "{:#x}", rest)?;
+                }
+                Ok(())
+            }
+        }
+
+        impl core::fmt::Debug for $name {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                write!(f, "{}({:#x}: {})", stringify!($name), self.0, self)
+            }
+        }
+
+        #[cfg(feature = "serde")]
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> core::result::Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+    };
+}
