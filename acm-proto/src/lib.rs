@@ -42,11 +42,11 @@
 //! transparent newtypes with named constants, so unknown values still parse and are
 //! re-emitted unchanged. Deciding what an unknown value means is the engine's job.
 //!
-//! ```ignore
+//! ```
 //! use acm_proto::client::{AddrType, Direction, EpAddrRepr, EpFlags, HeaderRepr, Opcode, ResolveRepr};
 //! use core::net::Ipv4Addr;
 //!
-//! let mut req = ResolveRepr::new(HeaderRepr::request(Opcode::RESOLVE, 0));
+//! let mut req = ResolveRepr::new(HeaderRepr::new(Opcode::RESOLVE));
 //! req.push(EpAddrRepr::ipv4(EpFlags::SOURCE, Ipv4Addr::new(10, 0, 0, 1))).unwrap();
 //! req.push(EpAddrRepr::ipv4(EpFlags::DEST, Ipv4Addr::new(10, 0, 0, 2))).unwrap();
 //! let mut buf = [0u8; 592];
@@ -56,7 +56,7 @@
 //! let back = ResolveRepr::parse(&buf[..n], Direction::Request).unwrap();
 //! assert_eq!(back, req);
 //! assert_eq!(back.entries[1].addr_type, AddrType::IP);
-//! ```ignore
+//! ```
 #![no_std]
 #![forbid(unsafe_code)]
 #![cfg_attr(not(fuzzing), warn(missing_docs))]
