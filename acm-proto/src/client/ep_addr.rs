@@ -92,6 +92,72 @@ impl EpFlags {
     }
 }
 
+/// A view of one 72-byte entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpAddrPacket<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> EpAddrPacket<T> {
+    /// Wraps a buffer without checking its length.
+    pub const fn new_unchecked(buffer: T) -> Self {
+        Self { buffer }
+    }
+
+    /// Wraps a buffer, checking that it holds a whole entry.
+    pub fn new_checked(buffer: T) -> Result<Self> {
+        let p = Self::new_unchecked(buffer);
+        p.check_len()?;
+        Ok(p)
+    }
+
+    /// Checks that the buffer holds 72 bytes, so no accessor can panic.
+    pub fn check_len(&self) -> Result<()> {
+        check_layout("acm_ep_addr_data", LAYOUT, self.buffer.as_ref().len())
+    }
+
+    /// The wrapped buffer.
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    /// Flags (host order).
+    pub fn flags(&self) -> EpFlags {
+        EpFlags(NativeEndian::read_u32(&self.buffer.as_ref()[field::FLAGS]))
+    }
+    /// Address type (host order).
+    pub fn addr_type(&self) -> AddrType {
+        AddrType(NativeEndian::read_u16(&self.buffer.as_ref()[field::TYPE]))
+    }
+    /// Reserved (host order).
+    pub fn reserved(&self) -> u16 {
+        NativeEndian::read_u16(&self.buffer.as_ref()[field::RESERVED])
+    }
+    /// The 64 info bytes.
+    pub fn info(&self) -> &[u8] {
+        &self.buffer.as_ref()[field::INFO]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> EpAddrPacket<T> {
+    /// Sets the flags.
+    pub fn set_flags(&mut self, v: EpFlags) {
+        NativeEndian::write_u32(&mut self.buffer.as_mut()[field::FLAGS], v.0);
+    }
+    /// Sets the type.
+    pub fn set_addr_type(&mut self, v: AddrType) {
+        NativeEndian::write_u16(&mut self.buffer.as_mut()[field::TYPE], v.0);
+    }
+    /// Sets the reserved field.
+    pub fn set_reserved(&mut self, v: u16) {
+        NativeEndian::write_u16(&mut self.buffer.as_mut()[field::RESERVED], v);
+    }
+    /// The 64 info bytes, writable.
+    pub fn info_mut(&mut self) -> &mut [u8] {
+        &mut self.buffer.as_mut()[field::INFO]
+    }
+}
+
 /// A typed view of an entry's `info`, chosen by its type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EpAddress<'a> {
@@ -178,12 +244,12 @@ impl EpAddrRepr {
 
     /// Parses the first 72 bytes of `buf`.
     pub fn parse(buf: &[u8]) -> Result<Self> {
-        check_layout("acm_ep_addr_data", LAYOUT, buf.len())?;
+        let p = EpAddrPacket::new_checked(buf)?;
         Ok(Self {
-            flags: EpFlags(NativeEndian::read_u32(&buf[field::FLAGS])),
-            addr_type: AddrType(NativeEndian::read_u16(&buf[field::TYPE])),
-            reserved: NativeEndian::read_u16(&buf[field::RESERVED]),
-            info: Bytes64::read(&buf[field::INFO]).unwrap_or_default(),
+            flags: p.flags(),
+            addr_type: p.addr_type(),
+            reserved: p.reserved(),
+            info: Bytes64::read(p.info()).unwrap_or_default(),
         })
     }
 
@@ -197,10 +263,11 @@ impl EpAddrRepr {
     /// # Panics
     /// If `buf` is shorter than 72 bytes.
     pub fn emit(&self, buf: &mut [u8]) {
-        NativeEndian::write_u32(&mut buf[field::FLAGS], self.flags.0);
-        NativeEndian::write_u16(&mut buf[field::TYPE], self.addr_type.0);
-        NativeEndian::write_u16(&mut buf[field::RESERVED], self.reserved);
-        buf[field::INFO].copy_from_slice(&self.info.0);
+        let mut p = EpAddrPacket::new_unchecked(&mut buf[..ENTRY_LEN]);
+        p.set_flags(self.flags);
+        p.set_addr_type(self.addr_type);
+        p.set_reserved(self.reserved);
+        p.info_mut().copy_from_slice(&self.info.0);
     }
 
     /// `info` read according to the type.

@@ -17,17 +17,19 @@ pub mod ep_addr;
 pub mod ep_query;
 pub mod header;
 pub mod message;
+pub mod packet;
 pub mod perf;
 pub mod resolve;
 pub mod stream;
 
-pub use ep_addr::{AddrType, ENTRY_LEN, EpAddrRepr, EpAddress, EpFlags};
+pub use ep_addr::{AddrType, ENTRY_LEN, EpAddrPacket, EpAddrRepr, EpAddress, EpFlags};
 pub use ep_query::{EP_CONFIG_LEN, EpConfigRepr, EpQueryReplyRepr, EpQueryRepr};
 pub use header::{
     ACM_VERSION, Direction, HEADER_LEN, HeaderPacket, HeaderRepr, LengthOrder, MAX_BODY_LEN,
     MAX_ENTRIES, MAX_REQUEST_LEN, Opcode, Operation, Status,
 };
 pub use message::ClientMessage;
+pub use packet::MessagePacket;
 pub use perf::{MAX_COUNTERS, PerfQueryRepr, PerfReplyRepr};
 pub use resolve::ResolveRepr;
 pub use stream::{StreamIter, split_stream};
