@@ -5,7 +5,7 @@
 //! a `control` word in place of the class-specific one) and the resolve record from
 //! offset 16. Spec: ibacm-spec §2.1–§2.7, §8 item 15, quirk 30.
 
-use crate::error::{Layout, Result, check_layout};
+use crate::error::{Layout, Result};
 use crate::mad::{Method, MgmtClass};
 use crate::{BYTES64_LEN, Bytes64, Gid};
 use byteorder::{BigEndian, ByteOrder};
@@ -120,27 +120,7 @@ pub struct AcmMadPacket<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> AcmMadPacket<T> {
-    /// Wraps a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer, checking that it holds a whole 256-byte MAD.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Checks that the buffer holds all 256 bytes, so no accessor can panic.
-    pub fn check_len(&self) -> Result<()> {
-        check_layout("ACM MAD", LAYOUT, self.buffer.as_ref().len())
-    }
-
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
+    view_constructors!("ACM MAD", LAYOUT);
 
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()

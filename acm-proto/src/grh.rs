@@ -4,7 +4,7 @@
 //! responder takes the requester's GID from the GRH's SGID (spec §2.1, §2.5).
 
 use crate::Gid;
-use crate::error::{Layout, Result, check_layout};
+use crate::error::{Layout, Result};
 use byteorder::{BigEndian, ByteOrder};
 
 /// Length of a GRH.
@@ -48,27 +48,7 @@ pub struct GrhPacket<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> GrhPacket<T> {
-    /// Wraps a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer, checking that it holds a whole GRH.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Checks that the buffer holds all 40 bytes, so no accessor can panic.
-    pub fn check_len(&self) -> Result<()> {
-        check_layout("GRH", LAYOUT, self.buffer.as_ref().len())
-    }
-
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
+    view_constructors!("GRH", LAYOUT);
 
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()

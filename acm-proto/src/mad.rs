@@ -5,7 +5,7 @@
 //! ([`crate::acm_mad`]) both begin with it (the ACM MAD uses only its first 16 bytes).
 //! Spec: ibacm-spec §2.2, §3.3, §3.6.
 
-use crate::error::{Layout, Result, check_layout};
+use crate::error::{Layout, Result};
 use byteorder::{BigEndian, ByteOrder};
 
 /// Length of every MAD ibacm sends (and of the receive area after the GRH).
@@ -209,27 +209,7 @@ pub struct MadHeaderPacket<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> MadHeaderPacket<T> {
-    /// Wraps a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer, checking that it holds the whole 24-byte header.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Checks that the buffer holds all 24 header bytes, so no accessor can panic.
-    pub fn check_len(&self) -> Result<()> {
-        check_layout("MAD header", LAYOUT, self.buffer.as_ref().len())
-    }
-
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
+    view_constructors!("MAD header", LAYOUT);
 
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()

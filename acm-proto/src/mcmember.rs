@@ -4,7 +4,7 @@
 //! MLID, SL, flow label and so on back from the response. Spec: ibacm-spec §3.5;
 //! IBTA Vol 1 §15.2.5.17.
 
-use crate::error::{Layout, Result, check_layout};
+use crate::error::{Layout, Result};
 use crate::{Gid, Mtu, Rate, Selected};
 use byteorder::{BigEndian, ByteOrder};
 
@@ -130,27 +130,7 @@ pub struct McMemberRecordPacket<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> McMemberRecordPacket<T> {
-    /// Wraps a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer, checking that it holds a whole record.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Checks that the buffer holds all 56 bytes, so no accessor can panic.
-    pub fn check_len(&self) -> Result<()> {
-        check_layout("MCMemberRecord", LAYOUT, self.buffer.as_ref().len())
-    }
-
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
+    view_constructors!("MCMemberRecord", LAYOUT);
 
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()

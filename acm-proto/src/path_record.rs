@@ -57,27 +57,7 @@ pub struct PathRecordPacket<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> PathRecordPacket<T> {
-    /// Wraps a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer, checking that it holds a whole record.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Checks that the buffer holds all 64 bytes, so no accessor can panic.
-    pub fn check_len(&self) -> Result<()> {
-        check_layout("PathRecord", LAYOUT, self.buffer.as_ref().len())
-    }
-
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
+    view_constructors!("PathRecord", LAYOUT);
 
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()

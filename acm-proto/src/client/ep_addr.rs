@@ -4,7 +4,7 @@
 //! IPv4/IPv6 address, a GID, a BE LID or a PathRecord. The reference compares all 64
 //! bytes of an address, so `info` is kept raw and typed views are derived from it.
 
-use crate::error::{Layout, Result, check_layout};
+use crate::error::{Layout, Result};
 use crate::path_record::{PathFlags, PathRecordRepr};
 use crate::{Bytes64, Gid};
 use byteorder::{ByteOrder, NativeEndian};
@@ -99,27 +99,7 @@ pub struct EpAddrPacket<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> EpAddrPacket<T> {
-    /// Wraps a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer, checking that it holds a whole entry.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Checks that the buffer holds 72 bytes, so no accessor can panic.
-    pub fn check_len(&self) -> Result<()> {
-        check_layout("acm_ep_addr_data", LAYOUT, self.buffer.as_ref().len())
-    }
-
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
+    view_constructors!("acm_ep_addr_data", LAYOUT);
 
     /// Flags (host order).
     pub fn flags(&self) -> EpFlags {

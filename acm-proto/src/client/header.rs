@@ -5,7 +5,7 @@
 //! success with opcode 0x01, core errors with 0x81) always carry it in host order.
 //! [`LengthOrder::of`] encodes that rule; every parse and emit takes a [`Direction`].
 
-use crate::error::{Layout, Result, check_layout};
+use crate::error::{Layout, Result};
 use byteorder::{BigEndian, ByteOrder, NativeEndian};
 
 /// Header length.
@@ -196,27 +196,7 @@ pub struct HeaderPacket<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> HeaderPacket<T> {
-    /// Wraps a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer, checking that it holds a whole header.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Checks that the buffer holds 16 bytes, so no accessor can panic.
-    pub fn check_len(&self) -> Result<()> {
-        check_layout("acm_hdr", LAYOUT, self.buffer.as_ref().len())
-    }
-
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
+    view_constructors!("acm_hdr", LAYOUT);
 
     /// Protocol version (must be 1).
     pub fn version(&self) -> u8 {

@@ -4,7 +4,7 @@
 
 use super::codes::PathUse;
 use crate::Bytes64;
-use crate::error::{Layout, Result, check_layout};
+use crate::error::{Layout, Result};
 
 /// Length of the resolve header including its padding: attributes start this many bytes
 /// after the nlmsghdr.
@@ -32,28 +32,7 @@ pub struct ResolveHeaderPacket<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> ResolveHeaderPacket<T> {
-    /// Wraps a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer, checking that it holds all 68 bytes.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Checks that the buffer holds all 68 bytes (padding included), so no accessor can
-    /// panic.
-    pub fn check_len(&self) -> Result<()> {
-        check_layout("rdma_ls_resolve_header", LAYOUT, self.buffer.as_ref().len())
-    }
-
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
+    view_constructors!("rdma_ls_resolve_header", LAYOUT);
 
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()
