@@ -5,6 +5,7 @@
 //! a `control` word in place of the class-specific one) and the resolve record from
 //! offset 16. Spec: ibacm-spec §2.1–§2.7, §8 item 15, quirk 30.
 
+use crate::client::AddrType;
 use crate::error::{Layout, Result};
 use crate::mad::{Method, MgmtClass};
 use crate::{BYTES64_LEN, Bytes64, Gid};
@@ -86,33 +87,6 @@ open_enum! {
     }
 }
 
-open_enum! {
-    /// The address type of a resolve record's `dest_type` / `src_type` (ACM_ADDRESS_*).
-    pub struct AcmAddrType(u8) {
-        /// No address.
-        INVALID = 0,
-        /// A host name, NUL padded.
-        NAME = 1,
-        /// An IPv4 address in the first 4 bytes.
-        IP = 2,
-        /// An IPv6 address in the first 16 bytes.
-        IP6 = 3,
-        /// A GID in the first 16 bytes.
-        GID = 4,
-        /// A LID.
-        LID = 5,
-    }
-}
-
-impl AcmAddrType {
-    /// Whether this is one of the five real address types (1..=5), the check ibacmp makes
-    /// on an unsolicited request's `src_type` (spec §2.5).
-    #[must_use]
-    pub const fn is_valid_address(self) -> bool {
-        matches!(self.0, 1..=5)
-    }
-}
-
 /// A zero-copy view of an ACM MAD.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AcmMadPacket<T: AsRef<[u8]>> {
@@ -159,16 +133,16 @@ impl<T: AsRef<[u8]>> AcmMadPacket<T> {
         BigEndian::read_u64(&self.b()[field::TID])
     }
     /// Destination address type.
-    pub fn dest_type(&self) -> AcmAddrType {
-        AcmAddrType(self.b()[field::DEST_TYPE])
+    pub fn dest_type(&self) -> AddrType {
+        AddrType(u16::from(self.b()[field::DEST_TYPE]))
     }
     /// Destination address length (64 in a request).
     pub fn dest_length(&self) -> u8 {
         self.b()[field::DEST_LENGTH]
     }
     /// Source address type.
-    pub fn src_type(&self) -> AcmAddrType {
-        AcmAddrType(self.b()[field::SRC_TYPE])
+    pub fn src_type(&self) -> AddrType {
+        AddrType(u16::from(self.b()[field::SRC_TYPE]))
     }
     /// Source address length (64 in a request).
     pub fn src_length(&self) -> u8 {
@@ -246,17 +220,18 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> AcmMadPacket<T> {
     pub fn set_tid(&mut self, v: u64) {
         BigEndian::write_u64(&mut self.bm()[field::TID], v);
     }
-    /// Sets the destination address type.
-    pub fn set_dest_type(&mut self, v: AcmAddrType) {
-        self.bm()[field::DEST_TYPE] = v.0;
+    /// Sets the destination address type. The MAD holds it in one byte: only the low
+    /// byte is written (the ACM_ADDRESS_* types are 0..=5).
+    pub fn set_dest_type(&mut self, v: AddrType) {
+        self.bm()[field::DEST_TYPE] = v.0 as u8;
     }
     /// Sets the destination address length.
     pub fn set_dest_length(&mut self, v: u8) {
         self.bm()[field::DEST_LENGTH] = v;
     }
-    /// Sets the source address type.
-    pub fn set_src_type(&mut self, v: AcmAddrType) {
-        self.bm()[field::SRC_TYPE] = v.0;
+    /// Sets the source address type (low byte only, as `set_dest_type`).
+    pub fn set_src_type(&mut self, v: AddrType) {
+        self.bm()[field::SRC_TYPE] = v.0 as u8;
     }
     /// Sets the source address length.
     pub fn set_src_length(&mut self, v: u8) {
@@ -311,12 +286,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> AcmMadPacket<T> {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ResolveRecRepr {
-    /// Destination address type.
-    pub dest_type: AcmAddrType,
+    /// Destination address type: the client protocol's ACM_ADDRESS_* code point, carried
+    /// in one byte here (emit writes the low byte).
+    pub dest_type: AddrType,
     /// Destination address length.
     pub dest_length: u8,
     /// Source address type.
-    pub src_type: AcmAddrType,
+    pub src_type: AddrType,
     /// Source address length.
     pub src_length: u8,
     /// The GID count as sent.
@@ -424,9 +400,9 @@ impl AcmMadRepr {
     #[must_use]
     pub fn resolve_request(
         tid: u64,
-        dest_type: AcmAddrType,
+        dest_type: AddrType,
         dest: Bytes64,
-        src_type: AcmAddrType,
+        src_type: AddrType,
         src: Bytes64,
         gids: &[Gid],
     ) -> Self {
@@ -614,9 +590,9 @@ mod tests {
         assert_eq!((p.status(), p.acm_status()), (0, 0));
         assert_eq!(p.control(), AcmControl::RESOLVE);
         assert_eq!(p.tid(), 5);
-        assert_eq!(p.dest_type(), AcmAddrType::IP);
+        assert_eq!(p.dest_type(), AddrType::IP);
         assert_eq!(p.dest_length(), 64);
-        assert_eq!(p.src_type(), AcmAddrType::IP);
+        assert_eq!(p.src_type(), AddrType::IP);
         assert_eq!(p.src_length(), 64);
         assert_eq!(p.gid_cnt(), 1);
         assert_eq!(
@@ -642,9 +618,9 @@ mod tests {
         p.set_status(0);
         p.set_control(AcmControl::RESOLVE);
         p.set_tid(5);
-        p.set_dest_type(AcmAddrType::IP);
+        p.set_dest_type(AddrType::IP);
         p.set_dest_length(64);
-        p.set_src_type(AcmAddrType::IP);
+        p.set_src_type(AddrType::IP);
         p.set_src_length(64);
         p.set_gid_cnt(1);
         p.set_resp_resources(0);
@@ -673,9 +649,9 @@ mod tests {
     fn spec_item_15_request_and_reply() {
         let req = AcmMadRepr::resolve_request(
             5,
-            AcmAddrType::IP,
+            AddrType::IP,
             Bytes64::zero_padded(&[10, 0, 0, 2]),
-            AcmAddrType::IP,
+            AddrType::IP,
             Bytes64::zero_padded(&[10, 0, 0, 1]),
             &[mgid0()],
         );
@@ -756,9 +732,9 @@ mod tests {
         let many: Vec<Gid> = (0..8u8).map(|i| Gid([i; 16])).collect();
         let r = AcmMadRepr::resolve_request(
             1,
-            AcmAddrType::NAME,
+            AddrType::NAME,
             Bytes64::c_string("node2"),
-            AcmAddrType::NAME,
+            AddrType::NAME,
             Bytes64::c_string("node1"),
             &many,
         );
@@ -774,9 +750,9 @@ mod tests {
                 .acm_status(),
             7
         );
-        assert!(AcmAddrType::LID.is_valid_address());
-        assert!(!AcmAddrType::INVALID.is_valid_address());
-        assert!(!AcmAddrType(6).is_valid_address());
+        assert!(AddrType::LID.is_address());
+        assert!(!AddrType::INVALID.is_address());
+        assert!(!AddrType(6).is_address());
         assert_eq!(AcmControl::ACK.0, 0x8000);
         assert_eq!((ACM_QKEY, MULTICAST_QPN), (0x8001_0000, 0xFF_FFFF));
     }

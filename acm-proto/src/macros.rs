@@ -192,27 +192,32 @@ macro_rules! flag_set {
     };
 }
 
-/// The four constructors every fixed-layout view shares (smoltcp's contract):
-/// `new_unchecked`, `new_checked`, `check_len` against a [`Layout`](crate::error::Layout),
-/// and `into_inner`. Used inside `impl<T: AsRef<[u8]>> XxxPacket<T>`.
+/// The constructors every view shares (smoltcp's contract): `new_unchecked`,
+/// `new_checked`, `into_inner`, and — given a format name and a
+/// [`Layout`](crate::error::Layout) — `check_len`. With `own check_len` the view defines
+/// `check_len` itself. Used inside `impl<T: AsRef<[u8]>> XxxPacket<T>`.
 macro_rules! view_constructors {
     ($format:expr, $layout:expr) => {
-        /// Wraps a buffer without checking its length.
-        pub const fn new_unchecked(buffer: T) -> Self {
-            Self { buffer }
-        }
-
-        /// Wraps a buffer, checking that it holds every field, so no accessor can panic.
-        pub fn new_checked(buffer: T) -> $crate::error::Result<Self> {
-            let p = Self::new_unchecked(buffer);
-            p.check_len()?;
-            Ok(p)
-        }
+        view_constructors!(own check_len);
 
         /// Checks that the buffer holds every field of the layout; the error names the
         /// first field that is cut short.
         pub fn check_len(&self) -> $crate::error::Result<()> {
             $crate::error::check_layout($format, $layout, self.buffer.as_ref().len())
+        }
+    };
+    // For a view whose `check_len` is not a fixed layout (it defines its own).
+    (own check_len) => {
+        /// Wraps a buffer without checking its length.
+        pub const fn new_unchecked(buffer: T) -> Self {
+            Self { buffer }
+        }
+
+        /// Wraps a buffer, checking it with `check_len`, so no accessor can panic.
+        pub fn new_checked(buffer: T) -> $crate::error::Result<Self> {
+            let p = Self::new_unchecked(buffer);
+            p.check_len()?;
+            Ok(p)
         }
 
         /// The wrapped buffer.

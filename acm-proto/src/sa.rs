@@ -5,7 +5,7 @@
 //! reassembled by RMPP may be longer, so the view accepts any buffer of at least 56 bytes.
 //! Spec: ibacm-spec §3.3 (layout), §3.4–§3.6; IBTA Vol 1 §13.6.2 (RMPP), §15.2.1.1.
 
-use crate::error::{Layout, Result, check_layout};
+use crate::error::{Layout, Result};
 use crate::mad::{AttrId, MadHeaderPacket, MadHeaderRepr, MadStatus, Method, MgmtClass};
 use crate::mcmember::McCompMask;
 use crate::path_record::PathCompMask;
@@ -141,28 +141,7 @@ pub struct SaPacket<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> SaPacket<T> {
-    /// Wraps a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer, checking that it holds the whole 56-byte header. Any length from 56
-    /// up is accepted.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Checks that the buffer holds the 56 header bytes, so no accessor can panic.
-    pub fn check_len(&self) -> Result<()> {
-        check_layout("SA MAD", LAYOUT, self.buffer.as_ref().len())
-    }
-
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
+    view_constructors!("SA MAD", LAYOUT);
 
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()

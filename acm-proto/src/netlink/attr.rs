@@ -83,18 +83,7 @@ pub struct NlAttrPacket<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> NlAttrPacket<T> {
-    /// Wraps a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer, checking that it holds the header and the `nla_len` bytes it
-    /// announces.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
+    view_constructors!(own check_len);
 
     /// Checks the header is present and `4 <= nla_len <= buffer length`, so no accessor
     /// can panic. Padding after the payload is not required.
@@ -106,11 +95,6 @@ impl<T: AsRef<[u8]>> NlAttrPacket<T> {
             return Err(bad_nla_len(0, declared, len));
         }
         Ok(())
-    }
-
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     fn b(&self) -> &[u8] {

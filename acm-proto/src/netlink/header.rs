@@ -2,7 +2,7 @@
 
 use super::codes::{LsOp, RDMA_NL_LS, rdma_nl_client, rdma_nl_op};
 use crate::ParseError;
-use crate::error::{Layout, Reason, Result, check_layout};
+use crate::error::{Layout, Reason, Result};
 use byteorder::{ByteOrder, NativeEndian};
 
 /// Length of `struct nlmsghdr` (NLMSG_HDRLEN).
@@ -72,23 +72,7 @@ pub struct NlMsgHeaderPacket<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> NlMsgHeaderPacket<T> {
-    /// Wraps a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer, checking that it holds the 16 header bytes.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Checks that the buffer holds all 16 header bytes, so no accessor can panic.
-    /// `nlmsg_len` itself is checked by [`check_msg_len`](Self::check_msg_len).
-    pub fn check_len(&self) -> Result<()> {
-        check_layout(FORMAT, LAYOUT, self.buffer.as_ref().len())
-    }
+    view_constructors!(FORMAT, LAYOUT);
 
     /// The `NLMSG_OK` test: `nlmsg_len` covers at least the header and at most the buffer.
     /// Returns `nlmsg_len`, the number of bytes that belong to this message; bytes past it
@@ -120,11 +104,6 @@ impl<T: AsRef<[u8]>> NlMsgHeaderPacket<T> {
             ));
         }
         Ok(declared)
-    }
-
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     fn b(&self) -> &[u8] {
