@@ -1,9 +1,120 @@
-//! `acm-engine`: the sans-IO ACM resolution state machine (not built yet).
+//! `acm-engine`: the sans-IO ACM resolution state machine.
 //!
-//! It will hold everything the reference daemon core and its `ibacmp` provider decide —
-//! request validation, the destination and route caches, the ACM multicast protocol
-//! (MAD class 0x2C), SA PathRecord queries and MCMemberRecord joins, retries, credits,
-//! timers, perf counters and config-file parsing — behind a quinn-style API:
-//! `handle(now, Input)`, `poll_output()`, `poll_timeout()`. Time and a seed are passed
-//! in; it never touches sockets, files, clocks or OS randomness. See issue 3.
+//! **It performs no I/O and reads no clock or entropy; all time is passed in.** It holds
+//! everything the reference daemon core (`ibacm`) and its default provider (`ibacmp`)
+//! decide: request validation, destination and route caches, the ACM multicast
+//! protocol (MAD class 0x2C), SA PathRecord queries and MCMemberRecord joins, retries,
+//! credits, perf counters, and config-file parsing.
+//!
+//! # Driving an engine
+//!
+//! The API follows quinn-proto and str0m. Methods fall in three groups:
+//!
+//! * **Inputs**: [`Engine::handle`] takes one [`Input`] at an instant. It also fires
+//!   every timer due at that instant, so a driver that never sends [`Input::Tick`] is
+//!   still correct, and spurious ticks do nothing. Instants must not go backwards (a
+//!   backwards instant is treated as the last one seen).
+//! * **Outputs**: [`Engine::poll_output`] returns the next [`Output`] in causal order.
+//! * **Timing**: [`Engine::poll_timeout`] is the earliest instant at which the engine
+//!   wants [`Input::Tick`]; it is pure, so a simulator can ask thousands of engines.
+//!
+//! The run loop:
+//!
+//! 1. Build the engine with [`Engine::new`] (config, seed, now).
+//! 2. Feed the devices with [`Input::DeviceAdded`] and the host's IPoIB addresses with
+//!    [`Input::LocalIpAdded`].
+//! 3. **After every `handle`, drain `poll_output` until it returns `None`**, carrying
+//!    out each output (client replies, UD and SA sends, QP and multicast operations).
+//! 4. Wait for I/O or for `poll_timeout`, whichever comes first; then go to 3 with the
+//!    new input (or `Input::Tick`).
+//!
+//! ```
+//! use acm_engine::{Engine, EngineConfig, Input, Instant};
+//! let mut engine = Engine::new(EngineConfig::default(), 1, Instant::ZERO);
+//! engine.handle(Instant::from_millis(5), Input::Tick);
+//! while let Some(out) = engine.poll_output() {
+//!     // carry it out
+//!     let _ = out;
+//! }
+//! assert_eq!(engine.poll_timeout(), None);
+//! ```
 #![no_std]
+#![cfg_attr(not(fuzzing), warn(missing_docs))]
+
+extern crate alloc;
+
+pub mod acmp;
+pub mod addr;
+pub mod config;
+mod core;
+pub mod counters;
+pub mod device;
+mod engine;
+mod fxhash;
+pub mod io;
+pub mod log;
+pub mod provider;
+pub mod time;
+
+pub use addr::Address;
+pub use config::{AddrFile, HostEntry, Options, RouteData};
+pub use core::frame_check;
+pub use counters::{Counter, Counters};
+pub use device::{DeviceDesc, DeviceId, PortAttrs, PortId, PortState};
+pub use engine::Engine;
+pub use io::{ConnId, EndpointId, Input, Output};
+pub use time::Instant;
+
+use alloc::vec::Vec;
+
+/// Bounds on every queue, so that no client or peer can make the engine grow without
+/// limit. Each overflow answers with a defined status, noted per field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Requests one client connection may have waiting (overflow: ENOMEM reply).
+    pub pending_per_conn: u32,
+    /// Requests waiting for a source-address lookup (overflow: ENOMEM reply).
+    pub source_lookups: usize,
+    /// Requests queued on one destination (overflow: ENOMEM reply).
+    pub queued_per_dest: usize,
+    /// Destinations cached per endpoint (overflow: new destinations get ENOMEM; cached
+    /// ones keep working).
+    pub dests_per_endpoint: usize,
+    /// ACM MADs waiting for a send credit per endpoint queue (overflow: the resolve
+    /// fails with ENOMEM, a response is dropped and logged).
+    pub send_queue: usize,
+    /// SA MADs waiting for a credit per port (overflow: the query fails with ENOMEM).
+    pub sa_queue: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            pending_per_conn: 4096,
+            source_lookups: 4096,
+            queued_per_dest: 4096,
+            dests_per_endpoint: 1 << 20,
+            send_queue: 4096,
+            sa_queue: 4096,
+        }
+    }
+}
+
+/// Everything an engine is configured with, already parsed.
+#[derive(Debug, Clone, Default)]
+pub struct EngineConfig {
+    /// `ibacm_opts.cfg`.
+    pub options: Options,
+    /// `ibacm_addr.cfg`; `None` when the file is missing (endpoints then get only the
+    /// host's IPoIB addresses, as the reference when generation fails).
+    pub addr_file: Option<AddrFile>,
+    /// `addr_preload acm_hosts` data (used only if the option selects it).
+    pub hosts: Vec<HostEntry>,
+    /// `route_preload opensm_full_v1` data (used only if the option selects it).
+    pub route_data: Option<RouteData>,
+    /// Queue bounds.
+    pub limits: Limits,
+    /// The `nlmsg_pid` of netlink replies (the daemon's pid; the kernel does not check
+    /// it).
+    pub netlink_pid: u32,
+}

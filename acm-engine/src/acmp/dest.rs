@@ -1,0 +1,184 @@
+//! The destination cache (spec 4.2): one entry per (address type, 64 address bytes),
+//! each with its state, path, address vector and queue of waiting requests.
+//!
+//! Memory: entries live in a slot vector indexed by a hash table of `u32` slot numbers,
+//! so the 66-byte key is stored once. `size_of::<Option<Dest>>()` plus the index's
+//! share is what one cached destination costs; `tests::entry_fits_budget` checks it
+//! against the 256-byte budget, and `BENCHMARKS.md` gives the figure measured with a
+//! counting allocator over a large cache (vector growth slack included).
+
+use crate::addr::Address;
+use crate::fxhash::fx_hash;
+use crate::io::AddressVector;
+use crate::provider::PendingReply;
+use alloc::vec::Vec;
+use hashbrown::HashTable;
+
+/// Where a destination stands (spec 4.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DestState {
+    /// Nothing known.
+    Init,
+    /// An ACM multicast resolve is out.
+    QueryAddr,
+    /// The peer's GID and LID are known; the route is not.
+    AddrResolved,
+    /// An SA PathRecord query is out.
+    QueryRoute,
+    /// The path is known.
+    Ready,
+}
+
+/// One cached destination.
+#[derive(Debug, Clone)]
+pub(crate) struct Dest {
+    pub(crate) addr: Address,
+    pub(crate) state: DestState,
+    /// Index of the multicast group chosen with the peer.
+    pub(crate) group: u8,
+    /// The PathRecord, as it goes on the wire.
+    pub(crate) path: [u8; 64],
+    pub(crate) av: AddressVector,
+    pub(crate) remote_qpn: u32,
+    /// The TID of the peer's latest request addressed to us (answered with it).
+    pub(crate) req_id: u64,
+    /// Minute after which the address binding is stale (`u64::MAX`: never).
+    pub(crate) addr_expiry: u64,
+    /// Minute after which the route is stale.
+    pub(crate) route_expiry: u64,
+    /// Requests waiting for this resolution, in arrival order.
+    pub(crate) queue: Vec<PendingReply>,
+}
+
+impl Dest {
+    pub(crate) fn new(addr: Address) -> Self {
+        Self {
+            addr,
+            state: DestState::Init,
+            group: 0,
+            path: [0; 64],
+            av: AddressVector::default(),
+            remote_qpn: 0,
+            req_id: 0,
+            addr_expiry: u64::MAX,
+            route_expiry: u64::MAX,
+            queue: Vec::new(),
+        }
+    }
+}
+
+/// A slot number in the cache.
+pub(crate) type DestIdx = u32;
+
+/// The cache of one endpoint.
+#[derive(Debug, Default)]
+pub(crate) struct DestCache {
+    index: HashTable<DestIdx>,
+    slots: Vec<Option<Dest>>,
+    free: Vec<DestIdx>,
+}
+
+impl DestCache {
+    /// The slot of `addr`, if cached.
+    pub(crate) fn find(&self, addr: &Address) -> Option<DestIdx> {
+        let slots = &self.slots;
+        self.index
+            .find(fx_hash(addr), |&i| {
+                slots[i as usize].as_ref().is_some_and(|d| d.addr == *addr)
+            })
+            .copied()
+    }
+
+    /// Caches a new entry (the caller checked it is absent and under the limit).
+    pub(crate) fn insert(&mut self, dest: Dest) -> DestIdx {
+        let hash = fx_hash(&dest.addr);
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some(dest);
+                i
+            }
+            None => {
+                self.slots.push(Some(dest));
+                (self.slots.len() - 1) as DestIdx
+            }
+        };
+        let slots = &self.slots;
+        self.index.insert_unique(hash, idx, |&i| {
+            slots[i as usize].as_ref().map_or(0, |d| fx_hash(&d.addr))
+        });
+        idx
+    }
+
+    /// The slot of `addr`, created in INIT if absent; `None` when the cache is full.
+    pub(crate) fn acquire(&mut self, addr: &Address, limit: usize) -> Option<DestIdx> {
+        if let Some(i) = self.find(addr) {
+            return Some(i);
+        }
+        if self.len() >= limit {
+            return None;
+        }
+        Some(self.insert(Dest::new(*addr)))
+    }
+
+    /// Removes an entry, returning it.
+    pub(crate) fn remove(&mut self, idx: DestIdx) -> Option<Dest> {
+        let dest = self.slots.get_mut(idx as usize)?.take()?;
+        if let Ok(e) = self.index.find_entry(fx_hash(&dest.addr), |&i| i == idx) {
+            e.remove();
+        }
+        self.free.push(idx);
+        Some(dest)
+    }
+
+    pub(crate) fn get(&self, idx: DestIdx) -> Option<&Dest> {
+        self.slots.get(idx as usize)?.as_ref()
+    }
+
+    pub(crate) fn get_mut(&mut self, idx: DestIdx) -> Option<&mut Dest> {
+        self.slots.get_mut(idx as usize)?.as_mut()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    /// Mutable access to every entry.
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Dest> {
+        self.slots.iter_mut().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_fits_budget() {
+        // The slot, plus one u32 index slot and its control byte at the table's worst
+        // load factor (7/8 full after growth to a power of two: at most 2 buckets).
+        let per_entry = core::mem::size_of::<Option<Dest>>() + 2 * (4 + 1);
+        assert!(
+            per_entry <= 256,
+            "one cached destination costs {per_entry} bytes"
+        );
+    }
+
+    #[test]
+    fn insert_find_remove_reuse() {
+        let mut c = DestCache::default();
+        let a = Address::name("host-a");
+        let b = Address::name("Host-A");
+        let ia = c.acquire(&a, 10).expect("room");
+        let ib = c.acquire(&b, 10).expect("room");
+        assert_ne!(ia, ib, "the cache key is case-sensitive (quirk 7)");
+        assert_eq!(c.find(&a), Some(ia));
+        assert_eq!(c.len(), 2);
+        assert_eq!(c.remove(ia).map(|d| d.addr), Some(a));
+        assert_eq!(c.find(&a), None);
+        assert_eq!(c.find(&b), Some(ib));
+        let again = c.acquire(&a, 10).expect("room");
+        assert_eq!(again, ia, "freed slots are reused");
+        assert_eq!(c.acquire(&Address::name("c"), 2), None, "full");
+        assert_eq!(c.iter_mut().count(), 2);
+    }
+}

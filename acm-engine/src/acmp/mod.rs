@@ -1,0 +1,385 @@
+//! `ibacmp`, the built-in provider (the reference's `acmp.c`): ACM multicast address
+//! resolution between daemons, SA PathRecord routes, multicast joins, the destination
+//! cache, retries and credits, loopback and preloaded entries.
+//!
+//! Requests for one destination share one resolution (coalescing); the only other
+//! serialization is the reference's credits (`resolve_depth`, `send_depth`), which are
+//! options, not built-in limits.
+
+mod dest;
+mod endpoint;
+mod preload;
+mod protocol;
+mod resolve;
+mod sa;
+
+use crate::EngineConfig;
+use crate::addr::Address;
+use crate::config::{AddrPreload, HostEntry, LoopbackProt, RouteData, RoutePreload, RouteProt};
+use crate::counters::Counters;
+use crate::device::{DeviceDesc, PortAttrs, PortId};
+use crate::io::{EndpointId, Output, RecvInfo, SendToken};
+use crate::log::{Level, log};
+use crate::provider::{Ctx, Outcome, PendingReply, Provider, Resolve};
+use crate::time::Instant;
+use acm_proto::client::Status;
+use acm_proto::{Mtu, Rate};
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+use endpoint::Ep;
+
+pub(crate) use dest::{Dest, DestState};
+
+/// The options ibacmp reads (spec 4.6).
+#[derive(Debug, Clone)]
+struct AcmpOptions {
+    addr_timeout: i32,
+    route_timeout: i32,
+    route_acm: bool,
+    loopback_local: bool,
+    timeout_ms: u32,
+    retries: u32,
+    resolve_depth: u32,
+    send_depth: u32,
+    recv_depth: u32,
+    min_mtu: Mtu,
+    min_rate: Rate,
+    route_preload: bool,
+    addr_preload: bool,
+    queued_per_dest: usize,
+    dests_per_endpoint: usize,
+    send_queue: usize,
+}
+
+/// What an SA MAD of ours was for.
+#[derive(Debug, Clone)]
+enum SaWhat {
+    /// Joining group `group` of endpoint `ep`.
+    Join { ep: EndpointId, group: usize },
+    /// The route to a destination; `respond` is the TID of the peer's request to answer
+    /// once the route is known (only when that request was addressed to us).
+    Route {
+        ep: EndpointId,
+        dest: Address,
+        respond: Option<u64>,
+    },
+    /// A client's QUERY_SA.
+    Query { reply: PendingReply, path: [u8; 64] },
+}
+
+/// What a timer is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Timer {
+    /// An ACM request's retransmission or final timeout.
+    Retry { ep: EndpointId, tid: u64 },
+    /// Retrying failed multicast joins.
+    Join { ep: EndpointId },
+}
+
+/// The built-in provider.
+pub struct Acmp {
+    opts: AcmpOptions,
+    hosts: Vec<HostEntry>,
+    route_data: Option<RouteData>,
+    ports: BTreeMap<PortId, PortAttrs>,
+    eps: BTreeMap<EndpointId, Ep>,
+    sa: BTreeMap<(PortId, u32), SaWhat>,
+    timers: BTreeMap<(Instant, u64), Timer>,
+    timer_seq: u64,
+    next_token: u64,
+}
+
+/// How long to wait before retrying a failed join.
+const JOIN_RETRY: core::time::Duration = core::time::Duration::from_secs(10);
+
+impl Acmp {
+    /// The provider as configured by the options file and the preload data.
+    #[must_use]
+    pub fn new(config: &EngineConfig) -> Self {
+        let o = &config.options;
+        let opts = AcmpOptions {
+            addr_timeout: o.addr_timeout,
+            route_timeout: o.route_timeout,
+            route_acm: o.route_prot == RouteProt::Acm,
+            loopback_local: o.loopback_prot == LoopbackProt::Local,
+            timeout_ms: o.timeout_ms,
+            retries: o.retries,
+            resolve_depth: o.resolve_depth.max(1),
+            send_depth: o.send_depth.max(1),
+            recv_depth: o.recv_depth,
+            min_mtu: o.min_mtu,
+            min_rate: o.min_rate,
+            route_preload: o.route_preload == RoutePreload::OpensmFullV1,
+            addr_preload: o.addr_preload == AddrPreload::AcmHosts,
+            queued_per_dest: config.limits.queued_per_dest,
+            dests_per_endpoint: config.limits.dests_per_endpoint,
+            send_queue: config.limits.send_queue,
+        };
+        Self {
+            opts,
+            hosts: config.hosts.clone(),
+            route_data: config.route_data.clone(),
+            ports: BTreeMap::new(),
+            eps: BTreeMap::new(),
+            sa: BTreeMap::new(),
+            timers: BTreeMap::new(),
+            timer_seq: 0,
+            next_token: 1,
+        }
+    }
+
+    /// The minute an address or route set now expires (`u64::MAX`-like for -1): the
+    /// reference adds the option as an unsigned 32-bit number of minutes.
+    fn expiry(now: Instant, minutes: i32) -> u64 {
+        now.as_minutes() + u64::from(minutes as u32)
+    }
+
+    fn set_timer(&mut self, at: Instant, t: Timer) {
+        self.timer_seq += 1;
+        self.timers.insert((at, self.timer_seq), t);
+    }
+
+    fn token(&mut self) -> SendToken {
+        let t = SendToken(self.next_token);
+        self.next_token += 1;
+        t
+    }
+
+    /// Answers a request and counts its status on the endpoint.
+    fn finish(ep: Option<&mut Ep>, cx: &mut Ctx<'_>, reply: PendingReply, outcome: Outcome<'_>) {
+        if let (Some(ep), Outcome::Failed(status)) = (ep, outcome) {
+            ep.counters.count_status(status);
+        }
+        cx.complete(reply, outcome);
+    }
+
+    /// Fails every request waiting on an endpoint's destinations (it is going away).
+    fn fail_endpoint(&mut self, cx: &mut Ctx<'_>, id: EndpointId, status: u8) {
+        let Some(ep) = self.eps.get_mut(&id) else {
+            return;
+        };
+        let mut replies = Vec::new();
+        for d in ep.dests.iter_mut() {
+            replies.append(&mut d.queue);
+        }
+        for r in replies {
+            Self::finish(Some(ep), cx, r, Outcome::Failed(status));
+        }
+    }
+
+    fn drop_endpoint(&mut self, cx: &mut Ctx<'_>, id: EndpointId) {
+        self.fail_endpoint(cx, id, Status::ENODATA.0);
+        let Some(ep) = self.eps.remove(&id) else {
+            return;
+        };
+        if let Some(g) = ep.groups.first()
+            && g.attached
+        {
+            cx.output(Output::McastDetach {
+                ep: id,
+                mgid: g.mgid,
+                mlid: g.mlid,
+            });
+        }
+        cx.output(Output::CloseQp { ep: id });
+        self.timers.retain(|_, t| match t {
+            Timer::Retry { ep, .. } | Timer::Join { ep } => *ep != id,
+        });
+        self.sa.retain(|_, w| match w {
+            SaWhat::Join { ep, .. } | SaWhat::Route { ep, .. } => *ep != id,
+            SaWhat::Query { .. } => true,
+        });
+    }
+}
+
+impl Provider for Acmp {
+    fn name(&self) -> &str {
+        "ibacmp"
+    }
+
+    fn open_device(&mut self, cx: &mut Ctx<'_>, dev: &DeviceDesc) {
+        log!(
+            cx,
+            Level::Basic,
+            "acmp_open_dev",
+            "dev_guid {:#x} {}",
+            dev.guid,
+            dev.name
+        );
+    }
+
+    fn open_port(&mut self, cx: &mut Ctx<'_>, port: PortId, attrs: &PortAttrs) {
+        let old = self.ports.insert(port, attrs.clone());
+        let Some(old) = old else {
+            log!(cx, Level::Basic, "acmp_port_up", "port {} is up", port.port);
+            return;
+        };
+        if old.lid != attrs.lid || old.sm_lid != attrs.sm_lid || old.gids != attrs.gids {
+            self.port_changed(cx, port, &old);
+        }
+    }
+
+    fn close_port(&mut self, cx: &mut Ctx<'_>, port: PortId) {
+        let ids: Vec<EndpointId> = self
+            .eps
+            .iter()
+            .filter(|(_, e)| e.port == port)
+            .map(|(&i, _)| i)
+            .collect();
+        for id in ids {
+            self.drop_endpoint(cx, id);
+        }
+        // Client queries in flight on the port fail too.
+        let keys: Vec<(PortId, u32)> = self
+            .sa
+            .keys()
+            .filter(|(p, _)| *p == port)
+            .copied()
+            .collect();
+        for k in keys {
+            if let Some(SaWhat::Query { reply, .. }) = self.sa.remove(&k) {
+                cx.complete(reply, Outcome::Failed(Status::ENODATA.0));
+            }
+        }
+        self.ports.remove(&port);
+    }
+
+    fn open_endpoint(&mut self, cx: &mut Ctx<'_>, id: EndpointId, port: PortId, pkey: u16) {
+        self.open_ep(cx, id, port, pkey);
+    }
+
+    fn close_endpoint(&mut self, cx: &mut Ctx<'_>, id: EndpointId) {
+        self.drop_endpoint(cx, id);
+    }
+
+    fn add_address(&mut self, cx: &mut Ctx<'_>, id: EndpointId, addr: &Address) {
+        let Some(ep) = self.eps.get_mut(&id) else {
+            return;
+        };
+        if !ep.addrs.contains(addr) {
+            ep.addrs.push(*addr);
+        }
+        if self.opts.loopback_local {
+            self.add_loopback(cx, id, addr);
+        }
+    }
+
+    fn remove_address(&mut self, cx: &mut Ctx<'_>, id: EndpointId, addr: &Address) {
+        let Some(ep) = self.eps.get_mut(&id) else {
+            return;
+        };
+        ep.addrs.retain(|a| a != addr);
+        if self.opts.loopback_local
+            && let Some(i) = ep.dests.find(addr)
+        {
+            if let Some(mut d) = ep.dests.remove(i) {
+                let queue = core::mem::take(&mut d.queue);
+                for r in queue {
+                    Self::finish(Some(ep), cx, r, Outcome::Failed(Status::ENODATA.0));
+                }
+            }
+            log!(
+                cx,
+                Level::Verbose,
+                "acmp_remove_addr",
+                "removed loopback dest {addr}"
+            );
+        }
+    }
+
+    fn resolve(&mut self, cx: &mut Ctx<'_>, id: EndpointId, req: Resolve, reply: PendingReply) {
+        self.resolve_request(cx, id, req, reply);
+    }
+
+    fn query(&mut self, cx: &mut Ctx<'_>, id: EndpointId, path: &[u8; 64], reply: PendingReply) {
+        self.sa_query(cx, id, path, reply);
+    }
+
+    fn client_reregister(&mut self, cx: &mut Ctx<'_>, port: PortId) {
+        let ids: Vec<EndpointId> = self
+            .eps
+            .iter()
+            .filter(|(_, e)| e.port == port)
+            .map(|(&i, _)| i)
+            .collect();
+        for id in ids {
+            self.rejoin(cx, id);
+        }
+    }
+
+    fn perf(&self, id: EndpointId) -> Option<Counters> {
+        self.eps.get(&id).map(|e| e.counters)
+    }
+
+    fn qp_opened(&mut self, cx: &mut Ctx<'_>, id: EndpointId, result: Result<u32, ()>) {
+        let Some(ep) = self.eps.get_mut(&id) else {
+            return;
+        };
+        match result {
+            Ok(qpn) => {
+                ep.qpn = Some(qpn);
+                // Loopback entries name our own QP.
+                let addrs = ep.addrs.clone();
+                for a in &addrs {
+                    if let Some(i) = ep.dests.find(a)
+                        && let Some(d) = ep.dests.get_mut(i)
+                    {
+                        d.remote_qpn = qpn;
+                    }
+                }
+            }
+            Err(()) => {
+                log!(
+                    cx,
+                    Level::Basic,
+                    "acmp_open_endpoint",
+                    "could not create the QP for pkey {:#06x}",
+                    ep.pkey
+                );
+            }
+        }
+    }
+
+    fn ud_receive(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        id: EndpointId,
+        wc: &RecvInfo,
+        grh: Option<&[u8]>,
+        mad: &[u8],
+    ) {
+        self.receive(cx, id, wc, grh, mad);
+    }
+
+    fn ud_send_done(&mut self, cx: &mut Ctx<'_>, id: EndpointId, token: SendToken, ok: bool) {
+        self.send_done(cx, id, token, ok);
+    }
+
+    fn sa_response(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        port: PortId,
+        tid: u64,
+        result: Result<&[u8], i32>,
+    ) {
+        self.sa_answer(cx, port, tid, result);
+    }
+
+    fn handle_timeout(&mut self, cx: &mut Ctx<'_>) {
+        let now = cx.now();
+        while let Some((&(at, seq), &t)) = self.timers.first_key_value() {
+            if at > now {
+                break;
+            }
+            self.timers.remove(&(at, seq));
+            match t {
+                Timer::Retry { ep, tid } => self.retry_due(cx, ep, tid, at),
+                Timer::Join { ep } => self.join_retry_due(cx, ep, at),
+            }
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.first_key_value().map(|(&(at, _), _)| at)
+    }
+}

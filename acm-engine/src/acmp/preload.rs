@@ -1,0 +1,308 @@
+//! Endpoint creation: the QP, route and address preloads (spec 4.8), loopback entries
+//! (4.7), and what a port change does to the cache.
+
+use super::endpoint::{Ep, EpState, Group, SendQueue};
+use super::{Acmp, Dest, DestState};
+use crate::addr::Address;
+use crate::device::{PortAttrs, PortId};
+use crate::io::{EndpointId, Output};
+use crate::log::{Level, log};
+use crate::provider::Ctx;
+use acm_proto::Gid;
+use acm_proto::Selected;
+use acm_proto::mgid::AcmMgid;
+use acm_proto::path_record::PathRecordPacket;
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+/// The loopback path (spec 4.7): our own GID and LID both ends, numpath 0, no selector
+/// bits, the port's MTU and rate.
+fn loopback_path(attrs: &PortAttrs, pkey: u16) -> [u8; 64] {
+    let mut path = [0u8; 64];
+    let mut p = PathRecordPacket::new_unchecked(&mut path[..]);
+    p.set_sgid(attrs.gid0());
+    p.set_dgid(attrs.gid0());
+    p.set_slid(attrs.lid);
+    p.set_dlid(attrs.lid);
+    p.set_reversible(true);
+    p.set_numpath(0);
+    p.set_pkey(pkey);
+    p.set_mtu(Selected::from_byte(attrs.mtu.0 & 0x3F));
+    p.set_rate(Selected::from_byte(attrs.rate.0 & 0x3F));
+    path
+}
+
+impl Acmp {
+    pub(super) fn open_ep(&mut self, cx: &mut Ctx<'_>, id: EndpointId, port: PortId, pkey: u16) {
+        let Some(attrs) = self.ports.get(&port).cloned() else {
+            log!(
+                cx,
+                Level::Basic,
+                "acmp_open_endpoint",
+                "endpoint on unknown port {}",
+                port.port
+            );
+            return;
+        };
+        log!(
+            cx,
+            Level::Basic,
+            "acmp_open_endpoint",
+            "creating endpoint for pkey {pkey:#06x}"
+        );
+        let pkey_index = attrs.pkey_index(pkey);
+        let mut groups = Vec::new();
+        let min = AcmMgid::new(pkey, self.opts.min_rate, self.opts.min_mtu);
+        groups.push(Group::new(
+            min.to_gid(),
+            self.opts.min_rate,
+            self.opts.min_mtu,
+        ));
+        // The native group only matters when routes are built from groups.
+        if self.opts.route_acm
+            && (attrs.rate != self.opts.min_rate || attrs.mtu != self.opts.min_mtu)
+        {
+            let native = AcmMgid::new(pkey, attrs.rate, attrs.mtu);
+            groups.push(Group::new(native.to_gid(), attrs.rate, attrs.mtu));
+        }
+        let ep = Ep {
+            port,
+            pkey,
+            state: EpState::Init,
+            qpn: None,
+            groups,
+            dests: super::dest::DestCache::default(),
+            addrs: Vec::new(),
+            counters: crate::Counters::default(),
+            resolve_q: SendQueue {
+                credits: self.opts.resolve_depth,
+                pending: Default::default(),
+            },
+            resp_q: SendQueue {
+                credits: self.opts.send_depth,
+                pending: Default::default(),
+            },
+            requests: BTreeMap::new(),
+            sends: BTreeMap::new(),
+            join_retry: None,
+        };
+        self.eps.insert(id, ep);
+        cx.output(Output::OpenQp {
+            ep: id,
+            port,
+            pkey,
+            pkey_index,
+            recv_depth: self.opts.recv_depth,
+            send_depth: self.opts.resolve_depth + self.opts.send_depth,
+        });
+        if self.opts.route_preload {
+            self.preload_routes(cx, id, &attrs);
+        }
+        if self.opts.addr_preload {
+            self.preload_addrs(cx, id, &attrs);
+        }
+        self.join_all(cx, id);
+    }
+
+    /// Adds (or overwrites) the READY entry of a local address.
+    pub(super) fn add_loopback(&mut self, cx: &mut Ctx<'_>, id: EndpointId, addr: &Address) {
+        let Some(ep) = self.eps.get_mut(&id) else {
+            return;
+        };
+        let Some(attrs) = self.ports.get(&ep.port) else {
+            return;
+        };
+        let idx = match ep.dests.find(addr) {
+            Some(i) => i,
+            None => ep.dests.insert(Dest::new(*addr)),
+        };
+        let path = loopback_path(attrs, ep.pkey);
+        let qpn = ep.qpn.unwrap_or(0);
+        if let Some(d) = ep.dests.get_mut(idx) {
+            d.path = path;
+            d.av = super::sa::av_from_path(&path, attrs);
+            d.remote_qpn = qpn;
+            d.addr_expiry = u64::MAX;
+            d.route_expiry = u64::MAX;
+            d.state = DestState::Ready;
+        }
+        log!(
+            cx,
+            Level::Verbose,
+            "__acmp_add_addr",
+            "added loopback dest {addr}"
+        );
+    }
+
+    /// Route preload (`opensm_full_v1`): READY entries by LID and by GID for every path
+    /// in this port's section.
+    fn preload_routes(&mut self, cx: &mut Ctx<'_>, id: EndpointId, attrs: &PortAttrs) {
+        let Some(data) = self.route_data.as_ref() else {
+            log!(
+                cx,
+                Level::Basic,
+                "acmp_parse_osm_fullv1_paths",
+                "route preload selected but no route data"
+            );
+            return;
+        };
+        let guid = attrs.gid0().interface_id();
+        let Some(section) = data.section_for(guid, attrs.lid) else {
+            log!(
+                cx,
+                Level::Basic,
+                "acmp_parse_osm_fullv1_paths",
+                "no section for port guid {guid:#x} lid {}",
+                attrs.lid
+            );
+            return;
+        };
+        let now = cx.now();
+        let prefix = attrs.gid0().subnet_prefix();
+        let mut entries = Vec::new();
+        for p in &section.paths {
+            let Some(&dguid) = data.lid_to_guid.get(&p.dlid) else {
+                log!(
+                    cx,
+                    Level::Basic,
+                    "acmp_parse_osm_fullv1_paths",
+                    "no GUID for dlid {:#x}",
+                    p.dlid
+                );
+                continue;
+            };
+            entries.push((p.dlid, Gid::from_parts(prefix, dguid), p.sl, p.mtu, p.rate));
+        }
+        let Some(ep) = self.eps.get_mut(&id) else {
+            return;
+        };
+        for (dlid, dgid, sl, mtu, rate) in entries {
+            let own = dlid == attrs.lid;
+            let mut path = [0u8; 64];
+            let mut pr = PathRecordPacket::new_unchecked(&mut path[..]);
+            pr.set_sgid(attrs.gid0());
+            pr.set_dgid(dgid);
+            pr.set_slid(attrs.lid);
+            pr.set_dlid(dlid);
+            pr.set_reversible(true);
+            pr.set_numpath(0);
+            pr.set_pkey(ep.pkey);
+            pr.set_sl(sl);
+            pr.set_mtu(Selected::from_byte(mtu & 0x3F));
+            pr.set_rate(Selected::from_byte(rate & 0x3F));
+            pr.set_packet_lifetime(Selected::from_byte(if own {
+                0
+            } else {
+                attrs.subnet_timeout & 0x3F
+            }));
+            let (addr_exp, route_exp) = if own {
+                (u64::MAX, u64::MAX)
+            } else {
+                (
+                    Self::expiry(now, self.opts.addr_timeout),
+                    Self::expiry(now, self.opts.route_timeout),
+                )
+            };
+            for key in [Address::lid(dlid), Address::gid(dgid)] {
+                let Some(i) = ep.dests.acquire(&key, self.opts.dests_per_endpoint) else {
+                    continue;
+                };
+                if let Some(d) = ep.dests.get_mut(i) {
+                    d.path = path;
+                    d.av = super::sa::av_from_path(&path, attrs);
+                    d.remote_qpn = 1;
+                    d.addr_expiry = addr_exp;
+                    d.route_expiry = route_exp;
+                    d.state = DestState::Ready;
+                }
+            }
+        }
+    }
+
+    /// Address preload (`acm_hosts`): each address bound to its GID, READY when the GID's
+    /// route was preloaded, else ADDR_RESOLVED (the route comes from the SA on first use).
+    fn preload_addrs(&mut self, cx: &mut Ctx<'_>, id: EndpointId, attrs: &PortAttrs) {
+        let now = cx.now();
+        let hosts = self.hosts.clone();
+        let Some(ep) = self.eps.get_mut(&id) else {
+            return;
+        };
+        for h in &hosts {
+            let known = ep
+                .dests
+                .find(&Address::gid(h.gid))
+                .and_then(|i| ep.dests.get(i))
+                .map(|d| (d.path, d.av));
+            let Some(i) = ep.dests.acquire(&h.address, self.opts.dests_per_endpoint) else {
+                continue;
+            };
+            let Some(d) = ep.dests.get_mut(i) else {
+                continue;
+            };
+            match known {
+                Some((path, av)) => {
+                    d.path = path;
+                    d.av = av;
+                    d.state = DestState::Ready;
+                }
+                None => {
+                    let mut path = [0u8; 64];
+                    let mut pr = PathRecordPacket::new_unchecked(&mut path[..]);
+                    pr.set_dgid(h.gid);
+                    pr.set_slid(attrs.lid);
+                    pr.set_reversible(true);
+                    pr.set_numpath(0);
+                    pr.set_pkey(ep.pkey);
+                    d.path = path;
+                    d.state = DestState::AddrResolved;
+                }
+            }
+            d.remote_qpn = 1;
+            d.addr_expiry = Self::expiry(now, self.opts.addr_timeout);
+            d.route_expiry = Self::expiry(now, self.opts.route_timeout);
+            log!(
+                cx,
+                Level::Verbose,
+                "acmp_parse_hosts_file",
+                "added host {} IB GID {}",
+                h.address,
+                h.gid
+            );
+        }
+    }
+
+    /// The port's LID, SM or GIDs changed: learned routes are stale (their SLID, or the
+    /// SA that gave them, is gone), so READY entries fall back to ADDR_RESOLVED and are
+    /// re-queried on next use; loopback entries are rebuilt.
+    pub(super) fn port_changed(&mut self, cx: &mut Ctx<'_>, port: PortId, _old: &PortAttrs) {
+        let ids: Vec<EndpointId> = self
+            .eps
+            .iter()
+            .filter(|(_, e)| e.port == port)
+            .map(|(&i, _)| i)
+            .collect();
+        for id in ids {
+            let Some(ep) = self.eps.get_mut(&id) else {
+                continue;
+            };
+            let addrs = ep.addrs.clone();
+            for d in ep.dests.iter_mut() {
+                if d.state == DestState::Ready && !addrs.contains(&d.addr) {
+                    d.state = DestState::AddrResolved;
+                }
+            }
+            if self.opts.loopback_local {
+                for a in &addrs {
+                    self.add_loopback(cx, id, a);
+                }
+            }
+        }
+        log!(
+            cx,
+            Level::Basic,
+            "acmp_port_change",
+            "port {}: routes invalidated",
+            port.port
+        );
+    }
+}

@@ -1,0 +1,266 @@
+//! Client resolves on ibacmp (spec 4.3): the destination state machine as a client
+//! lookup walks it, coalescing, NODELAY.
+
+use super::endpoint::EpState;
+use super::{Acmp, DestState};
+use crate::addr::Address;
+use crate::counters::Counter;
+use crate::io::EndpointId;
+use crate::log::{Level, log};
+use crate::provider::{Ctx, Outcome, PendingReply, Resolve};
+use acm_proto::client::{EpFlags, Status};
+use acm_proto::path_record::PathRecordPacket;
+
+impl Acmp {
+    pub(super) fn resolve_request(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        id: EndpointId,
+        req: Resolve,
+        reply: PendingReply,
+    ) {
+        let Some(ep) = self.eps.get_mut(&id) else {
+            return cx.complete(reply, Outcome::Failed(Status::ENODATA.0));
+        };
+        if ep.state != EpState::Ready {
+            log!(
+                cx,
+                Level::Verbose,
+                "acmp_resolve",
+                "endpoint pkey {:#06x} not ready",
+                ep.pkey
+            );
+            return Self::finish(Some(ep), cx, reply, Outcome::Failed(Status::ENODATA.0));
+        }
+        ep.counters.bump(Counter::Resolve);
+        match req {
+            Resolve::Dest { src, dest, flags } => {
+                self.resolve_dest(cx, id, src, dest, flags, reply)
+            }
+            Resolve::Path { path, flags } => self.resolve_path(cx, id, &path, flags, reply),
+        }
+    }
+
+    /// The destination's cache slot, or an ENOMEM answer when the cache is full.
+    fn slot(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        id: EndpointId,
+        key: &Address,
+        reply: PendingReply,
+    ) -> Option<(super::dest::DestIdx, PendingReply)> {
+        let limit = self.opts.dests_per_endpoint;
+        let ep = self.eps.get_mut(&id)?;
+        match ep.dests.acquire(key, limit) {
+            Some(i) => Some((i, reply)),
+            None => {
+                log!(
+                    cx,
+                    Level::Basic,
+                    "acmp_acquire_dest",
+                    "destination cache full; {key} not cached"
+                );
+                Self::finish(Some(ep), cx, reply, Outcome::Failed(Status::ENOMEM.0));
+                None
+            }
+        }
+    }
+
+    /// Answers from the cache when READY and fresh; otherwise moves stale entries back
+    /// (address expired → INIT, route expired → ADDR_RESOLVED) and returns the state.
+    fn check_ready(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        id: EndpointId,
+        idx: super::dest::DestIdx,
+        reply: PendingReply,
+    ) -> Option<(DestState, PendingReply)> {
+        let now_min = cx.now().as_minutes();
+        let ep = self.eps.get_mut(&id)?;
+        let d = ep.dests.get_mut(idx)?;
+        if d.state == DestState::Ready {
+            if now_min > d.addr_expiry {
+                d.state = DestState::Init;
+                d.path = [0; 64];
+            } else if now_min > d.route_expiry {
+                d.state = DestState::AddrResolved;
+            } else {
+                let path = d.path;
+                cx.count(Counter::RouteCache);
+                ep.counters.bump(Counter::RouteCache);
+                Self::finish(Some(ep), cx, reply, Outcome::Path(&path));
+                return None;
+            }
+        }
+        Some((d.state, reply))
+    }
+
+    fn resolve_dest(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        id: EndpointId,
+        src: Address,
+        dest: Address,
+        flags: EpFlags,
+        reply: PendingReply,
+    ) {
+        let Some((idx, reply)) = self.slot(cx, id, &dest, reply) else {
+            return;
+        };
+        let Some((state, reply)) = self.check_ready(cx, id, idx, reply) else {
+            return;
+        };
+        match state {
+            DestState::AddrResolved => {
+                cx.count(Counter::AddrCache);
+                if let Some(ep) = self.eps.get_mut(&id) {
+                    ep.counters.bump(Counter::AddrCache);
+                    self.fill_sgid(id, idx);
+                }
+                if let Err(e) = self.query_route(cx, id, &dest, None) {
+                    self.set_init(id, idx);
+                    return self.fail(cx, id, reply, e);
+                }
+            }
+            DestState::Init => {
+                if let Err(e) = self.send_request(cx, id, &src, &dest) {
+                    return self.fail(cx, id, reply, e);
+                }
+                if let Some(d) = self.eps.get_mut(&id).and_then(|e| e.dests.get_mut(idx)) {
+                    d.state = DestState::QueryAddr;
+                }
+            }
+            _ => {}
+        }
+        self.enqueue(cx, id, idx, flags, reply);
+    }
+
+    fn resolve_path(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        id: EndpointId,
+        path: &[u8; 64],
+        flags: EpFlags,
+        reply: PendingReply,
+    ) {
+        let p = PathRecordPacket::new_unchecked(&path[..]);
+        let key = if p.dlid() != 0 {
+            Address::lid(p.dlid())
+        } else {
+            Address::gid(p.dgid())
+        };
+        let Some((idx, reply)) = self.slot(cx, id, &key, reply) else {
+            return;
+        };
+        let Some((state, reply)) = self.check_ready(cx, id, idx, reply) else {
+            return;
+        };
+        match state {
+            DestState::Init | DestState::AddrResolved => {
+                if state == DestState::Init {
+                    self.record_path_addr(id, idx, path);
+                }
+                if let Err(e) = self.query_route(cx, id, &key, None) {
+                    self.set_init(id, idx);
+                    return self.fail(cx, id, reply, e);
+                }
+            }
+            _ => {}
+        }
+        self.enqueue(cx, id, idx, flags, reply);
+    }
+
+    /// INIT path resolve (spec 4.3): the query record from the request and the port.
+    fn record_path_addr(&mut self, id: EndpointId, idx: super::dest::DestIdx, req: &[u8; 64]) {
+        let Some(ep) = self.eps.get_mut(&id) else {
+            return;
+        };
+        let Some(attrs) = self.ports.get(&ep.port) else {
+            return;
+        };
+        let group_sgid = ep
+            .groups
+            .first()
+            .map(|g| PathRecordPacket::new_unchecked(&g.path[..]).sgid())
+            .filter(|g| !g.is_zero())
+            .unwrap_or_else(|| attrs.gid0());
+        let pkey = ep.pkey;
+        let Some(d) = ep.dests.get_mut(idx) else {
+            return;
+        };
+        let r = PathRecordPacket::new_unchecked(&req[..]);
+        let mut path = [0u8; 64];
+        let mut p = PathRecordPacket::new_unchecked(&mut path[..]);
+        p.set_dgid(r.dgid());
+        p.set_dlid(r.dlid());
+        p.set_slid(if r.slid() != 0 { r.slid() } else { attrs.lid });
+        p.set_sgid(if r.sgid().is_zero() {
+            group_sgid
+        } else {
+            r.sgid()
+        });
+        p.set_pkey(pkey);
+        d.path = path;
+        d.state = DestState::AddrResolved;
+    }
+
+    /// ADDR_RESOLVED IP entries without a source GID get the endpoint port's GID.
+    ///
+    /// The reference searches the host's interfaces for one whose address *begins with*
+    /// the source IP's text (its bug 8) and leaves the GID zero when none matches; the
+    /// port GID is what such an interface would have given.
+    fn fill_sgid(&mut self, id: EndpointId, idx: super::dest::DestIdx) {
+        let Some(ep) = self.eps.get_mut(&id) else {
+            return;
+        };
+        let Some(attrs) = self.ports.get(&ep.port) else {
+            return;
+        };
+        let Some(d) = ep.dests.get_mut(idx) else {
+            return;
+        };
+        if d.addr.as_ip().is_none() {
+            return;
+        }
+        let mut p = PathRecordPacket::new_unchecked(&mut d.path[..]);
+        if p.sgid().is_zero() {
+            p.set_sgid(attrs.gid0());
+        }
+    }
+
+    fn set_init(&mut self, id: EndpointId, idx: super::dest::DestIdx) {
+        if let Some(d) = self.eps.get_mut(&id).and_then(|e| e.dests.get_mut(idx)) {
+            d.state = DestState::Init;
+        }
+    }
+
+    fn fail(&mut self, cx: &mut Ctx<'_>, id: EndpointId, reply: PendingReply, status: u8) {
+        Self::finish(self.eps.get_mut(&id), cx, reply, Outcome::Failed(status));
+    }
+
+    /// The *queue* step: NODELAY answers ENODATA now (the lookup goes on in the
+    /// background); otherwise the request waits on the destination.
+    fn enqueue(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        id: EndpointId,
+        idx: super::dest::DestIdx,
+        flags: EpFlags,
+        reply: PendingReply,
+    ) {
+        let limit = self.opts.queued_per_dest;
+        let Some(ep) = self.eps.get_mut(&id) else {
+            return;
+        };
+        if flags.contains(EpFlags::NODELAY) {
+            return Self::finish(Some(ep), cx, reply, Outcome::Failed(Status::ENODATA.0));
+        }
+        let full = ep.dests.get(idx).is_none_or(|d| d.queue.len() >= limit);
+        if full {
+            return Self::finish(Some(ep), cx, reply, Outcome::Failed(Status::ENOMEM.0));
+        }
+        if let Some(d) = ep.dests.get_mut(idx) {
+            d.queue.push(reply);
+        }
+    }
+}

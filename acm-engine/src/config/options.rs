@@ -1,0 +1,1081 @@
+//! The options file (`ibacm_opts.cfg`, spec 5.7), including its `provider` lines (5.4).
+//!
+//! The reference reads this file twice (once in the core, once in the provider) plus a
+//! third time for the `provider` lines; [`Options::parse`] does all three over the same
+//! text and yields one typed [`Options`], so each setting lives in one place.
+
+use super::diagnostic::{Diagnostic, Severity};
+use super::lex::{self, Scanner};
+use acm_proto::{Mtu, Rate};
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+/// The name of the provider that is built in: the default provider of every port unless
+/// a `provider <name> default` line says otherwise (spec 5.4).
+pub const BUILTIN_PROVIDER: &str = "ibacmp";
+
+/// Where the daemon listens for clients (`server_mode`, spec 1.1), so the daemon can
+/// pick its socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ServerMode {
+    /// A unix socket (the default, and what every unrecognised value means).
+    #[default]
+    Unix,
+    /// TCP on 127.0.0.1:`server_port`.
+    Loop,
+    /// TCP on every address, port `server_port`.
+    Open,
+}
+
+/// How addresses are resolved (`addr_prot`); the reference knows only ACM multicast, so
+/// the type exists to keep the option visible, not to choose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum AddrProt {
+    /// ACM resolution over IB multicast.
+    #[default]
+    Acm,
+}
+
+/// How routes (paths) are found once the address is known (`route_prot`, spec 4.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum RouteProt {
+    /// A PathRecord query to the SA (the default).
+    #[default]
+    Sa,
+    /// The path is built from the multicast group; group 1 is joined.
+    Acm,
+}
+
+/// Whether local addresses get ready-made loopback cache entries (`loopback_prot`, 4.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum LoopbackProt {
+    /// Every local address gets a READY entry (the default).
+    #[default]
+    Local,
+    /// Local addresses are resolved over the network like any other.
+    None,
+}
+
+/// Whether routes are preloaded from a file when an endpoint is created (4.8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum RoutePreload {
+    /// No route preload (the default; `none` or `no`).
+    #[default]
+    None,
+    /// OpenSM's full path-record dump (`opensm_full_v1`), read from `route_data_file`.
+    OpensmFullV1,
+}
+
+/// Whether addresses are preloaded from a file when an endpoint is created (4.8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum AddrPreload {
+    /// No address preload (the default; `none` or `no`).
+    #[default]
+    None,
+    /// `<address> <GID>` lines (`acm_hosts`), read from `addr_data_file`.
+    AcmHosts,
+}
+
+/// What a `provider` line applies to (spec 5.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProviderTarget {
+    /// `provider <name> default`: ports that no prefix rule claims.
+    Default,
+    /// `provider <name> <prefix>`: ports whose GID 0 subnet prefix equals this number
+    /// (the prefix as a number, i.e. `Gid::subnet_prefix()`; the file gives it in the
+    /// same order, e.g. `0xfe80000000000000`).
+    SubnetPrefix(u64),
+}
+
+/// One `provider <name> <prefix|default>` line, in file order, so ports can be assigned
+/// to providers as the reference assigns them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ProviderRule {
+    /// The provider's name, as written (the reference compares it case-insensitively).
+    pub name: String,
+    /// What the rule covers.
+    pub target: ProviderTarget,
+}
+
+/// Every setting of the options file (spec 5.7), typed, with the reference's defaults,
+/// so the core, the provider and the daemon read their settings from one value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// `log_file`: `stdout`, `stderr` (case-insensitive) or a path.
+    pub log_file: String,
+    /// `log_level`: 0 basic, 1 verbose configuration, 2 verbose operation.
+    pub log_level: i32,
+    /// `umad_debug_level`: > 0 turns on libibumad debugging.
+    pub umad_debug_level: i32,
+    /// `lock_file`: the pid/lock file.
+    pub lock_file: String,
+    /// `server_port`: TCP port for `loop`/`open`. The reference stores `atoi(value)` in a
+    /// 16-bit short, so the value is the low 16 bits of the `atoi` result (junk reads
+    /// as 0, `70000` as 4464, `-1` as 65535).
+    pub server_port: u16,
+    /// `server_mode`.
+    pub server_mode: ServerMode,
+    /// `acme_plus_kernel_only`: suppresses the public rendezvous symlinks (spec 1.1).
+    pub acme_plus_kernel_only: bool,
+    /// `provider_lib_path`: the directory of loadable providers.
+    pub provider_lib_path: String,
+    /// `support_ips_in_addr_cfg`: whether IP literals in the address file are accepted
+    /// (the engine applies it; [`crate::config::AddrFile`] keeps every line).
+    pub support_ips_in_addr_cfg: bool,
+    /// `timeout` in ms: the SA MAD timeout and the extra ACM retry interval. `atoi`'s
+    /// result converted as C converts an int to unsigned (negative values wrap).
+    pub timeout_ms: u32,
+    /// `retries`: SA MAD retries and ACM retransmissions (converted like `timeout_ms`).
+    pub retries: u32,
+    /// `sa_depth`: outstanding SA MADs per port (converted like `timeout_ms`).
+    pub sa_depth: u32,
+    /// `provider` lines, in file order.
+    pub providers: Vec<ProviderRule>,
+    /// `addr_prot`.
+    pub addr_prot: AddrProt,
+    /// `addr_timeout` in minutes, raw; −1 means never (see [`expiry_minutes`]).
+    pub addr_timeout: i32,
+    /// `route_prot`.
+    pub route_prot: RouteProt,
+    /// `route_timeout` in minutes, raw; −1 (the default) means never. Only the lower-case
+    /// option name is recognised.
+    pub route_timeout: i32,
+    /// `loopback_prot`.
+    pub loopback_prot: LoopbackProt,
+    /// `resolve_depth`: outstanding ACM resolves per endpoint.
+    pub resolve_depth: u32,
+    /// `send_depth`: outstanding ACM responses per endpoint.
+    pub send_depth: u32,
+    /// `recv_depth`: receive buffers per endpoint.
+    pub recv_depth: u32,
+    /// `min_mtu`, converted from bytes to the IB enum (anything unknown is 2048).
+    pub min_mtu: Mtu,
+    /// `min_rate`, converted from Gb/s to the IB enum (anything unknown is 10 Gb/s).
+    pub min_rate: Rate,
+    /// `route_preload`.
+    pub route_preload: RoutePreload,
+    /// `route_data_file`: the route preload file.
+    pub route_data_file: String,
+    /// `addr_preload`.
+    pub addr_preload: AddrPreload,
+    /// `addr_data_file`: the address preload file.
+    pub addr_data_file: String,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            log_file: String::from("/var/log/ibacm.log"),
+            log_level: 0,
+            umad_debug_level: 0,
+            lock_file: String::from("/run/ibacm.pid"),
+            server_port: 6125,
+            server_mode: ServerMode::Unix,
+            acme_plus_kernel_only: false,
+            provider_lib_path: String::from("/usr/lib/x86_64-linux-gnu/ibacm"),
+            support_ips_in_addr_cfg: false,
+            timeout_ms: 2000,
+            retries: 2,
+            sa_depth: 1,
+            providers: Vec::new(),
+            addr_prot: AddrProt::Acm,
+            addr_timeout: 1440,
+            route_prot: RouteProt::Sa,
+            route_timeout: -1,
+            loopback_prot: LoopbackProt::Local,
+            resolve_depth: 1,
+            send_depth: 1,
+            recv_depth: 1024,
+            min_mtu: Mtu::MTU_2048,
+            min_rate: Rate::RATE_10,
+            route_preload: RoutePreload::None,
+            route_data_file: String::from("/etc/rdma/ibacm_route.data"),
+            addr_preload: AddrPreload::None,
+            addr_data_file: String::from("/etc/rdma/ibacm_hosts.data"),
+        }
+    }
+}
+
+/// The expiry time, in minutes, of an entry stored at `now_min` with a timeout of `raw`
+/// minutes, computed as the reference does: the signed option is added as an unsigned
+/// 32-bit value, so −1 (never) means "in 2³² − 1 minutes" (about 8000 years) rather
+/// than a special case. The addition wraps like C's unsigned arithmetic.
+#[must_use]
+pub const fn expiry_minutes(raw: i32, now_min: u64) -> u64 {
+    now_min.wrapping_add(raw as u32 as u64)
+}
+
+/// `min_mtu`'s conversion: bytes to the IB MTU enum.
+fn mtu_from_bytes(bytes: i32) -> Option<Mtu> {
+    u32::try_from(bytes).ok().and_then(Mtu::from_bytes)
+}
+
+/// `min_rate`'s conversion: whole Gb/s (2 meaning 2.5) to the IB rate enum; only the
+/// values the reference knows.
+fn rate_from_gbps(gbps: i32) -> Option<Rate> {
+    Some(match gbps {
+        2 => Rate::RATE_2_5,
+        5 => Rate::RATE_5,
+        10 => Rate::RATE_10,
+        14 => Rate::RATE_14,
+        20 => Rate::RATE_20,
+        25 => Rate::RATE_25,
+        30 => Rate::RATE_30,
+        40 => Rate::RATE_40,
+        56 => Rate::RATE_56,
+        60 => Rate::RATE_60,
+        80 => Rate::RATE_80,
+        100 => Rate::RATE_100,
+        112 => Rate::RATE_112,
+        120 => Rate::RATE_120,
+        168 => Rate::RATE_168,
+        200 => Rate::RATE_200,
+        300 => Rate::RATE_300,
+        _ => return None,
+    })
+}
+
+/// ASCII case-insensitive equality, as `strcasecmp` in the C locale.
+fn eq(a: &[u8], b: &str) -> bool {
+    a.eq_ignore_ascii_case(b.as_bytes())
+}
+
+/// Bytes as text for values and messages (invalid UTF-8 shown with U+FFFD).
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The parse state: the options so far and the diagnostics.
+struct Parser<'f> {
+    file: &'f str,
+    opts: Options,
+    diags: Vec<Diagnostic>,
+}
+
+impl Parser<'_> {
+    fn diag(&mut self, line: usize, severity: Severity, message: String) {
+        self.diags
+            .push(Diagnostic::new(self.file, line, severity, message));
+    }
+
+    /// An `atoi` option, with a warning when the value is not entirely a number.
+    fn int(&mut self, line: usize, name: &[u8], value: &[u8]) -> i32 {
+        let n = lex::atoi(value);
+        if !lex::is_number(value, 10) {
+            self.diag(
+                line,
+                Severity::Warning,
+                format!(
+                    "value '{}' of option '{}' is not a number; read as {n}",
+                    text(value),
+                    text(name)
+                ),
+            );
+        }
+        n
+    }
+
+    /// The warning for an enumerated value that the reference does not know.
+    fn unchanged(&mut self, line: usize, name: &[u8], value: &[u8]) {
+        self.diag(
+            line,
+            Severity::Warning,
+            format!(
+                "invalid value '{}' for option '{}'; setting left unchanged",
+                text(value),
+                text(name)
+            ),
+        );
+    }
+
+    /// One `<name> <value>` line of the core's and the provider's option parsers.
+    fn option(&mut self, line: usize, name: &[u8], value: &[u8]) {
+        let lower = name.to_ascii_lowercase();
+        match lower.as_slice() {
+            b"log_file" => self.opts.log_file = text(value),
+            b"log_level" => self.opts.log_level = self.int(line, name, value),
+            b"umad_debug_level" => self.opts.umad_debug_level = self.int(line, name, value),
+            b"lock_file" => self.opts.lock_file = text(value),
+            // `(short) atoi(value)`: the low 16 bits.
+            b"server_port" => self.opts.server_port = self.int(line, name, value) as u16,
+            b"server_mode" => {
+                self.opts.server_mode = if eq(value, "open") {
+                    ServerMode::Open
+                } else if eq(value, "loop") {
+                    ServerMode::Loop
+                } else {
+                    if !eq(value, "unix") {
+                        self.diag(
+                            line,
+                            Severity::Warning,
+                            format!("unknown server_mode '{}'; using unix", text(value)),
+                        );
+                    }
+                    ServerMode::Unix
+                };
+            }
+            b"acme_plus_kernel_only" => {
+                let (n, _) = lex::strtol(value, 0);
+                let on = eq(value, "true") || eq(value, "yes") || n != 0;
+                let plain = ["true", "yes", "false", "no"].iter().any(|w| eq(value, w));
+                if !plain && !lex::is_number(value, 0) {
+                    self.diag(
+                        line,
+                        Severity::Warning,
+                        format!(
+                            "value '{}' of option 'acme_plus_kernel_only' is neither yes/true nor a number; read as {}",
+                            text(value),
+                            if on { "yes" } else { "no" }
+                        ),
+                    );
+                }
+                self.opts.acme_plus_kernel_only = on;
+            }
+            b"provider_lib_path" => self.opts.provider_lib_path = text(value),
+            b"support_ips_in_addr_cfg" => {
+                self.opts.support_ips_in_addr_cfg = self.int(line, name, value) != 0;
+            }
+            // C's int-to-unsigned conversion: negative values wrap.
+            b"timeout" => self.opts.timeout_ms = self.int(line, name, value) as u32,
+            b"retries" => self.opts.retries = self.int(line, name, value) as u32,
+            b"sa_depth" => self.opts.sa_depth = self.int(line, name, value) as u32,
+            b"addr_prot" => {
+                if eq(value, "acm") {
+                    self.opts.addr_prot = AddrProt::Acm;
+                } else {
+                    self.unchanged(line, name, value);
+                }
+            }
+            b"addr_timeout" => self.opts.addr_timeout = self.int(line, name, value),
+            b"route_prot" => {
+                if eq(value, "sa") {
+                    self.opts.route_prot = RouteProt::Sa;
+                } else if eq(value, "acm") {
+                    self.opts.route_prot = RouteProt::Acm;
+                } else {
+                    self.unchanged(line, name, value);
+                }
+            }
+            b"route_timeout" if name == b"route_timeout" => {
+                self.opts.route_timeout = self.int(line, name, value);
+            }
+            b"route_timeout" => self.diag(
+                line,
+                Severity::Notice,
+                format!(
+                    "unknown option '{}' ignored (the name route_timeout must be written in lower case)",
+                    text(name)
+                ),
+            ),
+            b"loopback_prot" => {
+                if eq(value, "local") {
+                    self.opts.loopback_prot = LoopbackProt::Local;
+                } else if eq(value, "none") {
+                    self.opts.loopback_prot = LoopbackProt::None;
+                } else {
+                    self.unchanged(line, name, value);
+                }
+            }
+            b"resolve_depth" => self.opts.resolve_depth = self.int(line, name, value) as u32,
+            b"send_depth" => self.opts.send_depth = self.int(line, name, value) as u32,
+            b"recv_depth" => self.opts.recv_depth = self.int(line, name, value) as u32,
+            b"min_mtu" => {
+                let n = self.int(line, name, value);
+                self.opts.min_mtu = mtu_from_bytes(n).unwrap_or_else(|| {
+                    self.diag(
+                        line,
+                        Severity::Warning,
+                        format!("min_mtu {n} is not 256, 512, 1024, 2048 or 4096; using 2048"),
+                    );
+                    Mtu::MTU_2048
+                });
+            }
+            b"min_rate" => {
+                let n = self.int(line, name, value);
+                self.opts.min_rate = rate_from_gbps(n).unwrap_or_else(|| {
+                    self.diag(
+                        line,
+                        Severity::Warning,
+                        format!("min_rate {n} is not a known rate in Gb/s; using 10"),
+                    );
+                    Rate::RATE_10
+                });
+            }
+            b"route_preload" => {
+                if eq(value, "none") || eq(value, "no") {
+                    self.opts.route_preload = RoutePreload::None;
+                } else if eq(value, "opensm_full_v1") {
+                    self.opts.route_preload = RoutePreload::OpensmFullV1;
+                } else {
+                    self.unchanged(line, name, value);
+                }
+            }
+            b"route_data_file" => self.opts.route_data_file = text(value),
+            b"addr_preload" => {
+                if eq(value, "none") || eq(value, "no") {
+                    self.opts.addr_preload = AddrPreload::None;
+                } else if eq(value, "acm_hosts") {
+                    self.opts.addr_preload = AddrPreload::AcmHosts;
+                } else {
+                    self.unchanged(line, name, value);
+                }
+            }
+            b"addr_data_file" => self.opts.addr_data_file = text(value),
+            // `provider` lines (and anything else starting with "provider", as the
+            // reference's keyword test reads them) are handled by `provider_line`.
+            l if l.starts_with(b"provider") => {}
+            _ => self.diag(line, Severity::Notice, format!("unknown option '{}' ignored", text(name))),
+        }
+    }
+
+    /// One line of the reference's separate `provider` parser (spec 5.4): the first token
+    /// must begin with `provider` (case-insensitively, only the first 8 characters are
+    /// compared), then a name, then `default` or a subnet prefix (`strtoull` base 0).
+    fn provider_line(&mut self, line: usize, chunk: &[u8]) {
+        if chunk.first() == Some(&b'#') {
+            return;
+        }
+        let mut sc = Scanner::new(chunk);
+        let Some(keyword) = sc.token() else { return };
+        if !keyword.get(..8).is_some_and(|k| eq(k, "provider")) {
+            return;
+        }
+        let exact = eq(keyword, "provider");
+        let (Some(name), Some(target)) = (sc.token(), sc.token()) else {
+            if exact {
+                self.diag(
+                    line,
+                    Severity::Warning,
+                    String::from(
+                        "provider line needs a name and a subnet prefix or 'default'; ignored",
+                    ),
+                );
+            }
+            return;
+        };
+        if !exact {
+            self.diag(
+                line,
+                Severity::Warning,
+                format!(
+                    "'{}' is read as a provider line, because only its first 8 characters are compared",
+                    text(keyword)
+                ),
+            );
+        }
+        let target = if eq(target, "default") {
+            ProviderTarget::Default
+        } else {
+            let (prefix, _) = lex::strtoull(target, 0);
+            if !lex::is_number(target, 0) {
+                self.diag(
+                    line,
+                    Severity::Warning,
+                    format!(
+                        "subnet prefix '{}' is not a number; read as {prefix:#x}",
+                        text(target)
+                    ),
+                );
+            }
+            ProviderTarget::SubnetPrefix(prefix)
+        };
+        self.opts.providers.push(ProviderRule {
+            name: text(name),
+            target,
+        });
+    }
+}
+
+impl Options {
+    /// Parses the options file `text` (named `file` in diagnostics) by the reference's
+    /// rules (spec 5.7), starting from the defaults.
+    ///
+    /// * The text is read in 120-byte `fgets` chunks: a line longer than 119 bytes is
+    ///   split, and each piece is parsed as a line of its own.
+    /// * A `#` in column 0 (of a chunk) makes a comment.
+    /// * The first two whitespace-separated fields are read as `%31s %255s` (an
+    ///   over-long name spills into the value); lines with fewer than 2 are ignored.
+    /// * Names are case-insensitive, except `route_timeout`; unknown names are ignored
+    ///   (a [`Severity::Notice`]). A later line overrides an earlier one.
+    /// * Numbers are read with `atoi` (junk reads as 0, with a warning).
+    /// * An unrecognised value of an enumerated option leaves it unchanged (a warning);
+    ///   `server_mode`, `min_mtu` and `min_rate` fall back to unix, 2048 and 10 instead.
+    /// * `provider` lines are read by a separate pass in 128-byte chunks (spec 5.4) and
+    ///   collected, in file order, in [`Options::providers`].
+    #[must_use]
+    pub fn parse(file: &str, text: &str) -> (Self, Vec<Diagnostic>) {
+        let mut p = Parser {
+            file,
+            opts: Self::default(),
+            diags: Vec::new(),
+        };
+        for (line, chunk) in lex::chunks(text, lex::LINE_120) {
+            if chunk.first() == Some(&b'#') {
+                continue;
+            }
+            let mut sc = Scanner::new(chunk);
+            let (Some(name), Some(value)) = (sc.string(31), sc.string(255)) else {
+                continue;
+            };
+            p.option(line, name, value);
+        }
+        for (line, chunk) in lex::chunks(text, lex::LINE_128) {
+            p.provider_line(line, chunk);
+        }
+        let mut diags = p.diags;
+        // Both passes report in file order.
+        diags.sort_by_key(|d| d.line);
+        (p.opts, diags)
+    }
+
+    /// The provider a port with GID 0 subnet prefix `subnet_prefix` belongs to, by the
+    /// `provider` lines alone: the first rule in file order with that prefix, else the
+    /// last `default` rule (a later one overrides), else [`BUILTIN_PROVIDER`].
+    ///
+    /// This assumes every named provider exists; see
+    /// [`Options::provider_for_loaded`] for the reference's exact behaviour, which
+    /// ignores lines that name a provider it has not loaded.
+    #[must_use]
+    pub fn provider_for(&self, subnet_prefix: u64) -> Option<&str> {
+        let by_prefix = self
+            .providers
+            .iter()
+            .find(|r| r.target == ProviderTarget::SubnetPrefix(subnet_prefix));
+        let default = || {
+            self.providers
+                .iter()
+                .rev()
+                .find(|r| r.target == ProviderTarget::Default)
+        };
+        Some(
+            by_prefix
+                .or_else(default)
+                .map_or(BUILTIN_PROVIDER, |r| r.name.as_str()),
+        )
+    }
+
+    /// The provider a port belongs to when exactly the providers `loaded` exist (in load
+    /// order), as the reference decides (spec 5.4): lines naming a provider that is not
+    /// loaded are ignored (names compared case-insensitively); the first loaded provider
+    /// with a rule for `subnet_prefix` wins; else the last valid `default` line; else
+    /// [`BUILTIN_PROVIDER`] if it is loaded. `None` means the port has no provider and
+    /// stays unused. The name returned is the one from `loaded`.
+    #[must_use]
+    pub fn provider_for_loaded<'a>(
+        &self,
+        subnet_prefix: u64,
+        loaded: &[&'a str],
+    ) -> Option<&'a str> {
+        let loaded_name = |rule: &ProviderRule| {
+            loaded
+                .iter()
+                .copied()
+                .find(|l| l.eq_ignore_ascii_case(&rule.name))
+        };
+        let by_prefix = loaded.iter().copied().find(|l| {
+            self.providers.iter().any(|r| {
+                r.target == ProviderTarget::SubnetPrefix(subnet_prefix)
+                    && l.eq_ignore_ascii_case(&r.name)
+            })
+        });
+        by_prefix
+            .or_else(|| {
+                self.providers
+                    .iter()
+                    .rev()
+                    .filter(|r| r.target == ProviderTarget::Default)
+                    .find_map(loaded_name)
+            })
+            .or_else(|| loaded.iter().copied().find(|l| *l == BUILTIN_PROVIDER))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> (Options, Vec<Diagnostic>) {
+        Options::parse("opts.cfg", text)
+    }
+
+    fn only(text: &str) -> Options {
+        parse(text).0
+    }
+
+    fn severities(d: &[Diagnostic]) -> Vec<(usize, Severity)> {
+        d.iter().map(|d| (d.line, d.severity)).collect()
+    }
+
+    #[test]
+    fn defaults() {
+        let (o, d) = parse("");
+        assert!(d.is_empty());
+        assert_eq!(o, Options::default());
+        assert_eq!(o.log_file, "/var/log/ibacm.log");
+        assert_eq!(o.log_level, 0);
+        assert_eq!(o.umad_debug_level, 0);
+        assert_eq!(o.lock_file, "/run/ibacm.pid");
+        assert_eq!(o.server_port, 6125);
+        assert_eq!(o.server_mode, ServerMode::Unix);
+        assert!(!o.acme_plus_kernel_only);
+        assert_eq!(o.provider_lib_path, "/usr/lib/x86_64-linux-gnu/ibacm");
+        assert!(!o.support_ips_in_addr_cfg);
+        assert_eq!((o.timeout_ms, o.retries, o.sa_depth), (2000, 2, 1));
+        assert!(o.providers.is_empty());
+        assert_eq!(o.addr_prot, AddrProt::Acm);
+        assert_eq!(o.addr_timeout, 1440);
+        assert_eq!(o.route_prot, RouteProt::Sa);
+        assert_eq!(o.route_timeout, -1);
+        assert_eq!(o.loopback_prot, LoopbackProt::Local);
+        assert_eq!((o.resolve_depth, o.send_depth, o.recv_depth), (1, 1, 1024));
+        assert_eq!(o.min_mtu, Mtu(4));
+        assert_eq!(o.min_rate, Rate(3));
+        assert_eq!(o.route_preload, RoutePreload::None);
+        assert_eq!(o.route_data_file, "/etc/rdma/ibacm_route.data");
+        assert_eq!(o.addr_preload, AddrPreload::None);
+        assert_eq!(o.addr_data_file, "/etc/rdma/ibacm_hosts.data");
+        assert_eq!(o.provider_for(0xfe80_0000_0000_0000), Some("ibacmp"));
+    }
+
+    #[test]
+    fn test_vector_20() {
+        let (o, _) = parse("Route_Timeout 5\n");
+        assert_eq!(o.route_timeout, -1);
+        assert_eq!(only("route_timeout 5\n").route_timeout, 5);
+        assert_eq!(only("server_mode bogus\n").server_mode, ServerMode::Unix);
+        assert!(only("acme_plus_kernel_only 0x1\n").acme_plus_kernel_only);
+        assert_eq!(only("min_mtu 3000\n").min_mtu, Mtu(4));
+        assert_eq!(only("min_rate 2\n").min_rate, Rate(2));
+        assert_eq!(
+            only("route_preload full_opensm_v1\n").route_preload,
+            RoutePreload::None
+        );
+        let o = only("provider ibacmp 0xfe80000000000000\n");
+        assert_eq!(
+            o.providers,
+            [ProviderRule {
+                name: "ibacmp".into(),
+                target: ProviderTarget::SubnetPrefix(0xfe80_0000_0000_0000)
+            }]
+        );
+        assert_eq!(o.provider_for(0xfe80_0000_0000_0000), Some("ibacmp"));
+    }
+
+    #[test]
+    fn reference_file() {
+        let (o, d) = parse(include_str!(
+            "../../../testdata/reference-fabric/ibacm_opts.cfg"
+        ));
+        assert!(d.is_empty(), "{d:?}");
+        let expected = Options {
+            log_level: 2,
+            server_mode: ServerMode::Unix,
+            acme_plus_kernel_only: false,
+            support_ips_in_addr_cfg: true,
+            timeout_ms: 1000,
+            retries: 1,
+            addr_prot: AddrProt::Acm,
+            addr_timeout: 1440,
+            route_prot: RouteProt::Sa,
+            route_timeout: -1,
+            loopback_prot: LoopbackProt::Local,
+            addr_preload: AddrPreload::AcmHosts,
+            route_preload: RoutePreload::None,
+            ..Options::default()
+        };
+        assert_eq!(o, expected);
+    }
+
+    #[test]
+    fn every_option_is_read() {
+        let text = "\
+LOG_FILE stderr
+Log_Level 1
+umad_debug_level 3
+lock_file /tmp/x.pid
+server_port 7000
+server_mode OPEN
+acme_plus_kernel_only YES
+provider_lib_path /opt/p
+support_ips_in_addr_cfg 5
+timeout 100
+retries 4
+sa_depth 8
+addr_prot ACM
+addr_timeout -1
+route_prot acm
+route_timeout 30
+loopback_prot none
+resolve_depth 2
+send_depth 3
+recv_depth 16
+min_mtu 4096
+min_rate 40
+route_preload opensm_full_v1
+route_data_file /r
+addr_preload acm_hosts
+addr_data_file /h
+";
+        let (o, d) = parse(text);
+        assert!(d.is_empty(), "{d:?}");
+        let expected = Options {
+            log_file: "stderr".into(),
+            log_level: 1,
+            umad_debug_level: 3,
+            lock_file: "/tmp/x.pid".into(),
+            server_port: 7000,
+            server_mode: ServerMode::Open,
+            acme_plus_kernel_only: true,
+            provider_lib_path: "/opt/p".into(),
+            support_ips_in_addr_cfg: true,
+            timeout_ms: 100,
+            retries: 4,
+            sa_depth: 8,
+            providers: Vec::new(),
+            addr_prot: AddrProt::Acm,
+            addr_timeout: -1,
+            route_prot: RouteProt::Acm,
+            route_timeout: 30,
+            loopback_prot: LoopbackProt::None,
+            resolve_depth: 2,
+            send_depth: 3,
+            recv_depth: 16,
+            min_mtu: Mtu::MTU_4096,
+            min_rate: Rate::RATE_40,
+            route_preload: RoutePreload::OpensmFullV1,
+            route_data_file: "/r".into(),
+            addr_preload: AddrPreload::AcmHosts,
+            addr_data_file: "/h".into(),
+        };
+        assert_eq!(o, expected);
+        // And back.
+        let o = only(
+            "server_mode loop\nroute_prot SA\nloopback_prot LOCAL\nroute_preload no\naddr_preload None\nserver_mode Unix\n",
+        );
+        assert_eq!(o.server_mode, ServerMode::Unix);
+        assert_eq!(o.route_prot, RouteProt::Sa);
+        assert_eq!(o.loopback_prot, LoopbackProt::Local);
+        assert_eq!(
+            only("route_preload opensm_full_v1\nroute_preload none").route_preload,
+            RoutePreload::None
+        );
+        assert_eq!(
+            only("addr_preload acm_hosts\naddr_preload no").addr_preload,
+            AddrPreload::None
+        );
+        assert_eq!(only("server_mode loop").server_mode, ServerMode::Loop);
+    }
+
+    #[test]
+    fn line_rules() {
+        // Comments only in column 0; fewer than two fields ignored; later lines win.
+        let (o, d) = parse("#log_level 2\n log_level 1\nlog_level\n\n  \t\nretries 7\nretries 9\n");
+        assert_eq!(o.log_level, 1);
+        assert_eq!(o.retries, 9);
+        assert!(d.is_empty());
+        // Tabs, CR and trailing junk after the two fields.
+        assert_eq!(only("\tretries\t5\tignored words\r\n").retries, 5);
+        // An unknown option is a notice.
+        let (o, d) = parse("bogus 1\nRoute_Timeout 5\n");
+        assert_eq!(o, Options::default());
+        assert_eq!(
+            severities(&d),
+            [(1, Severity::Notice), (2, Severity::Notice)]
+        );
+        assert_eq!(d[0].message, "unknown option 'bogus' ignored");
+        assert!(d[1].message.contains("lower case"));
+    }
+
+    #[test]
+    fn long_lines_are_split_into_chunks() {
+        // 119 bytes of padding as the first chunk, so "retries 3" starts the second.
+        let line = alloc::format!("{}retries 3\n", "x".repeat(119));
+        let (o, d) = parse(&line);
+        assert_eq!(o.retries, 3);
+        // The first chunk is one 119-byte token, which `%31s%255s` reads as two fields:
+        // an unknown option of 31 x's.
+        assert_eq!(severities(&d), [(1, Severity::Notice)]);
+        assert_eq!(
+            d[0].message,
+            alloc::format!("unknown option '{}' ignored", "x".repeat(31))
+        );
+        // A line whose second chunk begins with '#' has a comment there.
+        let line = alloc::format!("{}#retries 3\n", "x".repeat(119));
+        assert_eq!(only(&line).retries, 2);
+        // Two fields in the first chunk, the rest lost to the next chunk.
+        let line = alloc::format!("log_file /{}\n", "p".repeat(130));
+        let (o, d) = parse(&line);
+        assert_eq!(o.log_file.len(), 119 - "log_file ".len());
+        // The tail chunk is one token of 21 bytes: ignored.
+        assert!(d.is_empty(), "{d:?}");
+    }
+
+    #[test]
+    fn fields_are_cut_like_sscanf() {
+        // A 31-character name limit: the rest of the token becomes the value.
+        let name = "a".repeat(40);
+        let (o, d) = parse(&alloc::format!("{name} 1\n"));
+        assert_eq!(o, Options::default());
+        assert_eq!(
+            d[0].message,
+            alloc::format!("unknown option '{}' ignored", "a".repeat(31))
+        );
+        // The 255-character value limit is never reached: a 120-byte chunk is shorter.
+        // (So the reference's 128-byte path buffers cannot overflow either.)
+        let (o, _) = parse(&alloc::format!("lock_file {}\n", "l".repeat(100)));
+        assert_eq!(o.lock_file.len(), 100);
+    }
+
+    #[test]
+    fn numbers_use_atoi() {
+        let (o, d) = parse("retries 3x\ntimeout junk\nlog_level -2\nserver_port 70000\n");
+        assert_eq!(o.retries, 3);
+        assert_eq!(o.timeout_ms, 0);
+        assert_eq!(o.log_level, -2);
+        assert_eq!(o.server_port, 70000u32 as u16);
+        assert_eq!(
+            severities(&d),
+            [(1, Severity::Warning), (2, Severity::Warning)]
+        );
+        assert_eq!(
+            d[0].message,
+            "value '3x' of option 'retries' is not a number; read as 3"
+        );
+        assert_eq!(only("server_port -1").server_port, 65535);
+        assert_eq!(only("server_port x").server_port, 0);
+        assert_eq!(only("timeout -1").timeout_ms, u32::MAX);
+        assert!(!only("support_ips_in_addr_cfg 0").support_ips_in_addr_cfg);
+        assert!(!only("support_ips_in_addr_cfg yes").support_ips_in_addr_cfg);
+        assert!(only("support_ips_in_addr_cfg -1").support_ips_in_addr_cfg);
+        assert_eq!(only("umad_debug_level 1").umad_debug_level, 1);
+        assert_eq!(only("addr_timeout 10").addr_timeout, 10);
+        assert_eq!(only("sa_depth 0").sa_depth, 0);
+    }
+
+    #[test]
+    fn acme_plus_kernel_only_values() {
+        for (v, want) in [
+            ("true", true),
+            ("TRUE", true),
+            ("Yes", true),
+            ("1", true),
+            ("0x1", true),
+            ("010", true),
+            ("-1", true),
+            ("no", false),
+            ("false", false),
+            ("0", false),
+            ("0x0", false),
+            ("on", false),
+            ("7junk", true),
+        ] {
+            let (o, d) = parse(&alloc::format!("acme_plus_kernel_only {v}"));
+            assert_eq!(o.acme_plus_kernel_only, want, "{v}");
+            assert_eq!(d.len(), usize::from(v == "on" || v == "7junk"), "{v}");
+        }
+        // Turning it off again.
+        assert!(!only("acme_plus_kernel_only yes\nacme_plus_kernel_only no").acme_plus_kernel_only);
+    }
+
+    #[test]
+    fn enumerated_values_left_unchanged() {
+        let (o, d) = parse(
+            "route_prot acm\nroute_prot bogus\naddr_prot sa\nloopback_prot none\nloopback_prot x\n\
+             route_preload opensm_full_v1\nroute_preload full_opensm_v1\naddr_preload acm_hosts\naddr_preload y\n",
+        );
+        assert_eq!(o.route_prot, RouteProt::Acm);
+        assert_eq!(o.addr_prot, AddrProt::Acm);
+        assert_eq!(o.loopback_prot, LoopbackProt::None);
+        assert_eq!(o.route_preload, RoutePreload::OpensmFullV1);
+        assert_eq!(o.addr_preload, AddrPreload::AcmHosts);
+        assert_eq!(
+            severities(&d),
+            [
+                (2, Severity::Warning),
+                (3, Severity::Warning),
+                (5, Severity::Warning),
+                (7, Severity::Warning),
+                (9, Severity::Warning)
+            ]
+        );
+        assert_eq!(
+            d[0].message,
+            "invalid value 'bogus' for option 'route_prot'; setting left unchanged"
+        );
+        let (o, d) = parse("server_mode open\nserver_mode bogus\n");
+        assert_eq!(o.server_mode, ServerMode::Unix);
+        assert_eq!(severities(&d), [(2, Severity::Warning)]);
+    }
+
+    #[test]
+    fn mtu_and_rate_conversions() {
+        for (bytes, code) in [
+            (256, 1),
+            (512, 2),
+            (1024, 3),
+            (2048, 4),
+            (4096, 5),
+            (3000, 4),
+            (0, 4),
+            (-256, 4),
+        ] {
+            assert_eq!(
+                only(&alloc::format!("min_mtu 4096\nmin_mtu {bytes}")).min_mtu,
+                Mtu(code),
+                "{bytes}"
+            );
+        }
+        for (gbps, code) in [
+            (2, 2),
+            (5, 5),
+            (10, 3),
+            (14, 11),
+            (20, 6),
+            (25, 15),
+            (30, 4),
+            (40, 7),
+            (56, 12),
+            (60, 8),
+            (80, 9),
+            (100, 16),
+            (112, 13),
+            (120, 10),
+            (168, 14),
+            (200, 17),
+            (300, 18),
+            (400, 3),
+            (3, 3),
+        ] {
+            assert_eq!(
+                only(&alloc::format!("min_rate 40\nmin_rate {gbps}")).min_rate,
+                Rate(code),
+                "{gbps}"
+            );
+        }
+        // "2.5" is atoi 2 with a junk warning, and still 2.5 Gb/s.
+        let (o, d) = parse("min_rate 2.5");
+        assert_eq!(o.min_rate, Rate::RATE_2_5);
+        assert_eq!(severities(&d), [(1, Severity::Warning)]);
+        let (_, d) = parse("min_mtu 3000");
+        assert_eq!(
+            d[0].message,
+            "min_mtu 3000 is not 256, 512, 1024, 2048 or 4096; using 2048"
+        );
+        let (_, d) = parse("min_rate 7");
+        assert_eq!(severities(&d), [(1, Severity::Warning)]);
+    }
+
+    #[test]
+    fn provider_lines() {
+        let text = "\
+provider ibacmp 0xfe80000000000000
+PROVIDER other 0xfe80000000000001
+provider dflt DEFAULT
+provider second default
+provider ibacmp
+provider
+#provider x default
+provider_lib_path /usr/lib/ibacm
+provider_lib_path /lib/x default
+provider bad 12junk
+";
+        let (o, d) = parse(text);
+        assert_eq!(o.provider_lib_path, "/lib/x");
+        let rule = |n: &str, t| ProviderRule {
+            name: n.into(),
+            target: t,
+        };
+        assert_eq!(
+            o.providers,
+            [
+                rule(
+                    "ibacmp",
+                    ProviderTarget::SubnetPrefix(0xfe80_0000_0000_0000)
+                ),
+                rule("other", ProviderTarget::SubnetPrefix(0xfe80_0000_0000_0001)),
+                rule("dflt", ProviderTarget::Default),
+                rule("second", ProviderTarget::Default),
+                rule("/lib/x", ProviderTarget::Default),
+                rule("bad", ProviderTarget::SubnetPrefix(12)),
+            ]
+        );
+        assert_eq!(
+            severities(&d),
+            [
+                (5, Severity::Warning),
+                (6, Severity::Warning),
+                (9, Severity::Warning),
+                (10, Severity::Warning)
+            ]
+        );
+        assert_eq!(o.provider_for(0xfe80_0000_0000_0000), Some("ibacmp"));
+        assert_eq!(o.provider_for(0xfe80_0000_0000_0001), Some("other"));
+        // The last default line wins.
+        assert_eq!(o.provider_for(0x1234), Some("/lib/x"));
+        assert_eq!(o.provider_for(12), Some("bad"));
+        // What the reference does with only ibacmp loaded: lines for others ignored.
+        assert_eq!(
+            o.provider_for_loaded(0xfe80_0000_0000_0000, &["ibacmp"]),
+            Some("ibacmp")
+        );
+        assert_eq!(
+            o.provider_for_loaded(0xfe80_0000_0000_0001, &["ibacmp"]),
+            Some("ibacmp")
+        );
+        assert_eq!(
+            o.provider_for_loaded(0xfe80_0000_0000_0001, &["ibacmp", "OTHER"]),
+            Some("OTHER")
+        );
+        assert_eq!(
+            o.provider_for_loaded(0x1234, &["ibacmp", "Second"]),
+            Some("Second")
+        );
+        assert_eq!(o.provider_for_loaded(0x1234, &["x"]), None);
+        assert_eq!(o.provider_for_loaded(0x1234, &[]), None);
+        // A provider line longer than 119 bytes is still whole in the 128-byte pass.
+        let pad = " ".repeat(100);
+        let o = only(&alloc::format!("provider{pad}ibacmp default"));
+        assert_eq!(o.providers, [rule("ibacmp", ProviderTarget::Default)]);
+        // The first 8 characters only.
+        let (o, d) = parse("providers x default\n");
+        assert_eq!(o.providers, [rule("x", ProviderTarget::Default)]);
+        assert_eq!(severities(&d), [(1, Severity::Warning)]);
+        assert_eq!(only("provid x default").providers, []);
+    }
+
+    #[test]
+    fn expiry_uses_unsigned_arithmetic() {
+        assert_eq!(expiry_minutes(1440, 100), 1540);
+        assert_eq!(expiry_minutes(-1, 100), 100 + u64::from(u32::MAX));
+        assert_eq!(expiry_minutes(-2, 0), u64::from(u32::MAX) - 1);
+        assert_eq!(expiry_minutes(1, u64::MAX), 0);
+    }
+
+    quickcheck::quickcheck! {
+        fn never_panics(text: String) -> bool {
+            let _ = Options::parse("f", &text);
+            true
+        }
+
+        fn never_panics_on_option_lines(lines: Vec<(u8, u8, String)>) -> bool {
+            const NAMES: [&str; 30] = [
+                "log_file", "log_level", "umad_debug_level", "lock_file", "server_port", "server_mode",
+                "acme_plus_kernel_only", "provider_lib_path", "support_ips_in_addr_cfg", "timeout",
+                "retries", "sa_depth", "provider", "addr_prot", "addr_timeout", "route_prot",
+                "route_timeout", "Route_Timeout", "loopback_prot", "resolve_depth", "send_depth",
+                "recv_depth", "min_mtu", "min_rate", "route_preload", "route_data_file",
+                "addr_preload", "addr_data_file", "#", "providerx",
+            ];
+            const VALUES: [&str; 8] = ["0", "-1", "0x", "99999999999999999999", "default", "acm", "", "\u{e9}"];
+            let mut text = String::new();
+            for (n, v, extra) in &lines {
+                let name = NAMES.get(usize::from(*n) % NAMES.len()).copied().unwrap_or("");
+                let value = VALUES.get(usize::from(*v) % VALUES.len()).copied().unwrap_or("");
+                text.push_str(&alloc::format!("{name} {value}{extra} {extra}\n"));
+            }
+            let (o, _) = Options::parse("f", &text);
+            o.provider_for(0).is_some()
+        }
+    }
+}

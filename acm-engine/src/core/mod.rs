@@ -1,0 +1,404 @@
+//! The core daemon's decisions (the reference's `acm.c`): devices, ports, endpoints and
+//! their addresses, client request validation and dispatch, the per-port SA agent, global
+//! counters, and the kernel netlink path. Provider-specific resolution lives behind
+//! [`crate::provider::Provider`].
+
+mod client;
+mod netlink;
+mod queries;
+mod sa_agent;
+mod topology;
+
+use crate::counters::Counters;
+use crate::device::{DeviceId, PortAttrs, PortId};
+use crate::fxhash::FxHashMap;
+use crate::io::{ConnId, EndpointId, LookupId, Output, Reply};
+use crate::log::{Level, LogEvent, log};
+use crate::provider::{Outcome, PendingReply, ReplyKind};
+use crate::time::Instant;
+use crate::{EngineConfig, Limits};
+use acm_proto::Gid;
+use acm_proto::client::AddrType;
+use acm_proto::netlink::PathUse;
+use acm_proto::path_record::PathFlags;
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::net::IpAddr;
+
+pub(crate) use client::ParkedResolve;
+pub use client::frame_check;
+pub(crate) use sa_agent::SaAgent;
+
+/// Where a reply goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReplyTo {
+    /// A client connection.
+    Client(ConnId),
+    /// The kernel, through RDMA_NL_LS.
+    Kernel {
+        /// The request's nlmsg type (echoed).
+        nl_type: u16,
+        /// The request's sequence number (echoed).
+        seq: u32,
+        /// What the kernel wants the path for (decides the reply flags).
+        path_use: PathUse,
+    },
+}
+
+/// A local address on an endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LocalAddr {
+    pub(crate) addr: crate::Address,
+    /// What EP_QUERY shows: the name as written, `a.b.c.d/len`, or a bare IP.
+    pub(crate) display: String,
+    /// Whether it came from the host (an IP) rather than the address file.
+    pub(crate) system: bool,
+}
+
+/// An endpoint: one (port, pkey) with at least one address.
+#[derive(Debug, Clone)]
+pub(crate) struct Endpoint {
+    pub(crate) port: PortId,
+    pub(crate) pkey: u16,
+    pub(crate) addrs: Vec<LocalAddr>,
+    pub(crate) provider: usize,
+}
+
+/// A port and what the core knows of it.
+#[derive(Debug, Clone)]
+pub(crate) struct Port {
+    pub(crate) num: u8,
+    pub(crate) attrs: PortAttrs,
+    pub(crate) active: bool,
+    /// Index of the provider serving it, when it is active and has one.
+    pub(crate) provider: Option<usize>,
+    /// Endpoints in walk order (newest first, as the reference pushes on the front).
+    pub(crate) endpoints: Vec<EndpointId>,
+    /// A client-reregister that arrived while the port was down.
+    pub(crate) rereg_pending: bool,
+    pub(crate) sa: SaAgent,
+}
+
+/// A device.
+#[derive(Debug, Clone)]
+pub(crate) struct Device {
+    pub(crate) id: DeviceId,
+    pub(crate) name: String,
+    pub(crate) guid: u64,
+    pub(crate) ports: Vec<Port>,
+    /// Providers that have had `open_device` for it.
+    pub(crate) opened_by: Vec<usize>,
+}
+
+/// Book-keeping for one client connection with requests in a provider's hands.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ConnState {
+    pub(crate) pending: u32,
+    pub(crate) closed: bool,
+}
+
+/// Everything but the providers, so a provider can borrow it mutably as its context.
+pub(crate) struct Core {
+    pub(crate) now: Instant,
+    pub(crate) config: EngineConfig,
+    pub(crate) log_level: Level,
+    pub(crate) out: VecDeque<Output>,
+    pub(crate) counters: Counters,
+    pub(crate) tid: u32,
+    /// Devices in discovery order (walks go in reverse).
+    pub(crate) devices: Vec<Device>,
+    /// Every endpoint ever made, by id; `None` once closed.
+    pub(crate) endpoints: Vec<Option<Endpoint>>,
+    pub(crate) conns: FxHashMap<ConnId, ConnState>,
+    pub(crate) lookups: BTreeMap<LookupId, ParkedResolve>,
+    pub(crate) next_lookup: u64,
+    /// IPoIB addresses the host has, in discovery order.
+    pub(crate) local_ips: Vec<crate::io::LocalIp>,
+    /// Provider names, by index, for EP_QUERY.
+    pub(crate) provider_names: Vec<String>,
+    pub(crate) netlink_warned: bool,
+}
+
+impl Core {
+    pub(crate) fn new(config: EngineConfig, seed: u64, now: Instant, names: Vec<String>) -> Self {
+        let log_level = match config.options.log_level {
+            i32::MIN..=0 => Level::Basic,
+            1 => Level::Config,
+            _ => Level::Verbose,
+        };
+        Self {
+            now,
+            config,
+            log_level,
+            out: VecDeque::new(),
+            counters: Counters::default(),
+            tid: first_tid(seed),
+            devices: Vec::new(),
+            endpoints: Vec::new(),
+            conns: FxHashMap::default(),
+            lookups: BTreeMap::new(),
+            next_lookup: 1,
+            local_ips: Vec::new(),
+            provider_names: names,
+            netlink_warned: false,
+        }
+    }
+
+    pub(crate) fn limits(&self) -> &Limits {
+        &self.config.limits
+    }
+
+    pub(crate) fn log_enabled(&self, level: Level) -> bool {
+        level <= self.log_level
+    }
+
+    pub(crate) fn push_log(&mut self, ev: LogEvent) {
+        self.out.push_back(Output::Log(ev));
+    }
+
+    /// The next TID: a 32-bit counter in the low half of a BE64, never 0. Unlike the
+    /// reference's signed counter (bug 18) it wraps cleanly.
+    pub(crate) fn next_tid(&mut self) -> u64 {
+        let t = self.tid;
+        self.tid = self.tid.wrapping_add(1).max(1);
+        u64::from(t)
+    }
+
+    pub(crate) fn device(&self, id: DeviceId) -> Option<&Device> {
+        self.devices.iter().find(|d| d.id == id)
+    }
+
+    pub(crate) fn device_mut(&mut self, id: DeviceId) -> Option<&mut Device> {
+        self.devices.iter_mut().find(|d| d.id == id)
+    }
+
+    pub(crate) fn port(&self, id: PortId) -> Option<&Port> {
+        self.device(id.device)?
+            .ports
+            .iter()
+            .find(|p| p.num == id.port)
+    }
+
+    pub(crate) fn port_mut(&mut self, id: PortId) -> Option<&mut Port> {
+        self.device_mut(id.device)?
+            .ports
+            .iter_mut()
+            .find(|p| p.num == id.port)
+    }
+
+    pub(crate) fn endpoint(&self, id: EndpointId) -> Option<&Endpoint> {
+        self.endpoints.get(id.0 as usize)?.as_ref()
+    }
+
+    /// Active ports in the reference's walk order: devices newest first, ports
+    /// ascending.
+    pub(crate) fn active_ports(&self) -> impl Iterator<Item = (&Device, &Port)> {
+        self.devices
+            .iter()
+            .rev()
+            .flat_map(|d| d.ports.iter().filter(|p| p.active).map(move |p| (d, p)))
+    }
+
+    /// Sends a provider's SA MAD through the port's agent.
+    pub(crate) fn send_sa(
+        &mut self,
+        provider: usize,
+        port: PortId,
+        mad: crate::io::Mad,
+    ) -> Result<(), u8> {
+        let timeout_ms = self.config.options.timeout_ms;
+        let retries = self.config.options.retries;
+        let depth = self.config.options.sa_depth.max(1);
+        let limit = self.config.limits.sa_queue;
+        let Some(p) = self.port_mut(port) else {
+            return Err(acm_proto::client::Status::ETIMEDOUT.0);
+        };
+        if !p.active {
+            return Err(acm_proto::client::Status::ETIMEDOUT.0);
+        }
+        let attrs_dest = sa_agent::sa_dest(&p.attrs);
+        match p.sa.submit(provider, mad, depth, limit) {
+            sa_agent::Submit::Send(tid, mad) => {
+                self.out.push_back(Output::SaSend {
+                    port,
+                    tid,
+                    dest: attrs_dest,
+                    timeout_ms,
+                    retries,
+                    mad,
+                });
+                Ok(())
+            }
+            sa_agent::Submit::Queued => Ok(()),
+            sa_agent::Submit::Full => {
+                log!(
+                    self,
+                    Level::Basic,
+                    "acm_send_sa_mad",
+                    "SA queue full on port {}",
+                    port.port
+                );
+                Err(acm_proto::client::Status::ENOMEM.0)
+            }
+        }
+    }
+
+    /// Builds and routes the reply of a pending request.
+    pub(crate) fn complete(&mut self, reply: PendingReply, outcome: Outcome<'_>) {
+        match reply.kind {
+            ReplyKind::Query => {
+                let (status, path) = match outcome {
+                    Outcome::Query { status, path } => (status, *path),
+                    Outcome::Path(p) => (0, *p),
+                    Outcome::Failed(s) => {
+                        let mut p = [0u8; 64];
+                        p.copy_from_slice(&reply.entry[8..72]);
+                        (s, p)
+                    }
+                };
+                let mut buf = [0u8; 88];
+                buf[..16].copy_from_slice(&reply.hdr);
+                buf[1] |= 0x80;
+                buf[2] = status;
+                buf[16..24].copy_from_slice(&reply.entry[..8]);
+                buf[24..88].copy_from_slice(&path);
+                self.reply_to(reply.to, &buf, None, status);
+            }
+            ReplyKind::Resolve { src_out } => {
+                let (status, path) = match outcome {
+                    Outcome::Path(p) => (0, Some(p)),
+                    Outcome::Failed(s) => (s, None),
+                    Outcome::Query { status, path } => (status, (status == 0).then_some(path)),
+                };
+                self.counters.count_status(status);
+                let mut buf = [0u8; 160];
+                buf[..16].copy_from_slice(&reply.hdr);
+                buf[2] = status;
+                buf[3..6].fill(0);
+                let len = match path {
+                    Some(path) => {
+                        buf[16..20].copy_from_slice(&PathFlags::IBACMP_REPLY.0.to_ne_bytes());
+                        buf[20..22].copy_from_slice(&AddrType::PATH.0.to_ne_bytes());
+                        buf[24..88].copy_from_slice(path);
+                        if src_out {
+                            buf[88..160].copy_from_slice(&reply.entry);
+                            160
+                        } else {
+                            88
+                        }
+                    }
+                    None => 16,
+                };
+                buf[6..8].copy_from_slice(&(len as u16).to_ne_bytes());
+                self.reply_to(reply.to, &buf[..len], path, status);
+            }
+        }
+    }
+
+    /// Sends a finished reply where it belongs.
+    fn reply_to(&mut self, to: ReplyTo, bytes: &[u8], path: Option<&[u8; 64]>, status: u8) {
+        match to {
+            ReplyTo::Client(conn) => self.deliver(conn, Reply::new(bytes)),
+            ReplyTo::Kernel {
+                nl_type,
+                seq,
+                path_use,
+            } => {
+                self.netlink_reply(
+                    nl_type,
+                    seq,
+                    path_use,
+                    if status == 0 { path } else { None },
+                );
+            }
+        }
+    }
+
+    /// Hands a reply to a client that had a request in a provider's hands, unless it
+    /// has gone.
+    pub(crate) fn deliver(&mut self, conn: ConnId, reply: Reply) {
+        let gone = match self.conns.get_mut(&conn) {
+            Some(st) => {
+                st.pending = st.pending.saturating_sub(1);
+                let closed = st.closed;
+                if closed && st.pending == 0 {
+                    self.conns.remove(&conn);
+                }
+                closed
+            }
+            None => false,
+        };
+        if gone {
+            log!(
+                self,
+                Level::Verbose,
+                "acm_resolve_response",
+                "connection lost (client {})",
+                conn.0
+            );
+        } else {
+            self.out.push_back(Output::ClientReply { conn, reply });
+        }
+    }
+
+    /// The first endpoint with a local address matching `addr` (spec 1.8.2a step 3).
+    pub(crate) fn find_ep_by_addr(&self, addr: &crate::Address) -> Option<EndpointId> {
+        for (_, port) in self.active_ports() {
+            for &ep in &port.endpoints {
+                if let Some(e) = self.endpoint(ep)
+                    && e.addrs.iter().any(|a| a.addr.matches_local(addr))
+                {
+                    return Some(ep);
+                }
+            }
+        }
+        None
+    }
+
+    /// Whether a port owns `gid`.
+    pub(crate) fn port_has_gid(port: &Port, gid: &Gid) -> bool {
+        port.attrs.gids.iter().any(|g| g == gid)
+    }
+
+    pub(crate) fn alloc_lookup(&mut self) -> LookupId {
+        let id = LookupId(self.next_lookup);
+        self.next_lookup += 1;
+        id
+    }
+
+    /// IPoIB addresses known on `gid` in partition `pkey` (membership bit ignored).
+    pub(crate) fn system_ips_for(&self, gids: &[Gid], pkey: u16) -> Vec<crate::io::LocalIp> {
+        self.local_ips
+            .iter()
+            .filter(|ip| gids.contains(&ip.gid) && (ip.pkey | 0x8000) == (pkey | 0x8000))
+            .cloned()
+            .collect()
+    }
+
+    pub(crate) fn ip_display(ip: &crate::io::LocalIp) -> String {
+        match ip.prefix_len {
+            Some(len) => alloc::format!("{}/{}", ip.addr, len),
+            None => alloc::format!("{}", ip.addr),
+        }
+    }
+
+    pub(crate) fn ip_known(&self, addr: &IpAddr) -> bool {
+        self.local_ips.iter().any(|i| &i.addr == addr)
+    }
+}
+
+/// The TID counter's first value. Seed 0 starts at 1, as the reference does; other
+/// seeds start elsewhere so that a restarted engine does not reuse the TIDs its previous
+/// life had in flight.
+fn first_tid(seed: u64) -> u32 {
+    if seed == 0 {
+        return 1;
+    }
+    // splitmix64 finaliser, low 24 bits: keeps TIDs readable and far from wrapping.
+    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    ((z & 0x00FF_FFFF) as u32).max(1)
+}

@@ -1,0 +1,145 @@
+//! [`Engine`]: the core plus its providers, and the input dispatch.
+
+use crate::acmp::Acmp;
+use crate::core::Core;
+use crate::io::{Input, Output};
+use crate::provider::{Ctx, Provider};
+use crate::time::Instant;
+use crate::{Counters, EndpointId, EngineConfig};
+use alloc::boxed::Box;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// An ibacm daemon's brain: see the crate docs for the run loop.
+pub struct Engine {
+    pub(crate) core: Core,
+    pub(crate) providers: Vec<Box<dyn Provider>>,
+}
+
+impl Engine {
+    /// An engine with the built-in `ibacmp` provider.
+    ///
+    /// `seed` fixes every choice the engine makes that is not dictated by its inputs
+    /// (today: where the TID counter starts; seed 0 starts at 1 as the reference).
+    #[must_use]
+    pub fn new(config: EngineConfig, seed: u64, now: Instant) -> Self {
+        let acmp = Acmp::new(&config);
+        Self::with_providers(config, seed, now, vec![Box::new(acmp)])
+    }
+
+    /// An engine with these providers; ports go to them by the options file's
+    /// `provider` lines (the default name is `ibacmp`).
+    #[must_use]
+    pub fn with_providers(
+        config: EngineConfig,
+        seed: u64,
+        now: Instant,
+        providers: Vec<Box<dyn Provider>>,
+    ) -> Self {
+        let names: Vec<String> = providers.iter().map(|p| String::from(p.name())).collect();
+        Self {
+            core: Core::new(config, seed, now, names),
+            providers,
+        }
+    }
+
+    /// Takes one input at `now`, after firing every timer due at `now`.
+    ///
+    /// Afterwards, drain [`Engine::poll_output`] before waiting for anything.
+    pub fn handle(&mut self, now: Instant, input: Input<'_>) {
+        debug_assert!(now >= self.core.now, "time went backwards");
+        if now > self.core.now {
+            self.core.now = now;
+        }
+        self.fire_timers();
+        match input {
+            Input::Tick => {}
+            Input::DeviceAdded(desc) => self.device_added(desc),
+            Input::Port { port, event } => self.port_event(port, event),
+            Input::LocalIpAdded(ip) => self.local_ip_added(ip),
+            Input::LocalIpRemoved(ip) => self.local_ip_removed(ip),
+            Input::ClientRequest { conn, bytes } => self.client_request(conn, bytes),
+            Input::ClientClosed(conn) => self.client_closed(conn),
+            Input::SourceAnswer { id, result } => self.source_answer(id, result),
+            Input::QpOpened { ep, result } => {
+                self.with_endpoint_provider(ep, |p, cx| p.qp_opened(cx, ep, result));
+            }
+            Input::UdReceive { ep, wc, grh, mad } => {
+                self.with_endpoint_provider(ep, |p, cx| p.ud_receive(cx, ep, &wc, grh, mad));
+            }
+            Input::UdSendDone { ep, token, ok } => {
+                self.with_endpoint_provider(ep, |p, cx| p.ud_send_done(cx, ep, token, ok));
+            }
+            Input::SaResponse { port, mad } => self.sa_response(port, mad),
+            Input::SaSendFailed { port, tid, status } => self.sa_failed(port, tid, status),
+            Input::Netlink(bytes) => self.netlink_request(bytes),
+        }
+    }
+
+    /// The next thing to do, in causal order. Drain to `None` after every input.
+    #[must_use]
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.core.out.pop_front()
+    }
+
+    /// When the engine next needs [`Input::Tick`] (or any input), if ever.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.providers.iter().filter_map(|p| p.poll_timeout()).min()
+    }
+
+    /// The global counters (spec 5.12).
+    #[must_use]
+    pub fn counters(&self) -> Counters {
+        self.core.counters
+    }
+
+    /// An endpoint's counters, from its provider.
+    #[must_use]
+    pub fn endpoint_counters(&self, ep: EndpointId) -> Option<Counters> {
+        let e = self.core.endpoint(ep)?;
+        self.providers.get(e.provider)?.perf(ep)
+    }
+
+    /// The current time as the engine knows it (the latest instant handed in).
+    #[must_use]
+    pub fn now(&self) -> Instant {
+        self.core.now
+    }
+
+    fn fire_timers(&mut self) {
+        let now = self.core.now;
+        for i in 0..self.providers.len() {
+            if self.providers[i].poll_timeout().is_some_and(|t| t <= now) {
+                self.with_provider(i, |p, cx| p.handle_timeout(cx));
+            }
+        }
+    }
+
+    /// Runs `f` on provider `idx` with the core as its context.
+    pub(crate) fn with_provider<R>(
+        &mut self,
+        idx: usize,
+        f: impl FnOnce(&mut dyn Provider, &mut Ctx<'_>) -> R,
+    ) -> Option<R> {
+        let p = self.providers.get_mut(idx)?;
+        let mut cx = Ctx {
+            core: &mut self.core,
+            provider: idx,
+        };
+        Some(f(p.as_mut(), &mut cx))
+    }
+
+    /// Runs `f` on the provider that serves endpoint `ep`, if it is open.
+    fn with_endpoint_provider(
+        &mut self,
+        ep: EndpointId,
+        f: impl FnOnce(&mut dyn Provider, &mut Ctx<'_>),
+    ) {
+        let Some(idx) = self.core.endpoint(ep).map(|e| e.provider) else {
+            return;
+        };
+        self.with_provider(idx, f);
+    }
+}

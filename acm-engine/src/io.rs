@@ -1,0 +1,420 @@
+//! Everything that crosses the engine boundary: [`Input`]s the driver feeds in and
+//! [`Output`]s it drains.
+//!
+//! The driver (the daemon, the simulator, a test harness) owns every socket, queue pair
+//! and clock. It turns what happens there into `Input`s and carries out each `Output`.
+
+use crate::device::{DeviceDesc, PortAttrs, PortId};
+use crate::log::LogEvent;
+use acm_proto::Gid;
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::fmt;
+use core::net::IpAddr;
+
+/// A client connection, named by the driver. Ids may be reused after
+/// [`Input::ClientClosed`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnId(pub u64);
+
+/// An endpoint: one (port, pkey) with its own UD queue pair. Assigned by the engine,
+/// never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EndpointId(pub u32);
+
+/// A pending source-address lookup (see [`Output::SourceQuery`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LookupId(pub u64);
+
+/// A UD send, to be acknowledged with [`Input::UdSendDone`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SendToken(pub u64);
+
+/// A 256-byte MAD, inline so that sending one allocates nothing.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Mad(pub [u8; 256]);
+
+impl fmt::Debug for Mad {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = &self.0;
+        write!(
+            f,
+            "Mad(class {:#04x} method {:#04x} tid {:#x})",
+            b[1],
+            b[3],
+            u64::from_be_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]])
+        )
+    }
+}
+
+/// The GRH part of an address vector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GlobalRoute {
+    /// Destination GID (an MGID for multicast).
+    pub dgid: Gid,
+    /// Flow label (20 bits).
+    pub flow_label: u32,
+    /// Hop limit.
+    pub hop_limit: u8,
+    /// Traffic class.
+    pub tclass: u8,
+    /// Index of the source GID in the port's table.
+    pub sgid_index: u8,
+}
+
+/// Where a UD send goes: an `ibv_ah_attr` plus the remote QPN and Q_Key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AddressVector {
+    /// Destination LID (an MLID for multicast).
+    pub dlid: u16,
+    /// Service level.
+    pub sl: u8,
+    /// Source path bits (low LID bits under LMC).
+    pub src_path_bits: u8,
+    /// Static rate enum (0 = port rate).
+    pub static_rate: u8,
+    /// Every ACM send carries a GRH.
+    pub grh: GlobalRoute,
+    /// Remote QPN (0xFFFFFF for multicast).
+    pub remote_qpn: u32,
+    /// Remote Q_Key (0x80010000).
+    pub remote_qkey: u32,
+}
+
+/// Where an SA MAD goes (spec 3.2): QP1 at the SM's LID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SaDest {
+    /// The SM LID.
+    pub dlid: u16,
+    /// The SM SL.
+    pub sl: u8,
+    /// The pkey index (that of 0xFFFF, else the last 0x7FFF, else 0).
+    pub pkey_index: u16,
+    /// Always 1.
+    pub remote_qpn: u32,
+    /// Always 0x80010000.
+    pub remote_qkey: u32,
+}
+
+/// Work-completion data of a received UD MAD.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RecvInfo {
+    /// The sender's LID.
+    pub slid: u16,
+    /// The sender's QPN.
+    pub src_qp: u32,
+    /// The destination LID's path bits.
+    pub dlid_path_bits: u8,
+    /// The pkey index the packet arrived on.
+    pub pkey_index: u16,
+}
+
+/// What happened to a port (`ibv_async_event` types, with fresh attributes where the
+/// driver re-queries the port).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortEvent {
+    /// PORT_ACTIVE, with the port's current attributes.
+    Active(PortAttrs),
+    /// PORT_ERR: the port went down.
+    Down,
+    /// LID_CHANGE.
+    LidChange(PortAttrs),
+    /// SM_CHANGE (SM LID or SL changed).
+    SmChange(PortAttrs),
+    /// GID_CHANGE.
+    GidChange(PortAttrs),
+    /// PKEY_CHANGE.
+    PkeyChange(PortAttrs),
+    /// CLIENT_REREGISTER: the SM lost its multicast state; rejoin.
+    ClientReregister,
+}
+
+/// A local IP address on an IPoIB interface, as the host's netlink reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalIp {
+    /// The address.
+    pub addr: IpAddr,
+    /// The prefix length when the address came from a full walk (the display string is
+    /// then `addr/prefix`), `None` for a runtime RTM_NEWADDR (displayed without one).
+    pub prefix_len: Option<u8>,
+    /// The interface's port GID (bytes 4..19 of its hardware address).
+    pub gid: Gid,
+    /// The interface's pkey as sysfs shows it.
+    pub pkey: u16,
+}
+
+/// One thing that happened, fed to [`crate::Engine::handle`].
+#[derive(Debug)]
+pub enum Input<'a> {
+    /// Only time passed: fire due timers. Spurious ticks do nothing.
+    Tick,
+    /// A device was discovered. Its active ports come up at once.
+    DeviceAdded(DeviceDesc),
+    /// A port event.
+    Port {
+        /// Which port.
+        port: PortId,
+        /// What happened.
+        event: PortEvent,
+    },
+    /// A local IP address appeared (start-up walk or RTM_NEWADDR).
+    LocalIpAdded(LocalIp),
+    /// A local IP address went away (RTM_DELADDR).
+    LocalIpRemoved(IpAddr),
+    /// A whole client message: the 16-byte header and the body its length announces.
+    ClientRequest {
+        /// The connection.
+        conn: ConnId,
+        /// The message.
+        bytes: &'a [u8],
+    },
+    /// The client hung up; replies still pending for it are dropped.
+    ClientClosed(ConnId),
+    /// The answer to [`Output::SourceQuery`]: the source the host's routing picks, or the
+    /// errno the lookup failed with.
+    SourceAnswer {
+        /// The lookup.
+        id: LookupId,
+        /// The chosen source, or an errno.
+        result: Result<IpAddr, u8>,
+    },
+    /// The QP requested by [`Output::OpenQp`] exists (or could not be created).
+    QpOpened {
+        /// The endpoint.
+        ep: EndpointId,
+        /// Its QPN, or why not.
+        result: Result<u32, ()>,
+    },
+    /// A MAD arrived on an endpoint's UD QP.
+    UdReceive {
+        /// The endpoint whose QP received it.
+        ep: EndpointId,
+        /// Work-completion data.
+        wc: RecvInfo,
+        /// The 40-byte GRH, if the completion had one.
+        grh: Option<&'a [u8]>,
+        /// The MAD.
+        mad: &'a [u8],
+    },
+    /// A UD send completed (successfully or not).
+    UdSendDone {
+        /// The endpoint.
+        ep: EndpointId,
+        /// The send.
+        token: SendToken,
+        /// Whether the completion was a success.
+        ok: bool,
+    },
+    /// An SA response arrived through umad.
+    SaResponse {
+        /// The port whose umad agent received it.
+        port: PortId,
+        /// The MAD (any length ≥ 56; RMPP reassembled).
+        mad: &'a [u8],
+    },
+    /// umad gave a sent SA MAD back with a non-zero status (the kernel's timeout after
+    /// its retries, or a send error).
+    SaSendFailed {
+        /// The port.
+        port: PortId,
+        /// The TID of the MAD that failed (only the low 32 bits are compared).
+        tid: u64,
+        /// umad's status.
+        status: i32,
+    },
+    /// A message from the kernel's RDMA_NL_LS multicast group.
+    Netlink(&'a [u8]),
+}
+
+/// The reply bytes of one client request. Inline up to 592 bytes (every RESOLVE and
+/// PERF_QUERY reply), on the heap for large EP_QUERY replies.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Reply {
+    inline: [u8; 592],
+    len: u16,
+    heap: Option<Box<[u8]>>,
+}
+
+impl Reply {
+    /// Copies `bytes` into a reply.
+    #[must_use]
+    pub fn new(bytes: &[u8]) -> Self {
+        if bytes.len() <= 592 {
+            let mut inline = [0u8; 592];
+            inline[..bytes.len()].copy_from_slice(bytes);
+            Self {
+                inline,
+                len: bytes.len() as u16,
+                heap: None,
+            }
+        } else {
+            Self {
+                inline: [0; 592],
+                len: 0,
+                heap: Some(bytes.into()),
+            }
+        }
+    }
+
+    /// Takes ownership of a large reply.
+    #[must_use]
+    pub fn from_vec(bytes: Vec<u8>) -> Self {
+        if bytes.len() <= 592 {
+            Self::new(&bytes)
+        } else {
+            Self {
+                inline: [0; 592],
+                len: 0,
+                heap: Some(bytes.into_boxed_slice()),
+            }
+        }
+    }
+
+    /// The bytes to write.
+    #[must_use]
+    pub fn as_bytes(&self) -> &[u8] {
+        match &self.heap {
+            Some(h) => h,
+            None => &self.inline[..usize::from(self.len)],
+        }
+    }
+}
+
+impl fmt::Debug for Reply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Reply({} bytes)", self.as_bytes().len())
+    }
+}
+
+/// Why the engine wants a client connection closed without a reply (spec 1.11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    /// Fewer than 16 bytes.
+    ShortHeader,
+    /// `version` ≠ 1.
+    BadVersion(u8),
+    /// The opcode's operation is not RESOLVE, PERF_QUERY or EP_QUERY.
+    UnknownOpcode(u8),
+    /// The length field does not match the bytes received (or exceeds 592).
+    BadLength {
+        /// What the header says.
+        declared: u16,
+        /// What arrived.
+        received: usize,
+    },
+}
+
+impl fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ShortHeader => f.write_str("message shorter than the 16-byte header"),
+            Self::BadVersion(v) => write!(f, "unsupported version {v}"),
+            Self::UnknownOpcode(o) => write!(f, "unknown opcode {o:#04x}"),
+            Self::BadLength { declared, received } => {
+                write!(f, "length field {declared} but {received} bytes received")
+            }
+        }
+    }
+}
+
+/// One thing the driver must do, drained from [`crate::Engine::poll_output`].
+#[derive(Debug)]
+#[must_use]
+// MADs and replies are inline so that producing an output allocates nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum Output {
+    /// Write these bytes to the client, in one write.
+    ClientReply {
+        /// The connection.
+        conn: ConnId,
+        /// The reply.
+        reply: Reply,
+    },
+    /// Close the client connection without replying.
+    ClientClose {
+        /// The connection.
+        conn: ConnId,
+        /// Why.
+        reason: CloseReason,
+    },
+    /// Ask the host's routing which local address it would use to reach `dest` (the
+    /// reference connects a UDP socket and calls getsockname). Answer with
+    /// [`Input::SourceAnswer`]; until then the client request waits.
+    SourceQuery {
+        /// The lookup.
+        id: LookupId,
+        /// The destination.
+        dest: IpAddr,
+    },
+    /// Create the endpoint's UD QP (Q_Key 0x80010000 on `pkey_index`) and post
+    /// `recv_depth` receives; answer with [`Input::QpOpened`].
+    OpenQp {
+        /// The endpoint.
+        ep: EndpointId,
+        /// Its port.
+        port: PortId,
+        /// Its pkey.
+        pkey: u16,
+        /// The pkey's index in the port table.
+        pkey_index: u16,
+        /// Receive buffers to post.
+        recv_depth: u32,
+        /// Send queue depth needed (resolve_depth + send_depth).
+        send_depth: u32,
+    },
+    /// Destroy the endpoint's QP (the endpoint is gone).
+    CloseQp {
+        /// The endpoint.
+        ep: EndpointId,
+    },
+    /// Post a 256-byte UD send (with a GRH) on the endpoint's QP; acknowledge with
+    /// [`Input::UdSendDone`].
+    UdSend {
+        /// The endpoint.
+        ep: EndpointId,
+        /// Echo this in the completion.
+        token: SendToken,
+        /// Where to.
+        av: AddressVector,
+        /// The MAD.
+        mad: Mad,
+    },
+    /// Attach the endpoint's QP to a multicast group.
+    McastAttach {
+        /// The endpoint.
+        ep: EndpointId,
+        /// The group.
+        mgid: Gid,
+        /// Its LID.
+        mlid: u16,
+    },
+    /// Detach the endpoint's QP from a multicast group.
+    McastDetach {
+        /// The endpoint.
+        ep: EndpointId,
+        /// The group.
+        mgid: Gid,
+        /// Its LID.
+        mlid: u16,
+    },
+    /// Send an SA MAD through the port's umad agent with these kernel timeout and retry
+    /// values. The answer is [`Input::SaResponse`] or [`Input::SaSendFailed`].
+    SaSend {
+        /// The port.
+        port: PortId,
+        /// Its TID (the kernel replaces the upper 32 bits).
+        tid: u64,
+        /// Where to.
+        dest: SaDest,
+        /// umad timeout per try, in ms.
+        timeout_ms: u32,
+        /// umad retries.
+        retries: u32,
+        /// The MAD.
+        mad: Mad,
+    },
+    /// Send this to the kernel's RDMA_NL_LS group.
+    NetlinkReply(Vec<u8>),
+    /// A log line.
+    Log(LogEvent),
+}

@@ -1,0 +1,199 @@
+//! The provider interface: how a resolution strategy plugs into the core.
+//!
+//! It mirrors the reference's provider lifecycle (open/close device, port and endpoint;
+//! add/remove address; resolve; query; port events; perf), turned sans-IO: every call
+//! gets a [`Ctx`] through which the provider sends MADs, answers clients, counts and logs,
+//! and the I/O results that belong to a provider (UD receives and completions, SA
+//! responses, its own timers) are routed back to it by the core.
+
+use crate::addr::Address;
+use crate::core::Core;
+use crate::counters::{Counter, Counters};
+use crate::device::{DeviceDesc, PortAttrs, PortId};
+use crate::io::{EndpointId, Mad, Output, RecvInfo, SendToken};
+use crate::log::{Level, LogEvent};
+use crate::time::Instant;
+use acm_proto::client::EpFlags;
+
+/// Who a pending reply goes to, and what it must echo. Providers keep these in their
+/// queues and hand them back through [`Ctx::complete`]; the core builds the bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingReply {
+    pub(crate) to: crate::core::ReplyTo,
+    pub(crate) hdr: [u8; 16],
+    /// The scratch source entry to echo (`src_out`), or the query's entry.
+    pub(crate) entry: [u8; 72],
+    pub(crate) kind: ReplyKind,
+}
+
+/// What kind of reply a [`PendingReply`] becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReplyKind {
+    /// A resolve reply; `src_out` when the daemon chose the source (entry 1 echoed).
+    Resolve { src_out: bool },
+    /// A QUERY_SA reply in the "query" style (request echoed, path replaced).
+    Query,
+}
+
+/// How a resolve ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome<'a> {
+    /// Success with this 64-byte PathRecord.
+    Path(&'a [u8; 64]),
+    /// Failure with an ACM status (errno-like or an SA class status byte).
+    Failed(u8),
+    /// A QUERY_SA result: the SA class status and the first 64 bytes of its data (also
+    /// on failure, as the reference copies them regardless).
+    Query {
+        /// The SA class status, or ETIMEDOUT.
+        status: u8,
+        /// The record area.
+        path: &'a [u8; 64],
+    },
+}
+
+/// A resolve handed to a provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolve {
+    /// A destination resolve (name, IP, IP6, GID or LID destination).
+    Dest {
+        /// The source address (the client's, or the one the host's routing chose).
+        src: Address,
+        /// The destination.
+        dest: Address,
+        /// The destination entry's flags (NODELAY is read here).
+        flags: EpFlags,
+    },
+    /// A path resolve: entry 0 is a PathRecord.
+    Path {
+        /// The record as the client sent it.
+        path: [u8; 64],
+        /// Entry 0's flags.
+        flags: EpFlags,
+    },
+}
+
+/// A resolution strategy. The built-in one is [`crate::acmp::Acmp`].
+pub trait Provider {
+    /// The name EP_QUERY reports and `provider` lines in the options file select.
+    fn name(&self) -> &str;
+
+    /// A device was opened (called once, before its first port).
+    fn open_device(&mut self, cx: &mut Ctx<'_>, dev: &DeviceDesc);
+
+    /// A port came up, or its attributes changed; `attrs` are current.
+    fn open_port(&mut self, cx: &mut Ctx<'_>, port: PortId, attrs: &PortAttrs);
+
+    /// A port went down: fail everything in flight on it and forget its state.
+    fn close_port(&mut self, cx: &mut Ctx<'_>, port: PortId);
+
+    /// An endpoint (port, pkey) got its first address.
+    fn open_endpoint(&mut self, cx: &mut Ctx<'_>, ep: EndpointId, port: PortId, pkey: u16);
+
+    /// An endpoint lost its last address or its pkey; fail its requests and drop it.
+    fn close_endpoint(&mut self, cx: &mut Ctx<'_>, ep: EndpointId);
+
+    /// A local address was added to an endpoint.
+    fn add_address(&mut self, cx: &mut Ctx<'_>, ep: EndpointId, addr: &Address);
+
+    /// A local address was removed from an endpoint.
+    fn remove_address(&mut self, cx: &mut Ctx<'_>, ep: EndpointId, addr: &Address);
+
+    /// Resolve for a client or the kernel; answer (now or later) with
+    /// [`Ctx::complete`] exactly once.
+    fn resolve(&mut self, cx: &mut Ctx<'_>, ep: EndpointId, req: Resolve, reply: PendingReply);
+
+    /// Verify a path with the SA (QUERY_SA); answer with [`Outcome::Query`].
+    fn query(&mut self, cx: &mut Ctx<'_>, ep: EndpointId, path: &[u8; 64], reply: PendingReply);
+
+    /// The port's SM was re-registered: rejoin the multicast groups.
+    fn client_reregister(&mut self, cx: &mut Ctx<'_>, port: PortId);
+
+    /// The per-endpoint counters.
+    fn perf(&self, ep: EndpointId) -> Option<Counters>;
+
+    /// The endpoint's QP exists (or not).
+    fn qp_opened(&mut self, cx: &mut Ctx<'_>, ep: EndpointId, result: Result<u32, ()>);
+
+    /// A MAD arrived on an endpoint's QP.
+    fn ud_receive(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        ep: EndpointId,
+        wc: &RecvInfo,
+        grh: Option<&[u8]>,
+        mad: &[u8],
+    );
+
+    /// A UD send completed.
+    fn ud_send_done(&mut self, cx: &mut Ctx<'_>, ep: EndpointId, token: SendToken, ok: bool);
+
+    /// The answer to an SA MAD this provider sent: the response MAD, or umad's error.
+    fn sa_response(&mut self, cx: &mut Ctx<'_>, port: PortId, tid: u64, result: Result<&[u8], i32>);
+
+    /// Fire every timer due at `cx.now()`.
+    fn handle_timeout(&mut self, cx: &mut Ctx<'_>);
+
+    /// The earliest instant a timer is due.
+    fn poll_timeout(&self) -> Option<Instant>;
+}
+
+/// The core's services, lent to a provider for the duration of one call.
+pub struct Ctx<'a> {
+    pub(crate) core: &'a mut Core,
+    pub(crate) provider: usize,
+}
+
+impl Ctx<'_> {
+    /// The current time.
+    #[must_use]
+    pub fn now(&self) -> Instant {
+        self.core.now
+    }
+
+    /// Queues an output (UD sends, QP and multicast operations).
+    pub fn output(&mut self, out: Output) {
+        self.core.out.push_back(out);
+    }
+
+    /// The next transaction id, shared by ACM requests and SA MADs (spec 2.7), as the
+    /// BE64 value with the counter in the low 32 bits.
+    pub fn next_tid(&mut self) -> u64 {
+        self.core.next_tid()
+    }
+
+    /// Sends an SA MAD on `port` through the core's umad agent, which applies `sa_depth`
+    /// and the kernel timeout/retries. The answer comes to
+    /// [`Provider::sa_response`] with the MAD's TID. Returns `Err(status)` when the port
+    /// cannot send (down, or its SA queue is full).
+    pub fn send_sa(&mut self, port: PortId, mad: Mad) -> Result<(), u8> {
+        self.core.send_sa(self.provider, port, mad)
+    }
+
+    /// Answers a pending request. Counts the status globally (No Data / Error Count).
+    pub fn complete(&mut self, reply: PendingReply, outcome: Outcome<'_>) {
+        self.core.complete(reply, outcome);
+    }
+
+    /// Adds one to a global counter.
+    pub fn count(&mut self, c: Counter) {
+        self.core.counters.bump(c);
+    }
+
+    /// The current attributes of a port, if it is known.
+    #[must_use]
+    pub fn port_attrs(&self, port: PortId) -> Option<&PortAttrs> {
+        self.core.port(port).map(|p| &p.attrs)
+    }
+
+    /// Whether a log level is enabled (use before formatting anything expensive).
+    #[must_use]
+    pub fn log_enabled(&self, level: Level) -> bool {
+        self.core.log_enabled(level)
+    }
+
+    /// Queues a log event.
+    pub fn push_log(&mut self, ev: LogEvent) {
+        self.core.push_log(ev);
+    }
+}

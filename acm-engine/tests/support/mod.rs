@@ -1,0 +1,343 @@
+//! A one-node harness: an engine, a virtual clock, and scripted answers for everything
+//! the driver would do (QPs, routing lookups, the SA, UD send completions), with a
+//! transcript of every output.
+#![allow(dead_code, unreachable_pub)]
+
+pub mod reference;
+
+use acm_engine::io::{AddressVector, CloseReason, LookupId, Mad, PortEvent, RecvInfo, SendToken};
+use acm_engine::{ConnId, EndpointId, Engine, EngineConfig, Input, Instant, Output, PortId};
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// How the scripted SA treats a MAD: answer with these bytes, or let the kernel time it
+/// out.
+pub type SaScript = Box<dyn FnMut(&[u8; 256]) -> Option<Vec<u8>>>;
+/// How the host's routing picks a source for a destination.
+pub type RouteScript = Box<dyn FnMut(IpAddr) -> Result<IpAddr, u8>>;
+
+/// Something the harness will feed the engine at a given time.
+#[derive(Debug, Clone)]
+pub enum Event {
+    SaResponse(PortId, Vec<u8>),
+    SaFailed(PortId, u64),
+    SendDone(EndpointId, SendToken),
+    Source(LookupId, Result<IpAddr, u8>),
+    QpOpened(EndpointId, u32),
+    UdReceive {
+        ep: EndpointId,
+        wc: RecvInfo,
+        grh: Vec<u8>,
+        mad: Vec<u8>,
+    },
+}
+
+/// A UD send the engine asked for.
+#[derive(Debug, Clone)]
+pub struct UdSent {
+    pub at: Instant,
+    pub ep: EndpointId,
+    pub av: AddressVector,
+    pub mad: Mad,
+}
+
+pub struct Node {
+    pub engine: Engine,
+    pub now: Instant,
+    pub sa: SaScript,
+    pub route: RouteScript,
+    /// SA answers arrive this long after the send.
+    pub sa_delay: Duration,
+    pub events: VecDeque<(Instant, u64, Event)>,
+    seq: u64,
+    pub replies: Vec<(ConnId, Vec<u8>)>,
+    pub closes: Vec<(ConnId, CloseReason)>,
+    pub netlink: Vec<Vec<u8>>,
+    pub ud_sent: Vec<UdSent>,
+    pub sa_sent: Vec<(Instant, Mad)>,
+    pub transcript: Vec<String>,
+    pub logs: Vec<String>,
+    next_qpn: u32,
+    /// Complete UD sends automatically (off to hold them in flight).
+    pub auto_send_done: bool,
+}
+
+impl Node {
+    pub fn new(config: EngineConfig, sa: SaScript, route: RouteScript) -> Self {
+        Self {
+            engine: Engine::new(config, 0, Instant::ZERO),
+            now: Instant::ZERO,
+            sa,
+            route,
+            sa_delay: Duration::from_millis(1),
+            events: VecDeque::new(),
+            seq: 0,
+            replies: Vec::new(),
+            closes: Vec::new(),
+            netlink: Vec::new(),
+            ud_sent: Vec::new(),
+            sa_sent: Vec::new(),
+            transcript: Vec::new(),
+            logs: Vec::new(),
+            next_qpn: 0x48,
+            auto_send_done: true,
+        }
+    }
+
+    pub fn schedule(&mut self, at: Instant, ev: Event) {
+        self.seq += 1;
+        let pos = self
+            .events
+            .iter()
+            .position(|(t, s, _)| (*t, *s) > (at, self.seq))
+            .unwrap_or(self.events.len());
+        self.events.insert(pos, (at, self.seq, ev));
+    }
+
+    /// Feeds one input at the current time and carries out every output.
+    pub fn input(&mut self, input: Input<'_>) {
+        let now = self.now;
+        self.engine.handle(now, input);
+        self.drain();
+    }
+
+    fn note(&mut self, line: String) {
+        self.transcript.push(format!("{} {line}", self.now));
+    }
+
+    fn drain(&mut self) {
+        while let Some(out) = self.engine.poll_output() {
+            let now = self.now;
+            match out {
+                Output::ClientReply { conn, reply } => {
+                    let b = reply.as_bytes().to_vec();
+                    self.note(format!("reply conn {} {}", conn.0, hex(&b)));
+                    self.replies.push((conn, b));
+                }
+                Output::ClientClose { conn, reason } => {
+                    self.note(format!("close conn {}: {reason}", conn.0));
+                    self.closes.push((conn, reason));
+                }
+                Output::SourceQuery { id, dest } => {
+                    let r = (self.route)(dest);
+                    self.note(format!("route lookup {dest} -> {r:?}"));
+                    self.schedule(now, Event::Source(id, r));
+                }
+                Output::OpenQp {
+                    ep,
+                    pkey,
+                    pkey_index,
+                    ..
+                } => {
+                    let qpn = self.next_qpn;
+                    self.next_qpn += 1;
+                    self.note(format!(
+                        "open qp ep {} pkey {pkey:#06x} index {pkey_index} -> qpn {qpn:#x}",
+                        ep.0
+                    ));
+                    self.schedule(now, Event::QpOpened(ep, qpn));
+                }
+                Output::CloseQp { ep } => self.note(format!("close qp ep {}", ep.0)),
+                Output::UdSend { ep, token, av, mad } => {
+                    self.note(format!(
+                        "ud send ep {} dlid {:#x} qpn {:#x} dgid {} {}",
+                        ep.0,
+                        av.dlid,
+                        av.remote_qpn,
+                        av.grh.dgid,
+                        describe_acm(&mad.0)
+                    ));
+                    self.ud_sent.push(UdSent {
+                        at: now,
+                        ep,
+                        av,
+                        mad,
+                    });
+                    if self.auto_send_done {
+                        self.schedule(now, Event::SendDone(ep, token));
+                    }
+                }
+                Output::McastAttach { ep, mgid, mlid } => {
+                    self.note(format!("attach ep {} {mgid} mlid {mlid:#x}", ep.0));
+                }
+                Output::McastDetach { ep, mgid, mlid } => {
+                    self.note(format!("detach ep {} {mgid} mlid {mlid:#x}", ep.0));
+                }
+                Output::SaSend {
+                    port,
+                    tid,
+                    dest,
+                    timeout_ms,
+                    retries,
+                    mad,
+                } => {
+                    self.note(format!(
+                        "sa send port {} dlid {} tid {tid:#x} timeout {timeout_ms} retries {retries} {}",
+                        port.port,
+                        dest.dlid,
+                        describe_sa(&mad.0)
+                    ));
+                    self.sa_sent.push((now, mad.clone()));
+                    match (self.sa)(&mad.0) {
+                        Some(resp) => {
+                            let at = now + self.sa_delay;
+                            self.schedule(at, Event::SaResponse(port, resp));
+                        }
+                        None => {
+                            let at = now
+                                + Duration::from_millis(
+                                    u64::from(timeout_ms) * u64::from(retries + 1),
+                                );
+                            self.schedule(at, Event::SaFailed(port, tid));
+                        }
+                    }
+                }
+                Output::NetlinkReply(b) => {
+                    self.note(format!("netlink reply {}", hex(&b)));
+                    self.netlink.push(b);
+                }
+                Output::Log(ev) => self.logs.push(format!("{} {ev}", self.now)),
+            }
+        }
+    }
+
+    /// Delivers the next scheduled event or timer, if any is due by `limit`.
+    /// Returns false when nothing is left before `limit`.
+    pub fn step(&mut self, limit: Instant) -> bool {
+        let next_ev = self.events.front().map(|(t, _, _)| *t);
+        let next_timer = self.engine.poll_timeout();
+        let next = match (next_ev, next_timer) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) => a,
+            (None, Some(b)) => b,
+            (None, None) => return false,
+        };
+        if next > limit {
+            return false;
+        }
+        self.now = self.now.max(next);
+        if next_ev == Some(next) {
+            let (_, _, ev) = self.events.pop_front().expect("checked");
+            self.deliver(ev);
+        } else {
+            self.input(Input::Tick);
+        }
+        true
+    }
+
+    fn deliver(&mut self, ev: Event) {
+        match ev {
+            Event::SaResponse(port, mad) => self.input(Input::SaResponse { port, mad: &mad }),
+            Event::SaFailed(port, tid) => self.input(Input::SaSendFailed {
+                port,
+                tid,
+                status: 110,
+            }),
+            Event::SendDone(ep, token) => self.input(Input::UdSendDone {
+                ep,
+                token,
+                ok: true,
+            }),
+            Event::Source(id, result) => self.input(Input::SourceAnswer { id, result }),
+            Event::QpOpened(ep, qpn) => self.input(Input::QpOpened {
+                ep,
+                result: Ok(qpn),
+            }),
+            Event::UdReceive { ep, wc, grh, mad } => {
+                self.input(Input::UdReceive {
+                    ep,
+                    wc,
+                    grh: Some(&grh),
+                    mad: &mad,
+                });
+            }
+        }
+    }
+
+    /// Runs until nothing is scheduled and no timer is set (bounded).
+    pub fn settle(&mut self) {
+        for _ in 0..100_000 {
+            if !self.step(Instant::from_nanos(u64::MAX)) {
+                return;
+            }
+        }
+        panic!("livelock at {}", self.now);
+    }
+
+    /// Runs everything due up to `t`, then sets the clock to `t`.
+    pub fn run_until(&mut self, t: Instant) {
+        while self.step(t) {}
+        self.now = self.now.max(t);
+    }
+
+    pub fn advance(&mut self, d: Duration) {
+        let t = self.now + d;
+        self.run_until(t);
+    }
+
+    /// Sends a request and runs until `conn` has one more reply; returns it.
+    pub fn request(&mut self, conn: ConnId, bytes: &[u8]) -> Option<Vec<u8>> {
+        let before = self.replies.iter().filter(|(c, _)| *c == conn).count();
+        self.input(Input::ClientRequest { conn, bytes });
+        for _ in 0..100_000 {
+            let have: Vec<&Vec<u8>> = self
+                .replies
+                .iter()
+                .filter(|(c, _)| *c == conn)
+                .map(|(_, b)| b)
+                .collect();
+            if have.len() > before {
+                return Some(have[before].clone());
+            }
+            if !self.step(Instant::from_nanos(u64::MAX)) {
+                return None;
+            }
+        }
+        panic!("livelock at {}", self.now);
+    }
+
+    pub fn port_event(&mut self, port: PortId, event: PortEvent) {
+        self.input(Input::Port { port, event });
+        self.settle_now();
+    }
+
+    /// Delivers only what is due now (QP creation, source answers, send completions).
+    pub fn settle_now(&mut self) {
+        let now = self.now;
+        while self.step(now) {}
+    }
+
+    pub fn transcript_text(&self) -> String {
+        let mut s = String::new();
+        for l in &self.transcript {
+            let _ = writeln!(s, "{l}");
+        }
+        s
+    }
+}
+
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// A short description of an ACM MAD for transcripts.
+pub fn describe_acm(m: &[u8]) -> String {
+    let tid = u64::from_be_bytes(m[8..16].try_into().expect("8 bytes"));
+    format!(
+        "acm method {:#04x} status {:#06x} tid {tid:#x} dest_type {} src_type {} gid_cnt {}",
+        m[3],
+        u16::from_be_bytes([m[4], m[5]]),
+        m[16],
+        m[18],
+        m[20]
+    )
+}
+
+/// A short description of an SA MAD for transcripts.
+pub fn describe_sa(m: &[u8]) -> String {
+    let attr = u16::from_be_bytes([m[16], m[17]]);
+    let mask = u64::from_be_bytes(m[48..56].try_into().expect("8 bytes"));
+    format!("method {:#04x} attr {attr:#06x} comp_mask {mask:#x}", m[3])
+}
