@@ -38,10 +38,14 @@ impl Engine {
         providers: Vec<Box<dyn Provider>>,
     ) -> Self {
         let names: Vec<String> = providers.iter().map(|p| String::from(p.name())).collect();
-        Self {
+        let mut engine = Self {
             core: Core::new(config, seed, now, names),
             providers,
+        };
+        for i in 0..engine.providers.len() {
+            engine.with_provider(i, |p, cx| p.start(cx));
         }
+        engine
     }
 
     /// Takes one input at `now`, after firing every timer due at `now`.
@@ -56,6 +60,7 @@ impl Engine {
         match input {
             Input::Tick => {}
             Input::DeviceAdded(desc) => self.device_added(desc),
+            Input::DeviceRemoved(id) => self.device_removed(id),
             Input::Port { port, event } => self.port_event(port, event),
             Input::LocalIpAdded(ip) => self.local_ip_added(ip),
             Input::LocalIpRemoved(ip) => self.local_ip_removed(ip),

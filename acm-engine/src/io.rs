@@ -4,7 +4,7 @@
 //! The driver (the daemon, the simulator, a test harness) owns every socket, queue pair
 //! and clock. It turns what happens there into `Input`s and carries out each `Output`.
 
-use crate::device::{DeviceDesc, PortAttrs, PortId};
+use crate::device::{DeviceDesc, DeviceId, PortAttrs, PortId};
 use crate::log::LogEvent;
 use acm_proto::Gid;
 use alloc::boxed::Box;
@@ -150,6 +150,8 @@ pub enum Input<'a> {
     Tick,
     /// A device was discovered. Its active ports come up at once.
     DeviceAdded(DeviceDesc),
+    /// A device is gone (IBV_EVENT_DEVICE_FATAL, or removal): its ports go down.
+    DeviceRemoved(DeviceId),
     /// A port event.
     Port {
         /// Which port.

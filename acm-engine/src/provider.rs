@@ -78,8 +78,15 @@ pub trait Provider {
     /// The name EP_QUERY reports and `provider` lines in the options file select.
     fn name(&self) -> &str;
 
+    /// The engine starts (the reference loads the provider here, and it logs its
+    /// options).
+    fn start(&mut self, cx: &mut Ctx<'_>);
+
     /// A device was opened (called once, before its first port).
     fn open_device(&mut self, cx: &mut Ctx<'_>, dev: &DeviceDesc);
+
+    /// A device went away (fatal error or removal); its ports were closed first.
+    fn close_device(&mut self, cx: &mut Ctx<'_>, dev: crate::DeviceId);
 
     /// A port came up, or its attributes changed; `attrs` are current.
     fn open_port(&mut self, cx: &mut Ctx<'_>, port: PortId, attrs: &PortAttrs);

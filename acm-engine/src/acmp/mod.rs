@@ -49,6 +49,8 @@ struct AcmpOptions {
     queued_per_dest: usize,
     dests_per_endpoint: usize,
     send_queue: usize,
+    route_data_file: alloc::string::String,
+    addr_data_file: alloc::string::String,
 }
 
 /// What an SA MAD of ours was for.
@@ -114,6 +116,8 @@ impl Acmp {
             queued_per_dest: config.limits.queued_per_dest,
             dests_per_endpoint: config.limits.dests_per_endpoint,
             send_queue: config.limits.send_queue,
+            route_data_file: o.route_data_file.clone(),
+            addr_data_file: o.addr_data_file.clone(),
         };
         Self {
             opts,
@@ -195,6 +199,39 @@ impl Acmp {
 impl Provider for Acmp {
     fn name(&self) -> &str {
         "ibacmp"
+    }
+
+    fn start(&mut self, cx: &mut Ctx<'_>) {
+        let o = &self.opts;
+        let lines = [
+            alloc::format!("address resolution {}", 0),
+            alloc::format!("address timeout {}", o.addr_timeout),
+            alloc::format!("route resolution {}", if o.route_acm { 0 } else { 1 }),
+            alloc::format!("route timeout {}", o.route_timeout),
+            alloc::format!("loopback resolution {}", u8::from(o.loopback_local)),
+            alloc::format!("timeout {} ms", o.timeout_ms),
+            alloc::format!("retries {}", o.retries),
+            alloc::format!("resolve depth {}", o.resolve_depth),
+            alloc::format!("send depth {}", o.send_depth),
+            alloc::format!("receive depth {}", o.recv_depth),
+            alloc::format!("minimum mtu {}", o.min_mtu.0),
+            alloc::format!("minimum rate {}", o.min_rate.0),
+            alloc::format!("route preload {}", u8::from(o.route_preload)),
+            alloc::format!("route data file {}", o.route_data_file),
+            alloc::format!("address preload {}", u8::from(o.addr_preload)),
+            alloc::format!("address data file {}", o.addr_data_file),
+        ];
+        for message in lines {
+            cx.push_log(crate::log::LogEvent {
+                level: Level::Basic,
+                origin: "acmp_log_options",
+                message,
+            });
+        }
+    }
+
+    fn close_device(&mut self, cx: &mut Ctx<'_>, dev: crate::DeviceId) {
+        log!(cx, Level::Basic, "acmp_close_dev", "device {} closed", dev.0);
     }
 
     fn open_device(&mut self, cx: &mut Ctx<'_>, dev: &DeviceDesc) {

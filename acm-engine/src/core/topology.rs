@@ -48,6 +48,23 @@ impl Engine {
         }
     }
 
+    pub(crate) fn device_removed(&mut self, id: crate::DeviceId) {
+        let Some(dev) = self.core.device(id) else {
+            return;
+        };
+        let ports: Vec<u8> = dev.ports.iter().filter(|p| p.active).map(|p| p.num).collect();
+        let opened_by = dev.opened_by.clone();
+        let name = dev.name.clone();
+        log!(self.core, Level::Basic, "acm_dev_down", "{name} removed");
+        for port in ports {
+            self.port_down(PortId { device: id, port });
+        }
+        for idx in opened_by {
+            self.with_provider(idx, |p, cx| p.close_device(cx, id));
+        }
+        self.core.devices.retain(|d| d.id != id);
+    }
+
     pub(crate) fn port_event(&mut self, port: PortId, event: PortEvent) {
         let Some(p) = self.core.port(port) else {
             log!(
