@@ -162,3 +162,36 @@ impl fmt::Debug for Address {
         write!(f, "{}({self})", self.ty)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::format;
+
+    #[test]
+    fn local_matching_follows_the_reference() {
+        let name = Address::name("FakeHost");
+        assert!(name.matches_local(&Address::name("fakehost")));
+        assert!(name.matches_peer(&Address::name("FAKEHOST")));
+        assert!(!name.matches_local(&Address::name("fakehost2")));
+        let ip = Address::ipv4(Ipv4Addr::new(10, 0, 0, 1));
+        let mut padded = ip;
+        padded.bytes.0[10] = 0xAA;
+        // Local lookups compare the address bytes only; peers' requests all 64 bytes.
+        assert!(ip.matches_local(&padded));
+        assert!(!ip.matches_peer(&padded));
+        assert!(!ip.matches_local(&Address::ipv6(Ipv6Addr::LOCALHOST)));
+    }
+
+    #[test]
+    fn display_and_ip_round_trip() {
+        let v6: core::net::IpAddr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1).into();
+        let a = Address::ip(v6);
+        assert_eq!(a.as_ip(), Some(v6));
+        assert_eq!(format!("{a}"), "fd00::1");
+        assert_eq!(format!("{}", Address::lid(0x1234)), "4660");
+        assert_eq!(format!("{}", Address::name("a\u{1}b")), "a\\x01b");
+        assert_eq!(format!("{:?}", Address::ipv4(Ipv4Addr::new(1, 2, 3, 4))), "IP(1.2.3.4)");
+        assert_eq!(Address::name("x").as_ip(), None);
+    }
+}

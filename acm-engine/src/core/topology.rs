@@ -8,6 +8,7 @@ use crate::device::{DeviceDesc, PortAttrs, PortId};
 use crate::io::{EndpointId, LocalIp, PortEvent};
 use crate::log::{Level, log};
 use acm_proto::client::AddrType;
+use alloc::string::String;
 use alloc::vec::Vec;
 use core::net::IpAddr;
 
@@ -143,13 +144,15 @@ impl Engine {
             attrs.lid
         );
         let prefix = attrs.gid0().subnet_prefix();
-        let name = self.core.config.options.provider_for(prefix);
-        let idx = name.and_then(|n| {
-            self.core
-                .provider_names
-                .iter()
-                .position(|p| p.as_str() == n)
-        });
+        // The reference ignores `provider` lines naming a provider it has not loaded;
+        // a port left with none is unused.
+        let loaded: Vec<&str> = self.core.provider_names.iter().map(String::as_str).collect();
+        let idx = self
+            .core
+            .config
+            .options
+            .provider_for_loaded(prefix, &loaded)
+            .and_then(|n| loaded.iter().position(|l| *l == n));
         let Some(idx) = idx else {
             log!(
                 self.core,

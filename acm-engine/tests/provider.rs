@@ -1,0 +1,163 @@
+//! Another resolution strategy plugs in through the `Provider` trait, and the options
+//! file's `provider` lines decide which ports it serves (spec 5.4).
+
+mod support;
+
+use acm_engine::config::Options;
+use acm_engine::counters::Counters;
+use acm_engine::io::{EndpointId, RecvInfo, SendToken};
+use acm_engine::provider::{Ctx, Outcome, PendingReply, Provider, Resolve};
+use acm_engine::{Address, ConnId, DeviceDesc, DeviceId, Engine, Input, Instant, Output, PortAttrs, PortId};
+use std::collections::BTreeMap;
+use support::reference;
+
+/// A provider that answers every resolve at once with one fixed path and keeps
+/// nothing else: enough to show the lifecycle calls arrive and replies flow.
+#[derive(Default)]
+struct FixedPath {
+    calls: Vec<String>,
+    counters: BTreeMap<EndpointId, Counters>,
+}
+
+impl Provider for FixedPath {
+    fn name(&self) -> &str {
+        "fixed"
+    }
+    fn start(&mut self, _: &mut Ctx<'_>) {
+        self.calls.push("start".into());
+    }
+    fn open_device(&mut self, _: &mut Ctx<'_>, dev: &DeviceDesc) {
+        self.calls.push(format!("open_device {}", dev.name));
+    }
+    fn close_device(&mut self, _: &mut Ctx<'_>, dev: DeviceId) {
+        self.calls.push(format!("close_device {}", dev.0));
+    }
+    fn open_port(&mut self, _: &mut Ctx<'_>, port: PortId, _: &PortAttrs) {
+        self.calls.push(format!("open_port {}", port.port));
+    }
+    fn close_port(&mut self, _: &mut Ctx<'_>, port: PortId) {
+        self.calls.push(format!("close_port {}", port.port));
+    }
+    fn open_endpoint(&mut self, _: &mut Ctx<'_>, ep: EndpointId, _: PortId, pkey: u16) {
+        self.calls.push(format!("open_endpoint {} {pkey:#06x}", ep.0));
+        self.counters.insert(ep, Counters::default());
+    }
+    fn close_endpoint(&mut self, _: &mut Ctx<'_>, ep: EndpointId) {
+        self.calls.push(format!("close_endpoint {}", ep.0));
+    }
+    fn add_address(&mut self, _: &mut Ctx<'_>, _: EndpointId, addr: &Address) {
+        self.calls.push(format!("add_address {addr}"));
+    }
+    fn remove_address(&mut self, _: &mut Ctx<'_>, _: EndpointId, addr: &Address) {
+        self.calls.push(format!("remove_address {addr}"));
+    }
+    fn resolve(&mut self, cx: &mut Ctx<'_>, ep: EndpointId, _: Resolve, reply: PendingReply) {
+        if let Some(c) = self.counters.get_mut(&ep) {
+            c.bump(acm_engine::Counter::Resolve);
+        }
+        let mut path = [0u8; 64];
+        path[40..42].copy_from_slice(&42u16.to_be_bytes()); // dlid
+        cx.complete(reply, Outcome::Path(&path));
+    }
+    fn query(&mut self, cx: &mut Ctx<'_>, _: EndpointId, path: &[u8; 64], reply: PendingReply) {
+        cx.complete(reply, Outcome::Query { status: 0, path });
+    }
+    fn client_reregister(&mut self, _: &mut Ctx<'_>, _: PortId) {}
+    fn perf(&self, ep: EndpointId) -> Option<Counters> {
+        self.counters.get(&ep).copied()
+    }
+    fn qp_opened(&mut self, _: &mut Ctx<'_>, _: EndpointId, _: Result<u32, ()>) {}
+    fn ud_receive(&mut self, _: &mut Ctx<'_>, _: EndpointId, _: &RecvInfo, _: Option<&[u8]>, _: &[u8]) {}
+    fn ud_send_done(&mut self, _: &mut Ctx<'_>, _: EndpointId, _: SendToken, _: bool) {}
+    fn sa_response(&mut self, _: &mut Ctx<'_>, _: PortId, _: u64, _: Result<&[u8], i32>) {}
+    fn handle_timeout(&mut self, _: &mut Ctx<'_>) {}
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+}
+
+fn engine_with(opts_extra: &str) -> Engine {
+    let mut config = reference::config();
+    let (options, _) = Options::parse("ibacm_opts.cfg", &format!("{}{opts_extra}", reference::OPTS));
+    config.options = options;
+    let providers: Vec<Box<dyn Provider>> = vec![
+        Box::new(acm_engine::acmp::Acmp::new(&config)),
+        Box::new(FixedPath::default()),
+    ];
+    let mut e = Engine::with_providers(config, 0, Instant::ZERO, providers);
+    e.handle(Instant::ZERO, Input::DeviceAdded(reference::device()));
+    e
+}
+
+fn ep_query_provider(e: &mut Engine) -> String {
+    let mut q = [0u8; 16];
+    q[..8].copy_from_slice(&[1, 3, 0, 1, 1, 0, 0, 16]);
+    e.handle(Instant::ZERO, Input::ClientRequest { conn: ConnId(9), bytes: &q });
+    let mut name = String::new();
+    while let Some(out) = e.poll_output() {
+        if let Output::ClientReply { conn: ConnId(9), reply } = out {
+            let b = reply.as_bytes();
+            assert_eq!(b[2], 0, "EP_QUERY succeeded");
+            name = String::from_utf8_lossy(&b[32..96]).trim_end_matches('\0').to_string();
+        }
+    }
+    name
+}
+
+#[test]
+fn ports_go_to_the_provider_their_prefix_names() {
+    let mut e = engine_with("provider fixed 0xfe80000000000000\n");
+    assert_eq!(ep_query_provider(&mut e), "fixed");
+    // A resolve is answered by the plugged-in provider.
+    let mut req = vec![0u8; 160];
+    req[..8].copy_from_slice(&[1, 1, 0, 0, 0, 0, 160, 0]);
+    req[16] = 1;
+    req[20] = 2;
+    req[24..28].copy_from_slice(&[10, 0, 0, 1]);
+    req[88] = 2;
+    req[92] = 2;
+    req[96..100].copy_from_slice(&[10, 0, 0, 77]);
+    e.handle(Instant::ZERO, Input::ClientRequest { conn: ConnId(1), bytes: &req });
+    let mut reply = None;
+    while let Some(out) = e.poll_output() {
+        if let Output::ClientReply { conn: ConnId(1), reply: r } = out {
+            reply = Some(r.as_bytes().to_vec());
+        }
+    }
+    let reply = reply.expect("one reply");
+    assert_eq!(reply.len(), 88);
+    assert_eq!(&reply[16..20], &0x2Bu32.to_ne_bytes());
+    assert_eq!(&reply[24 + 40..24 + 42], &42u16.to_be_bytes());
+    assert_eq!(e.endpoint_counters(EndpointId(0)).map(|c| c.get(acm_engine::Counter::Resolve)), Some(1));
+}
+
+#[test]
+fn default_and_unloaded_provider_lines() {
+    // No provider lines: the built-in ibacmp.
+    assert_eq!(ep_query_provider(&mut engine_with("")), "ibacmp");
+    // `default` picks a loaded provider, case-insensitively.
+    assert_eq!(ep_query_provider(&mut engine_with("provider FIXED default\n")), "fixed");
+    // A line naming a provider that is not loaded is ignored, as the reference does.
+    assert_eq!(ep_query_provider(&mut engine_with("provider nosuch default\n")), "ibacmp");
+}
+
+#[test]
+fn a_port_with_no_provider_is_unused() {
+    // No provider is loaded at all: the port has none and stays unused.
+    let mut e = Engine::with_providers(reference::config(), 0, Instant::ZERO, vec![]);
+    e.handle(Instant::ZERO, Input::DeviceAdded(reference::device()));
+    let mut q = [0u8; 16];
+    q[..8].copy_from_slice(&[1, 3, 0, 1, 1, 0, 0, 16]);
+    e.handle(Instant::ZERO, Input::ClientRequest { conn: ConnId(1), bytes: &q });
+    let mut status = None;
+    let mut logs = Vec::new();
+    while let Some(out) = e.poll_output() {
+        match out {
+            Output::ClientReply { reply, .. } => status = Some(reply.as_bytes()[2]),
+            Output::Log(l) => logs.push(l.to_string()),
+            _ => {}
+        }
+    }
+    assert_eq!(status, Some(2), "no endpoint: EINVAL");
+    assert!(logs.iter().any(|l| l.contains("no provider for port 1")), "{logs:?}");
+}
