@@ -191,7 +191,10 @@ mod tests {
         assert_eq!(format!("{a}"), "fd00::1");
         assert_eq!(format!("{}", Address::lid(0x1234)), "4660");
         assert_eq!(format!("{}", Address::name("a\u{1}b")), "a\\x01b");
-        assert_eq!(format!("{:?}", Address::ipv4(Ipv4Addr::new(1, 2, 3, 4))), "IP(1.2.3.4)");
+        assert_eq!(
+            format!("{:?}", Address::ipv4(Ipv4Addr::new(1, 2, 3, 4))),
+            "IP(1.2.3.4)"
+        );
         assert_eq!(Address::name("x").as_ip(), None);
     }
 }

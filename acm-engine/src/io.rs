@@ -12,8 +12,9 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::net::IpAddr;
 
-/// A client connection, named by the driver. Ids may be reused after
-/// [`Input::ClientClosed`].
+/// A client connection, named by the driver. An id may be reused after
+/// [`Input::ClientClosed`]: replies still owed to the closed connection are dropped, not
+/// sent to the new one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ConnId(pub u64);
 
@@ -170,7 +171,9 @@ pub enum Input<'a> {
         /// The message.
         bytes: &'a [u8],
     },
-    /// The client hung up; replies still pending for it are dropped.
+    /// The client hung up; replies still pending for it are dropped. Every connection
+    /// that sent a RESOLVE must be closed with this, or the engine keeps its few bytes of
+    /// book-keeping.
     ClientClosed(ConnId),
     /// The answer to [`Output::SourceQuery`]: the source the host's routing picks, or the
     /// errno the lookup failed with.

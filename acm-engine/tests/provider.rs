@@ -7,7 +7,9 @@ use acm_engine::config::Options;
 use acm_engine::counters::Counters;
 use acm_engine::io::{EndpointId, RecvInfo, SendToken};
 use acm_engine::provider::{Ctx, Outcome, PendingReply, Provider, Resolve};
-use acm_engine::{Address, ConnId, DeviceDesc, DeviceId, Engine, Input, Instant, Output, PortAttrs, PortId};
+use acm_engine::{
+    Address, ConnId, DeviceDesc, DeviceId, Engine, Input, Instant, Output, PortAttrs, PortId,
+};
 use std::collections::BTreeMap;
 use support::reference;
 
@@ -39,7 +41,8 @@ impl Provider for FixedPath {
         self.calls.push(format!("close_port {}", port.port));
     }
     fn open_endpoint(&mut self, _: &mut Ctx<'_>, ep: EndpointId, _: PortId, pkey: u16) {
-        self.calls.push(format!("open_endpoint {} {pkey:#06x}", ep.0));
+        self.calls
+            .push(format!("open_endpoint {} {pkey:#06x}", ep.0));
         self.counters.insert(ep, Counters::default());
     }
     fn close_endpoint(&mut self, _: &mut Ctx<'_>, ep: EndpointId) {
@@ -67,7 +70,15 @@ impl Provider for FixedPath {
         self.counters.get(&ep).copied()
     }
     fn qp_opened(&mut self, _: &mut Ctx<'_>, _: EndpointId, _: Result<u32, ()>) {}
-    fn ud_receive(&mut self, _: &mut Ctx<'_>, _: EndpointId, _: &RecvInfo, _: Option<&[u8]>, _: &[u8]) {}
+    fn ud_receive(
+        &mut self,
+        _: &mut Ctx<'_>,
+        _: EndpointId,
+        _: &RecvInfo,
+        _: Option<&[u8]>,
+        _: &[u8],
+    ) {
+    }
     fn ud_send_done(&mut self, _: &mut Ctx<'_>, _: EndpointId, _: SendToken, _: bool) {}
     fn sa_response(&mut self, _: &mut Ctx<'_>, _: PortId, _: u64, _: Result<&[u8], i32>) {}
     fn handle_timeout(&mut self, _: &mut Ctx<'_>) {}
@@ -78,7 +89,10 @@ impl Provider for FixedPath {
 
 fn engine_with(opts_extra: &str) -> Engine {
     let mut config = reference::config();
-    let (options, _) = Options::parse("ibacm_opts.cfg", &format!("{}{opts_extra}", reference::OPTS));
+    let (options, _) = Options::parse(
+        "ibacm_opts.cfg",
+        &format!("{}{opts_extra}", reference::OPTS),
+    );
     config.options = options;
     let providers: Vec<Box<dyn Provider>> = vec![
         Box::new(acm_engine::acmp::Acmp::new(&config)),
@@ -92,13 +106,25 @@ fn engine_with(opts_extra: &str) -> Engine {
 fn ep_query_provider(e: &mut Engine) -> String {
     let mut q = [0u8; 16];
     q[..8].copy_from_slice(&[1, 3, 0, 1, 1, 0, 0, 16]);
-    e.handle(Instant::ZERO, Input::ClientRequest { conn: ConnId(9), bytes: &q });
+    e.handle(
+        Instant::ZERO,
+        Input::ClientRequest {
+            conn: ConnId(9),
+            bytes: &q,
+        },
+    );
     let mut name = String::new();
     while let Some(out) = e.poll_output() {
-        if let Output::ClientReply { conn: ConnId(9), reply } = out {
+        if let Output::ClientReply {
+            conn: ConnId(9),
+            reply,
+        } = out
+        {
             let b = reply.as_bytes();
             assert_eq!(b[2], 0, "EP_QUERY succeeded");
-            name = String::from_utf8_lossy(&b[32..96]).trim_end_matches('\0').to_string();
+            name = String::from_utf8_lossy(&b[32..96])
+                .trim_end_matches('\0')
+                .to_string();
         }
     }
     name
@@ -117,10 +143,20 @@ fn ports_go_to_the_provider_their_prefix_names() {
     req[88] = 2;
     req[92] = 2;
     req[96..100].copy_from_slice(&[10, 0, 0, 77]);
-    e.handle(Instant::ZERO, Input::ClientRequest { conn: ConnId(1), bytes: &req });
+    e.handle(
+        Instant::ZERO,
+        Input::ClientRequest {
+            conn: ConnId(1),
+            bytes: &req,
+        },
+    );
     let mut reply = None;
     while let Some(out) = e.poll_output() {
-        if let Output::ClientReply { conn: ConnId(1), reply: r } = out {
+        if let Output::ClientReply {
+            conn: ConnId(1),
+            reply: r,
+        } = out
+        {
             reply = Some(r.as_bytes().to_vec());
         }
     }
@@ -128,7 +164,11 @@ fn ports_go_to_the_provider_their_prefix_names() {
     assert_eq!(reply.len(), 88);
     assert_eq!(&reply[16..20], &0x2Bu32.to_ne_bytes());
     assert_eq!(&reply[24 + 40..24 + 42], &42u16.to_be_bytes());
-    assert_eq!(e.endpoint_counters(EndpointId(0)).map(|c| c.get(acm_engine::Counter::Resolve)), Some(1));
+    assert_eq!(
+        e.endpoint_counters(EndpointId(0))
+            .map(|c| c.get(acm_engine::Counter::Resolve)),
+        Some(1)
+    );
 }
 
 #[test]
@@ -136,9 +176,15 @@ fn default_and_unloaded_provider_lines() {
     // No provider lines: the built-in ibacmp.
     assert_eq!(ep_query_provider(&mut engine_with("")), "ibacmp");
     // `default` picks a loaded provider, case-insensitively.
-    assert_eq!(ep_query_provider(&mut engine_with("provider FIXED default\n")), "fixed");
+    assert_eq!(
+        ep_query_provider(&mut engine_with("provider FIXED default\n")),
+        "fixed"
+    );
     // A line naming a provider that is not loaded is ignored, as the reference does.
-    assert_eq!(ep_query_provider(&mut engine_with("provider nosuch default\n")), "ibacmp");
+    assert_eq!(
+        ep_query_provider(&mut engine_with("provider nosuch default\n")),
+        "ibacmp"
+    );
 }
 
 #[test]
@@ -148,7 +194,13 @@ fn a_port_with_no_provider_is_unused() {
     e.handle(Instant::ZERO, Input::DeviceAdded(reference::device()));
     let mut q = [0u8; 16];
     q[..8].copy_from_slice(&[1, 3, 0, 1, 1, 0, 0, 16]);
-    e.handle(Instant::ZERO, Input::ClientRequest { conn: ConnId(1), bytes: &q });
+    e.handle(
+        Instant::ZERO,
+        Input::ClientRequest {
+            conn: ConnId(1),
+            bytes: &q,
+        },
+    );
     let mut status = None;
     let mut logs = Vec::new();
     while let Some(out) = e.poll_output() {
@@ -159,5 +211,8 @@ fn a_port_with_no_provider_is_unused() {
         }
     }
     assert_eq!(status, Some(2), "no endpoint: EINVAL");
-    assert!(logs.iter().any(|l| l.contains("no provider for port 1")), "{logs:?}");
+    assert!(
+        logs.iter().any(|l| l.contains("no provider for port 1")),
+        "{logs:?}"
+    );
 }

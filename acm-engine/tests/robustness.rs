@@ -3,8 +3,8 @@
 
 mod support;
 
-use acm_engine::{ConnId, EndpointId, Input};
 use acm_engine::io::RecvInfo;
+use acm_engine::{ConnId, EndpointId, Input};
 use quickcheck::{QuickCheck, TestResult};
 use support::reference;
 
@@ -18,13 +18,18 @@ fn shaped(mut body: Vec<u8>, opcode: u8, big_endian: bool) -> Vec<u8> {
     body[0] = 1;
     body[1] = opcode;
     let len = body.len() as u16;
-    let field = if big_endian { len.to_be_bytes() } else { len.to_ne_bytes() };
+    let field = if big_endian {
+        len.to_be_bytes()
+    } else {
+        len.to_ne_bytes()
+    };
     body[6..8].copy_from_slice(&field);
     body
 }
 
 fn answers(node: &support::Node, conn: ConnId) -> usize {
-    node.replies.iter().filter(|(c, _)| *c == conn).count() + node.closes.iter().filter(|(c, _)| *c == conn).count()
+    node.replies.iter().filter(|(c, _)| *c == conn).count()
+        + node.closes.iter().filter(|(c, _)| *c == conn).count()
 }
 
 #[test]
@@ -38,12 +43,18 @@ fn client_bytes_get_exactly_one_answer() {
             node.input(Input::ClientRequest { conn, bytes: msg });
             node.settle();
             if answers(&node, conn) != 1 {
-                return TestResult::error(format!("{} answers to {}", answers(&node, conn), support::hex(msg)));
+                return TestResult::error(format!(
+                    "{} answers to {}",
+                    answers(&node, conn),
+                    support::hex(msg)
+                ));
             }
         }
         TestResult::passed()
     }
-    QuickCheck::new().tests(300).quickcheck(prop as fn(Vec<u8>, u8) -> TestResult);
+    QuickCheck::new()
+        .tests(300)
+        .quickcheck(prop as fn(Vec<u8>, u8) -> TestResult);
 }
 
 #[test]
@@ -57,13 +68,64 @@ fn peer_sa_and_kernel_bytes_never_panic() {
         m[2] = 1;
         m[6..8].copy_from_slice(&1u16.to_be_bytes());
         for bytes in [&mad, &m] {
-            let wc = RecvInfo { slid: 7, src_qp: 9, dlid_path_bits: 0, pkey_index: 0 };
-            node.input(Input::UdReceive { ep: EndpointId(0), wc, grh: Some(&grh), mad: bytes });
-            node.input(Input::SaResponse { port: reference::PORT, mad: bytes });
+            let wc = RecvInfo {
+                slid: 7,
+                src_qp: 9,
+                dlid_path_bits: 0,
+                pkey_index: 0,
+            };
+            node.input(Input::UdReceive {
+                ep: EndpointId(0),
+                wc,
+                grh: Some(&grh),
+                mad: bytes,
+            });
+            node.input(Input::SaResponse {
+                port: reference::PORT,
+                mad: bytes,
+            });
             node.input(Input::Netlink(bytes));
             node.settle();
         }
         true
     }
-    QuickCheck::new().tests(300).quickcheck(prop as fn(Vec<u8>, Vec<u8>, u8) -> bool);
+    QuickCheck::new()
+        .tests(300)
+        .quickcheck(prop as fn(Vec<u8>, Vec<u8>, u8) -> bool);
+}
+
+/// A RESOLVE from 10.0.0.1 to `dst` (IPv4).
+fn resolve(dst: [u8; 4]) -> Vec<u8> {
+    let mut m = vec![0u8; 160];
+    m[..8].copy_from_slice(&[1, 1, 0, 0, 0, 0, 0, 0]);
+    m[6..8].copy_from_slice(&160u16.to_ne_bytes());
+    m[16] = 1;
+    m[20] = 2;
+    m[24..28].copy_from_slice(&[10, 0, 0, 1]);
+    m[88] = 2;
+    m[92] = 2;
+    m[96..100].copy_from_slice(&dst);
+    m
+}
+
+#[test]
+fn a_reused_connection_id_gets_only_its_own_replies() {
+    let mut node = reference::node();
+    let conn = ConnId(5);
+    // A lookup that waits (nobody answers the ACM request), then the client goes.
+    node.input(Input::ClientRequest {
+        conn,
+        bytes: &resolve([10, 0, 0, 77]),
+    });
+    node.input(Input::ClientClosed(conn));
+    // The driver reuses the id for a new connection: its loopback resolve is answered.
+    let r = node
+        .request(conn, &resolve([10, 0, 0, 1]))
+        .expect("the new connection is served");
+    assert_eq!(r[2], 0);
+    // The old request times out later; its reply must not reach the new connection.
+    node.settle();
+    let replies: Vec<_> = node.replies.iter().filter(|(c, _)| *c == conn).collect();
+    assert_eq!(replies.len(), 1, "only the new connection's reply");
+    assert!(node.logs.iter().any(|l| l.contains("connection lost")));
 }

@@ -231,7 +231,13 @@ impl Provider for Acmp {
     }
 
     fn close_device(&mut self, cx: &mut Ctx<'_>, dev: crate::DeviceId) {
-        log!(cx, Level::Basic, "acmp_close_dev", "device {} closed", dev.0);
+        log!(
+            cx,
+            Level::Basic,
+            "acmp_close_dev",
+            "device {} closed",
+            dev.0
+        );
     }
 
     fn open_device(&mut self, cx: &mut Ctx<'_>, dev: &DeviceDesc) {

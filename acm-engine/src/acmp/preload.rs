@@ -10,6 +10,7 @@ use crate::log::{Level, log};
 use crate::provider::Ctx;
 use acm_proto::Gid;
 use acm_proto::Selected;
+use acm_proto::client::AddrType;
 use acm_proto::mgid::AcmMgid;
 use acm_proto::path_record::PathRecordPacket;
 use alloc::collections::BTreeMap;
@@ -29,6 +30,31 @@ fn loopback_path(attrs: &PortAttrs, pkey: u16) -> [u8; 64] {
     p.set_pkey(pkey);
     p.set_mtu(Selected::from_byte(attrs.mtu.0 & 0x3F));
     p.set_rate(Selected::from_byte(attrs.rate.0 & 0x3F));
+    path
+}
+
+/// The record a route made stale by a port change is asked for again with: the peer
+/// (its GID, and its LID for LID-keyed entries), our current GID and LID, and the old
+/// tclass, reversibility and pkey. The rest of the old answer (an SLID that is no
+/// longer ours, a DLID, MTU, rate or lifetime the old SA chose) must not constrain it.
+fn requery_path(old: &[u8; 64], attrs: &PortAttrs, keep_dlid: bool) -> [u8; 64] {
+    let o = PathRecordPacket::new_unchecked(&old[..]);
+    let mut path = [0u8; 64];
+    let mut p = PathRecordPacket::new_unchecked(&mut path[..]);
+    p.set_dgid(o.dgid());
+    if !o.sgid().is_zero() {
+        let ours = attrs.gids.contains(&o.sgid());
+        p.set_sgid(if ours { o.sgid() } else { attrs.gid0() });
+    }
+    if o.slid() != 0 {
+        p.set_slid(attrs.lid);
+    }
+    if keep_dlid {
+        p.set_dlid(o.dlid());
+    }
+    p.set_tclass(o.tclass());
+    p.set_reversible(o.reversible());
+    p.set_pkey(o.pkey());
     path
 }
 
@@ -286,9 +312,13 @@ impl Acmp {
                 continue;
             };
             let addrs = ep.addrs.clone();
+            let Some(attrs) = self.ports.get(&port) else {
+                continue;
+            };
             for d in ep.dests.iter_mut() {
                 if d.state == DestState::Ready && !addrs.contains(&d.addr) {
                     d.state = DestState::AddrResolved;
+                    d.path = requery_path(&d.path, attrs, d.addr.ty == AddrType::LID);
                 }
             }
             if self.opts.loopback_local {

@@ -89,6 +89,8 @@ impl Engine {
         }
         match bytes[1] & 0x0F {
             1 => {
+                let epoch = self.core.conn_epoch(conn);
+                let to = ReplyTo::Client { conn, epoch };
                 let over = self
                     .core
                     .conns
@@ -96,9 +98,9 @@ impl Engine {
                     .is_some_and(|s| s.pending >= self.core.limits().pending_per_conn);
                 if over {
                     self.core.counters.bump(Counter::Resolve);
-                    self.core_error(ReplyTo::Client(conn), bytes, Status::ENOMEM.0);
+                    self.core_error(to, bytes, Status::ENOMEM.0);
                 } else {
-                    self.resolve_request(ReplyTo::Client(conn), bytes);
+                    self.resolve_request(to, bytes);
                 }
             }
             2 => self.perf_query(conn, bytes),
@@ -107,13 +109,8 @@ impl Engine {
     }
 
     pub(crate) fn client_closed(&mut self, conn: ConnId) {
-        match self.core.conns.get_mut(&conn) {
-            Some(st) if st.pending > 0 => st.closed = true,
-            Some(_) => {
-                self.core.conns.remove(&conn);
-            }
-            None => {}
-        }
+        // Replies still owed to it are dropped when they come (`Core::deliver`).
+        self.core.conns.remove(&conn);
     }
 
     /// A RESOLVE from a client or built from a kernel request (spec 1.7, 1.8).
@@ -144,7 +141,10 @@ impl Engine {
             "request failed with status {status}"
         );
         match to {
-            ReplyTo::Client(conn) => {
+            ReplyTo::Client { conn, epoch } => {
+                if !self.core.client_live(conn, epoch) {
+                    return;
+                }
                 hdr[1] |= 0x80;
                 hdr[2] = status;
                 hdr[3..6].fill(0);
@@ -166,8 +166,11 @@ impl Engine {
 
     /// Notes that a client has one more request in a provider's hands.
     fn track(&mut self, to: ReplyTo) {
-        if let ReplyTo::Client(conn) = to {
-            self.core.conns.entry(conn).or_default().pending += 1;
+        if let ReplyTo::Client { conn, epoch } = to
+            && let Some(st) = self.core.conns.get_mut(&conn)
+            && st.epoch == epoch
+        {
+            st.pending += 1;
         }
     }
 
@@ -251,7 +254,7 @@ impl Engine {
         };
         // The request was tracked when it was parked; this is its reply.
         let closed = match p.to {
-            ReplyTo::Client(conn) => self.core.conns.get(&conn).is_some_and(|s| s.closed),
+            ReplyTo::Client { conn, epoch } => !self.core.client_live(conn, epoch),
             ReplyTo::Kernel { .. } => false,
         };
         self.untrack(p.to);
@@ -292,13 +295,11 @@ impl Engine {
     }
 
     fn untrack(&mut self, to: ReplyTo) {
-        if let ReplyTo::Client(conn) = to
+        if let ReplyTo::Client { conn, epoch } = to
             && let Some(st) = self.core.conns.get_mut(&conn)
+            && st.epoch == epoch
         {
             st.pending = st.pending.saturating_sub(1);
-            if st.closed && st.pending == 0 {
-                self.core.conns.remove(&conn);
-            }
         }
     }
 
@@ -404,7 +405,7 @@ impl Engine {
     /// QUERY_SA (spec 1.8.3): errors in the "query" style echo the request.
     fn sa_query_request(&mut self, to: ReplyTo, bytes: &[u8]) {
         let query_error = |this: &mut Self, status: u8| {
-            if let ReplyTo::Client(conn) = to {
+            if let ReplyTo::Client { conn, .. } = to {
                 let mut buf = [0u8; MAX_MSG];
                 let n = bytes.len().min(MAX_MSG);
                 buf[..n].copy_from_slice(&bytes[..n]);

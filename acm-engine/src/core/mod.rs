@@ -33,8 +33,14 @@ pub(crate) use sa_agent::SaAgent;
 /// Where a reply goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ReplyTo {
-    /// A client connection.
-    Client(ConnId),
+    /// A client connection, in the life it had when the request arrived (a driver may
+    /// reuse an id once the connection closed).
+    Client {
+        /// The connection.
+        conn: ConnId,
+        /// Which life of `conn`.
+        epoch: u64,
+    },
     /// The kernel, through RDMA_NL_LS.
     Kernel {
         /// The request's nlmsg type (echoed).
@@ -91,11 +97,13 @@ pub(crate) struct Device {
     pub(crate) opened_by: Vec<usize>,
 }
 
-/// Book-keeping for one client connection with requests in a provider's hands.
+/// Book-keeping for one open client connection.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct ConnState {
+    /// Distinguishes this connection from earlier ones with the same id.
+    pub(crate) epoch: u64,
+    /// Requests in a provider's hands or waiting for a source lookup.
     pub(crate) pending: u32,
-    pub(crate) closed: bool,
 }
 
 /// Everything but the providers, so a provider can borrow it mutably as its context.
@@ -111,6 +119,7 @@ pub(crate) struct Core {
     /// Every endpoint ever made, by id; `None` once closed.
     pub(crate) endpoints: Vec<Option<Endpoint>>,
     pub(crate) conns: FxHashMap<ConnId, ConnState>,
+    pub(crate) next_epoch: u64,
     pub(crate) lookups: BTreeMap<LookupId, ParkedResolve>,
     pub(crate) next_lookup: u64,
     /// IPoIB addresses the host has, in discovery order.
@@ -137,6 +146,7 @@ impl Core {
             devices: Vec::new(),
             endpoints: Vec::new(),
             conns: FxHashMap::default(),
+            next_epoch: 1,
             lookups: BTreeMap::new(),
             next_lookup: 1,
             local_ips: Vec::new(),
@@ -299,7 +309,7 @@ impl Core {
     /// Sends a finished reply where it belongs.
     fn reply_to(&mut self, to: ReplyTo, bytes: &[u8], path: Option<&[u8; 64]>, status: u8) {
         match to {
-            ReplyTo::Client(conn) => self.deliver(conn, Reply::new(bytes)),
+            ReplyTo::Client { conn, epoch } => self.deliver(conn, epoch, Reply::new(bytes)),
             ReplyTo::Kernel {
                 nl_type,
                 seq,
@@ -315,30 +325,41 @@ impl Core {
         }
     }
 
-    /// Hands a reply to a client that had a request in a provider's hands, unless it
-    /// has gone.
-    pub(crate) fn deliver(&mut self, conn: ConnId, reply: Reply) {
-        let gone = match self.conns.get_mut(&conn) {
-            Some(st) => {
-                st.pending = st.pending.saturating_sub(1);
-                let closed = st.closed;
-                if closed && st.pending == 0 {
-                    self.conns.remove(&conn);
+    /// The life of `conn` a new request belongs to (a new one if it was closed).
+    pub(crate) fn conn_epoch(&mut self, conn: ConnId) -> u64 {
+        let next = &mut self.next_epoch;
+        self.conns
+            .entry(conn)
+            .or_insert_with(|| {
+                *next += 1;
+                ConnState {
+                    epoch: *next,
+                    pending: 0,
                 }
-                closed
+            })
+            .epoch
+    }
+
+    /// Whether the connection a request came on is still open.
+    pub(crate) fn client_live(&self, conn: ConnId, epoch: u64) -> bool {
+        self.conns.get(&conn).is_some_and(|s| s.epoch == epoch)
+    }
+
+    /// Hands a reply to a client that had a request in a provider's hands, unless that
+    /// connection has gone (the reference logs "connection lost").
+    pub(crate) fn deliver(&mut self, conn: ConnId, epoch: u64, reply: Reply) {
+        match self.conns.get_mut(&conn) {
+            Some(st) if st.epoch == epoch => {
+                st.pending = st.pending.saturating_sub(1);
+                self.out.push_back(Output::ClientReply { conn, reply });
             }
-            None => false,
-        };
-        if gone {
-            log!(
+            _ => log!(
                 self,
                 Level::Verbose,
                 "acm_resolve_response",
                 "connection lost (client {})",
                 conn.0
-            );
-        } else {
-            self.out.push_back(Output::ClientReply { conn, reply });
+            ),
         }
     }
 

@@ -53,7 +53,12 @@ impl Engine {
         let Some(dev) = self.core.device(id) else {
             return;
         };
-        let ports: Vec<u8> = dev.ports.iter().filter(|p| p.active).map(|p| p.num).collect();
+        let ports: Vec<u8> = dev
+            .ports
+            .iter()
+            .filter(|p| p.active)
+            .map(|p| p.num)
+            .collect();
         let opened_by = dev.opened_by.clone();
         let name = dev.name.clone();
         log!(self.core, Level::Basic, "acm_dev_down", "{name} removed");
@@ -80,14 +85,18 @@ impl Engine {
         let active = p.active;
         match event {
             PortEvent::Active(attrs) => {
-                if !active && attrs.usable() {
+                let came_up = !active && attrs.usable();
+                if came_up {
                     self.port_up(port, attrs);
                 }
                 let pending = self
                     .core
                     .port_mut(port)
                     .is_some_and(|p| core::mem::take(&mut p.rereg_pending));
-                if pending {
+                // The reference delivers a reregister that came while the port was down
+                // now. A port that comes up here gets fresh endpoints that join anyway,
+                // so it is only delivered to a port that stayed up.
+                if pending && !came_up {
                     self.client_reregister(port);
                 }
             }
@@ -146,7 +155,12 @@ impl Engine {
         let prefix = attrs.gid0().subnet_prefix();
         // The reference ignores `provider` lines naming a provider it has not loaded;
         // a port left with none is unused.
-        let loaded: Vec<&str> = self.core.provider_names.iter().map(String::as_str).collect();
+        let loaded: Vec<&str> = self
+            .core
+            .provider_names
+            .iter()
+            .map(String::as_str)
+            .collect();
         let idx = self
             .core
             .config

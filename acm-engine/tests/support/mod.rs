@@ -3,7 +3,9 @@
 //! transcript of every output.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod fabric;
 pub mod reference;
+pub mod requests;
 
 use acm_engine::io::{AddressVector, CloseReason, LookupId, Mad, PortEvent, RecvInfo, SendToken};
 use acm_engine::{ConnId, EndpointId, Engine, EngineConfig, Input, Instant, Output, PortId};
