@@ -231,11 +231,15 @@ pub enum Input<'a> {
     Netlink(&'a [u8]),
 }
 
-/// The reply bytes of one client request. Inline up to 592 bytes (every RESOLVE and
+/// Replies up to this size are kept inline: every RESOLVE reply (at most 160 bytes: a
+/// path and the chosen source) and every PERF_QUERY reply (72).
+const REPLY_INLINE: usize = 160;
+
+/// The reply bytes of one client request. Inline up to 160 bytes (every RESOLVE and
 /// PERF_QUERY reply), on the heap for large EP_QUERY replies.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Reply {
-    inline: [u8; 592],
+    inline: [u8; REPLY_INLINE],
     len: u16,
     heap: Option<Box<[u8]>>,
 }
@@ -244,8 +248,8 @@ impl Reply {
     /// Copies `bytes` into a reply.
     #[must_use]
     pub fn new(bytes: &[u8]) -> Self {
-        if bytes.len() <= 592 {
-            let mut inline = [0u8; 592];
+        if bytes.len() <= REPLY_INLINE {
+            let mut inline = [0u8; REPLY_INLINE];
             inline[..bytes.len()].copy_from_slice(bytes);
             Self {
                 inline,
@@ -254,7 +258,7 @@ impl Reply {
             }
         } else {
             Self {
-                inline: [0; 592],
+                inline: [0; REPLY_INLINE],
                 len: 0,
                 heap: Some(bytes.into()),
             }
@@ -264,11 +268,11 @@ impl Reply {
     /// Takes ownership of a large reply.
     #[must_use]
     pub fn from_vec(bytes: Vec<u8>) -> Self {
-        if bytes.len() <= 592 {
+        if bytes.len() <= REPLY_INLINE {
             Self::new(&bytes)
         } else {
             Self {
-                inline: [0; 592],
+                inline: [0; REPLY_INLINE],
                 len: 0,
                 heap: Some(bytes.into_boxed_slice()),
             }

@@ -1,16 +1,18 @@
 //! The destination cache (spec 4.2): one entry per (address type, 64 address bytes),
 //! each with its state, path, address vector and queue of waiting requests.
 //!
-//! Memory: entries live in a slot vector indexed by a hash table of `u32` slot numbers,
-//! so the 66-byte key is stored once. `size_of::<Option<Dest>>()` plus the index's
-//! share is what one cached destination costs; `tests::entry_fits_budget` checks it
-//! against the 256-byte budget, and `BENCHMARKS.md` gives the figure measured with a
-//! counting allocator over a large cache (vector growth slack included).
+//! Memory: entries live in fixed chunks of slots indexed by a hash table of `u32` slot
+//! numbers, so the 66-byte key is stored once and growth never doubles the storage.
+//! `size_of::<Option<Dest>>()` plus the index's share is what one cached destination
+//! costs; `tests::entry_fits_budget` checks it against the 256-byte budget, and
+//! `BENCHMARKS.md` gives the figure measured with a counting allocator over large
+//! caches (`examples/dest_memory.rs`).
 
 use crate::addr::Address;
 use crate::fxhash::fx_hash;
 use crate::io::AddressVector;
 use crate::provider::PendingReply;
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 use hashbrown::HashTable;
 
@@ -70,11 +72,53 @@ impl Dest {
 /// A slot number in the cache.
 pub(crate) type DestIdx = u32;
 
+/// Slots per chunk. Entries live in fixed chunks rather than one doubling vector, so a
+/// large cache never carries up to twice its size in growth slack, and growing never
+/// copies the entries already there.
+const CHUNK: usize = 256;
+
+/// Fixed-size chunks of slots, handed out in order.
+#[derive(Debug, Default)]
+struct Slots {
+    chunks: Vec<Box<[Option<Dest>]>>,
+    /// Slots handed out so far (occupied or on the free list).
+    used: usize,
+}
+
+impl Slots {
+    fn get(&self, i: DestIdx) -> Option<&Dest> {
+        let i = i as usize;
+        self.chunks.get(i / CHUNK)?.get(i % CHUNK)?.as_ref()
+    }
+
+    fn get_mut(&mut self, i: DestIdx) -> Option<&mut Option<Dest>> {
+        let i = i as usize;
+        self.chunks.get_mut(i / CHUNK)?.get_mut(i % CHUNK)
+    }
+
+    fn push(&mut self, dest: Dest) -> DestIdx {
+        if self.used == self.chunks.len() * CHUNK {
+            let chunk: Vec<Option<Dest>> = (0..CHUNK).map(|_| None).collect();
+            self.chunks.push(chunk.into_boxed_slice());
+        }
+        let idx = self.used as DestIdx;
+        self.used += 1;
+        if let Some(slot) = self.get_mut(idx) {
+            *slot = Some(dest);
+        }
+        idx
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut Dest> {
+        self.chunks.iter_mut().flat_map(|c| c.iter_mut()).flatten()
+    }
+}
+
 /// The cache of one endpoint.
 #[derive(Debug, Default)]
 pub(crate) struct DestCache {
     index: HashTable<DestIdx>,
-    slots: Vec<Option<Dest>>,
+    slots: Slots,
     free: Vec<DestIdx>,
 }
 
@@ -84,7 +128,7 @@ impl DestCache {
         let slots = &self.slots;
         self.index
             .find(fx_hash(addr), |&i| {
-                slots[i as usize].as_ref().is_some_and(|d| d.addr == *addr)
+                slots.get(i).is_some_and(|d| d.addr == *addr)
             })
             .copied()
     }
@@ -94,18 +138,16 @@ impl DestCache {
         let hash = fx_hash(&dest.addr);
         let idx = match self.free.pop() {
             Some(i) => {
-                self.slots[i as usize] = Some(dest);
+                if let Some(slot) = self.slots.get_mut(i) {
+                    *slot = Some(dest);
+                }
                 i
             }
-            None => {
-                self.slots.push(Some(dest));
-                (self.slots.len() - 1) as DestIdx
-            }
+            None => self.slots.push(dest),
         };
         let slots = &self.slots;
-        self.index.insert_unique(hash, idx, |&i| {
-            slots[i as usize].as_ref().map_or(0, |d| fx_hash(&d.addr))
-        });
+        self.index
+            .insert_unique(hash, idx, |&i| slots.get(i).map_or(0, |d| fx_hash(&d.addr)));
         idx
     }
 
@@ -122,7 +164,7 @@ impl DestCache {
 
     /// Removes an entry, returning it.
     pub(crate) fn remove(&mut self, idx: DestIdx) -> Option<Dest> {
-        let dest = self.slots.get_mut(idx as usize)?.take()?;
+        let dest = self.slots.get_mut(idx)?.take()?;
         if let Ok(e) = self.index.find_entry(fx_hash(&dest.addr), |&i| i == idx) {
             e.remove();
         }
@@ -131,20 +173,20 @@ impl DestCache {
     }
 
     pub(crate) fn get(&self, idx: DestIdx) -> Option<&Dest> {
-        self.slots.get(idx as usize)?.as_ref()
+        self.slots.get(idx)
     }
 
     pub(crate) fn get_mut(&mut self, idx: DestIdx) -> Option<&mut Dest> {
-        self.slots.get_mut(idx as usize)?.as_mut()
+        self.slots.get_mut(idx)?.as_mut()
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.slots.len() - self.free.len()
+        self.slots.used - self.free.len()
     }
 
     /// Mutable access to every entry.
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Dest> {
-        self.slots.iter_mut().flatten()
+        self.slots.iter_mut()
     }
 }
 
@@ -154,9 +196,9 @@ mod tests {
 
     #[test]
     fn entry_fits_budget() {
-        // The slot, plus one u32 index slot and its control byte at the table's worst
-        // load factor (7/8 full after growth to a power of two: at most 2 buckets).
-        let per_entry = core::mem::size_of::<Option<Dest>>() + 2 * (4 + 1);
+        // The slot, plus the index: a u32 and a control byte per bucket, at the table's
+        // worst load just after it doubles (7/16 full: under 2.3 buckets per entry).
+        let per_entry = core::mem::size_of::<Option<Dest>>() + (23usize * (4 + 1)).div_ceil(10);
         assert!(
             per_entry <= 256,
             "one cached destination costs {per_entry} bytes"
