@@ -5,124 +5,14 @@
 //! replies are counted and their status kept; log lines are dropped.
 #![allow(dead_code)]
 
-use acm_engine::config::{AddrFile, Options, parse_hosts};
-use acm_engine::device::rate_from_width_speed;
+#[path = "../../tests/support/reference_fabric.rs"]
+mod reference_fabric;
+pub(crate) use reference_fabric::*;
+
 use acm_engine::io::SendToken;
-use acm_engine::{
-    ConnId, DeviceDesc, DeviceId, EndpointId, Engine, EngineConfig, Input, Instant, Output,
-    PortAttrs, PortId, PortState,
-};
-use acm_proto::{Gid, Mtu};
+use acm_engine::{ConnId, EndpointId, Engine, EngineConfig, Input, Instant, Output, PortId};
+use acm_proto::Gid;
 use std::collections::VecDeque;
-
-const OPTS: &str = include_str!("../../../testdata/reference-fabric/ibacm_opts.cfg");
-const ADDRS: &str = include_str!("../../../testdata/reference-fabric/ibacm_addr.cfg");
-const HOSTS: &str = include_str!("../../../testdata/reference-fabric/ibacm_hosts.data");
-
-/// The node GUID; port GUIDs (and so GIDs) are `BASE_GUID + LID` on this fabric.
-pub(crate) const BASE_GUID: u64 = 0x0002_c903_00a0_b000;
-/// The highest unicast LID.
-pub(crate) const MAX_UCAST_LID: u16 = 0xBFFF;
-
-pub(crate) fn gid_of_lid(lid: u16) -> Gid {
-    Gid::from_parts(0xfe80_0000_0000_0000, BASE_GUID + u64::from(lid))
-}
-
-/// The options, address file and hosts the captures were taken with (`log_level 2`:
-/// every request logs). `log_level` overrides the option when given.
-pub(crate) fn config(log_level: Option<i32>) -> EngineConfig {
-    let (mut options, _) = Options::parse("ibacm_opts.cfg", OPTS);
-    if let Some(level) = log_level {
-        options.log_level = level;
-    }
-    let (addr_file, _) = AddrFile::parse("ibacm_addr.cfg", ADDRS);
-    let (hosts, _) = parse_hosts("ibacm_hosts.data", HOSTS);
-    EngineConfig {
-        options,
-        addr_file: Some(addr_file),
-        hosts,
-        ..EngineConfig::default()
-    }
-}
-
-/// `fakeib0`: one active port, LID 1, SM LID 1, pkey 0xffff, 10 Gb/s, MTU 2048.
-pub(crate) fn device() -> DeviceDesc {
-    DeviceDesc {
-        id: DeviceId(0),
-        name: "fakeib0".into(),
-        guid: BASE_GUID,
-        ports: vec![PortAttrs {
-            state: PortState::Active,
-            link_layer_ib: true,
-            lid: 1,
-            lmc: 0,
-            sm_lid: 1,
-            sm_sl: 0,
-            gids: vec![gid_of_lid(1)],
-            pkeys: vec![0xffff],
-            rate: rate_from_width_speed(2, 1),
-            mtu: Mtu::MTU_2048,
-            subnet_timeout: 18,
-        }],
-    }
-}
-
-/// The fabric's SA: joins get MLID 0xc001; PathRecords keep the queried GIDs and LIDs and
-/// derive the missing ones (GID = prefix + `BASE_GUID + LID`; a GID outside that rule gets
-/// a LID in 2..=0xBFFF from its interface id). `None` for anything else.
-pub(crate) fn sa_answer(mad: &[u8; 256]) -> Option<[u8; 256]> {
-    let attr = u16::from_be_bytes([mad[16], mad[17]]);
-    let mut resp = *mad;
-    resp[3] |= 0x80; // GetResp (also for the join's Set)
-    resp[4] = 0;
-    resp[5] = 0;
-    match attr {
-        0x0038 => {
-            resp[56 + 36..56 + 38].copy_from_slice(&0xc001u16.to_be_bytes());
-        }
-        0x0035 => {
-            let d = &mut resp[56..120];
-            let mut dgid = Gid::read(&d[8..24])?;
-            let sgid = Gid::read(&d[24..40])?;
-            let mut dlid = u16::from_be_bytes([d[40], d[41]]);
-            let mut slid = u16::from_be_bytes([d[42], d[43]]);
-            if dgid.is_zero() {
-                dgid = gid_of_lid(dlid);
-            }
-            if dlid == 0 {
-                let id = dgid.interface_id().wrapping_sub(BASE_GUID);
-                dlid = if (2..=u64::from(MAX_UCAST_LID)).contains(&id) {
-                    id as u16
-                } else {
-                    2 + (id % u64::from(MAX_UCAST_LID - 1)) as u16
-                };
-            }
-            if slid == 0 {
-                slid = 1;
-            }
-            let sgid = if sgid.is_zero() {
-                gid_of_lid(slid)
-            } else {
-                sgid
-            };
-            d[..8].fill(0);
-            d[8..24].copy_from_slice(&dgid.0);
-            d[24..40].copy_from_slice(&sgid.0);
-            d[40..42].copy_from_slice(&dlid.to_be_bytes());
-            d[42..44].copy_from_slice(&slid.to_be_bytes());
-            d[44..49].fill(0); // flow label, hop limit, tclass
-            d[49] = 0x81; // reversible, numpath 1
-            d[50..52].copy_from_slice(&0xffffu16.to_be_bytes());
-            d[52..54].fill(0); // qos, sl
-            d[54] = 0x84; // MTU 2048
-            d[55] = 0x83; // 10 Gb/s
-            d[56] = 0x92; // packet lifetime
-            d[57..64].fill(0);
-        }
-        _ => return None,
-    }
-    Some(resp)
-}
 
 /// A RESOLVE from `src` to `dst` (IPv4), as ib_acme builds it: 160 bytes.
 pub(crate) fn resolve_ip(src: [u8; 4], dst: [u8; 4]) -> [u8; 160] {

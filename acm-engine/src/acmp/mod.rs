@@ -149,6 +149,15 @@ impl Acmp {
         t
     }
 
+    /// The endpoints on `port`.
+    fn eps_on(&self, port: PortId) -> Vec<EndpointId> {
+        self.eps
+            .iter()
+            .filter(|(_, e)| e.port == port)
+            .map(|(&i, _)| i)
+            .collect()
+    }
+
     /// Answers a request and counts its status on the endpoint.
     fn finish(ep: Option<&mut Ep>, cx: &mut Ctx<'_>, reply: PendingReply, outcome: Outcome<'_>) {
         if let (Some(ep), Outcome::Failed(status)) = (ep, outcome) {
@@ -263,12 +272,7 @@ impl Provider for Acmp {
     }
 
     fn close_port(&mut self, cx: &mut Ctx<'_>, port: PortId) {
-        let ids: Vec<EndpointId> = self
-            .eps
-            .iter()
-            .filter(|(_, e)| e.port == port)
-            .map(|(&i, _)| i)
-            .collect();
+        let ids = self.eps_on(port);
         for id in ids {
             self.drop_endpoint(cx, id);
         }
@@ -339,12 +343,7 @@ impl Provider for Acmp {
     }
 
     fn client_reregister(&mut self, cx: &mut Ctx<'_>, port: PortId) {
-        let ids: Vec<EndpointId> = self
-            .eps
-            .iter()
-            .filter(|(_, e)| e.port == port)
-            .map(|(&i, _)| i)
-            .collect();
+        let ids = self.eps_on(port);
         for id in ids {
             self.rejoin(cx, id);
         }

@@ -301,12 +301,7 @@ impl Acmp {
     /// SA that gave them, is gone), so READY entries fall back to ADDR_RESOLVED and are
     /// re-queried on next use; loopback entries are rebuilt.
     pub(super) fn port_changed(&mut self, cx: &mut Ctx<'_>, port: PortId, _old: &PortAttrs) {
-        let ids: Vec<EndpointId> = self
-            .eps
-            .iter()
-            .filter(|(_, e)| e.port == port)
-            .map(|(&i, _)| i)
-            .collect();
+        let ids = self.eps_on(port);
         for id in ids {
             let Some(ep) = self.eps.get_mut(&id) else {
                 continue;

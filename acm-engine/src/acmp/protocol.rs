@@ -305,18 +305,13 @@ impl Acmp {
             );
             return;
         };
-        let dest = req.dest;
-        if req.sending {
-            // Answered before its send completed: freed (credit returned) then.
-            ep.requests.remove(&repr.tid);
-        } else {
-            ep.requests.remove(&repr.tid);
+        let (dest, sending) = (req.dest, req.sending);
+        ep.requests.remove(&repr.tid);
+        // Answered before its send completed, its credit comes back with the completion.
+        if !sending {
             self.release_request_credit(cx, id);
         }
-        let Some(sgid) = grh
-            .and_then(|g| GrhPacket::new_checked(g).ok())
-            .map(|g| g.sgid())
-        else {
+        let Some(sgid) = grh_sgid(grh) else {
             log!(
                 cx,
                 Level::Basic,
@@ -487,10 +482,7 @@ impl Acmp {
             );
             return;
         }
-        let Some(sgid) = grh
-            .and_then(|g| GrhPacket::new_checked(g).ok())
-            .map(|g| g.sgid())
-        else {
+        let Some(sgid) = grh_sgid(grh) else {
             log!(
                 cx,
                 Level::Basic,
@@ -609,4 +601,10 @@ impl Acmp {
         let (av, tid) = (d.av, d.req_id);
         self.send_response(cx, id, av, tid, mgid);
     }
+}
+
+/// The sender's GID from a received GRH: the receiver requires it (spec 2.1).
+fn grh_sgid(grh: Option<&[u8]>) -> Option<Gid> {
+    grh.and_then(|g| GrhPacket::new_checked(g).ok())
+        .map(|g| g.sgid())
 }

@@ -5,6 +5,7 @@
 
 pub mod fabric;
 pub mod reference;
+pub mod reference_fabric;
 pub mod requests;
 
 use acm_engine::io::{AddressVector, CloseReason, LookupId, Mad, PortEvent, RecvInfo, SendToken};
