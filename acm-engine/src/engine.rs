@@ -3,6 +3,7 @@
 use crate::acmp::Acmp;
 use crate::core::Core;
 use crate::io::{Input, Output};
+use crate::log::{Level, LogEvent};
 use crate::provider::{Ctx, Provider};
 use crate::time::Instant;
 use crate::{Counters, EndpointId, EngineConfig};
@@ -42,6 +43,15 @@ impl Engine {
             core: Core::new(config, seed, now, names),
             providers,
         };
+        let diagnostics = core::mem::take(&mut engine.core.config.diagnostics);
+        for d in diagnostics {
+            let ev = LogEvent {
+                level: Level::Basic,
+                origin: "config",
+                message: alloc::format!("{d}"),
+            };
+            engine.core.push_log(ev);
+        }
         for i in 0..engine.providers.len() {
             engine.with_provider(i, |p, cx| p.start(cx));
         }
@@ -146,5 +156,46 @@ impl Engine {
             return;
         };
         self.with_provider(idx, f);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Options;
+
+    #[test]
+    fn config_diagnostics_and_provider_options_are_logged_at_start() {
+        let (options, diagnostics) =
+            Options::parse("ibacm_opts.cfg", "log_level 1\nbogus_option 1\n");
+        let config = EngineConfig {
+            options,
+            diagnostics,
+            ..EngineConfig::default()
+        };
+        let mut engine = Engine::new(config, 0, Instant::ZERO);
+        let mut lines = alloc::vec::Vec::new();
+        while let Some(out) = engine.poll_output() {
+            if let Output::Log(ev) = out {
+                lines.push(alloc::format!("{ev}"));
+            }
+        }
+        assert!(
+            lines[0].starts_with("config: ibacm_opts.cfg:2: "),
+            "{lines:?}"
+        );
+        assert!(lines[0].contains("bogus_option"), "{lines:?}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l == "acmp_log_options: route resolution 1"),
+            "{lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l == "acmp_log_options: timeout 2000 ms"),
+            "{lines:?}"
+        );
     }
 }

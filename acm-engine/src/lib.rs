@@ -114,6 +114,9 @@ pub struct EngineConfig {
     pub route_data: Option<RouteData>,
     /// Queue bounds.
     pub limits: Limits,
+    /// What the config parsers reported (unknown options, rejected lines): the engine
+    /// logs each at start, naming file and line.
+    pub diagnostics: Vec<config::Diagnostic>,
     /// The `nlmsg_pid` of netlink replies (the daemon's pid; the kernel does not check
     /// it).
     pub netlink_pid: u32,

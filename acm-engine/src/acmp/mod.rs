@@ -267,7 +267,7 @@ impl Provider for Acmp {
             return;
         };
         if old.lid != attrs.lid || old.sm_lid != attrs.sm_lid || old.gids != attrs.gids {
-            self.port_changed(cx, port, &old);
+            self.port_changed(cx, port);
         }
     }
 

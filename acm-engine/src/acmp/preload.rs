@@ -300,7 +300,7 @@ impl Acmp {
     /// The port's LID, SM or GIDs changed: learned routes are stale (their SLID, or the
     /// SA that gave them, is gone), so READY entries fall back to ADDR_RESOLVED and are
     /// re-queried on next use; loopback entries are rebuilt.
-    pub(super) fn port_changed(&mut self, cx: &mut Ctx<'_>, port: PortId, _old: &PortAttrs) {
+    pub(super) fn port_changed(&mut self, cx: &mut Ctx<'_>, port: PortId) {
         let ids = self.eps_on(port);
         for id in ids {
             let Some(ep) = self.eps.get_mut(&id) else {
