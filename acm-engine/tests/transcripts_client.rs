@@ -77,15 +77,6 @@ fn query_error(req: &[u8], status: u8) -> Vec<u8> {
     r
 }
 
-/// The replies `conn` received, in order.
-fn replies_to(node: &Node, conn: ConnId) -> Vec<Vec<u8>> {
-    node.replies
-        .iter()
-        .filter(|(c, _)| *c == conn)
-        .map(|(_, r)| r.clone())
-        .collect()
-}
-
 /// The PathRecord queries the node sent to the SA (joins left out).
 fn path_queries(node: &Node) -> Vec<(Instant, [u8; 256])> {
     node.sa_sent
@@ -825,7 +816,7 @@ fn malformed_requests_are_rejected_without_disturbing_other_clients() {
         node.input(Input::ClientRequest { conn, bytes });
         assert_eq!(node.closes.last(), Some(&(conn, reason)));
         node.settle();
-        assert!(replies_to(&node, conn).is_empty(), "{reason}: no reply");
+        assert!(node.replies_to(conn).is_empty(), "{reason}: no reply");
         served(&mut node);
     }
     assert_eq!(node.closes.len(), 5);
@@ -874,7 +865,7 @@ fn malformed_requests_are_rejected_without_disturbing_other_clients() {
         let r = node.request(conn, &req).expect(what);
         assert_eq!(r, core_error(&req, want), "{what}");
         assert_eq!(&r[..8], &[1, 0x81, want, 0, 0, 0, 16, 0], "{what}");
-        assert_eq!(replies_to(&node, conn).len(), 1, "{what}: one reply");
+        assert_eq!(node.replies_to(conn).len(), 1, "{what}: one reply");
         served(&mut node);
     }
 

@@ -94,14 +94,6 @@ fn assert_case_a_query(mad: &[u8; 256], dgid: Gid) {
     assert!(rest.iter().all(|&b| b == 0), "nothing else set: {}", hex(d));
 }
 
-fn replies_to(node: &Node, conn: ConnId) -> Vec<Vec<u8>> {
-    node.replies
-        .iter()
-        .filter(|(c, _)| *c == conn)
-        .map(|(_, r)| r.clone())
-        .collect()
-}
-
 // ---------------------------------------------------------------------------------------
 // 1. Requester side
 // ---------------------------------------------------------------------------------------
@@ -116,7 +108,7 @@ fn request_goes_out(node: &mut Node, conn: ConnId) -> u64 {
         &resolve_ip(A_IP, B_IP),
     );
     node.settle_now();
-    assert!(replies_to(node, conn).is_empty(), "the client waits");
+    assert!(node.replies_to(conn).is_empty(), "the client waits");
     assert_eq!(node.ud_sent.len(), 1, "one ACM request");
     let req = node.ud_sent[0].clone();
     let tid = mad_tid(&req.mad.0);
@@ -168,7 +160,7 @@ fn requester_resolves_over_acm_then_sa() {
     assert_eq!(queries.len(), 1, "one PathRecord query");
     assert_case_a_query(&queries[0], peer_gid());
 
-    let replies = replies_to(&node, conn);
+    let replies = node.replies_to(conn);
     assert_eq!(replies.len(), 1);
     let r = &replies[0];
     assert_eq!(r.len(), 88, "success reply: header + one path entry");
@@ -209,7 +201,7 @@ fn requester_with_route_prot_acm_builds_the_path_from_the_group() {
     peer_answers(&mut node, tid);
 
     // Answered at once, from the group: no SA traffic at all.
-    let replies = replies_to(&node, conn);
+    let replies = node.replies_to(conn);
     assert_eq!(replies.len(), 1, "answered on the response itself");
     node.advance(ms(10));
     assert_eq!(
@@ -536,7 +528,7 @@ fn port_down_fails_waiting_requests_and_drops_the_port() {
     node.advance(ms(100));
     for conn in [2, 3, 9] {
         assert!(
-            replies_to(&node, ConnId(conn)).is_empty(),
+            node.replies_to(ConnId(conn)).is_empty(),
             "conn {conn} waits"
         );
     }
@@ -546,13 +538,13 @@ fn port_down_fails_waiting_requests_and_drops_the_port() {
     let down_at = node.now;
     port_event(&mut node, PortEvent::Down);
     for conn in [ConnId(2), ConnId(3)] {
-        let r = replies_to(&node, conn);
+        let r = node.replies_to(conn);
         assert_eq!(r.len(), 1, "conn {} answered at once", conn.0);
         assert_eq!(status(&r[0]), ENODATA);
         assert_eq!(r[0].len(), 16);
     }
     // The SA query's reply is in the "query" style: the request echoed, with ACK.
-    let q = replies_to(&node, ConnId(9));
+    let q = node.replies_to(ConnId(9));
     assert_eq!(q.len(), 1);
     assert_eq!(q[0].len(), 88);
     assert_eq!((q[0][1], status(&q[0])), (0x81, ENODATA));

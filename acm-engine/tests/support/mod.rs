@@ -312,6 +312,15 @@ impl Node {
         while self.step(now) {}
     }
 
+    /// The replies `conn` received, in order.
+    pub fn replies_to(&self, conn: ConnId) -> Vec<Vec<u8>> {
+        self.replies
+            .iter()
+            .filter(|(c, _)| *c == conn)
+            .map(|(_, r)| r.clone())
+            .collect()
+    }
+
     pub fn transcript_text(&self) -> String {
         let mut s = String::new();
         for l in &self.transcript {
