@@ -136,12 +136,24 @@ impl Acmp {
             return;
         };
         while let Some(p) = ep.resolve_q.pending.pop_front() {
-            if let Pending::Request(tid) = p
-                && ep.requests.contains_key(&tid)
-            {
-                self.post_request(cx, id, tid);
-                return;
+            let Pending::Request(tid) = p else { continue };
+            let Some(req) = ep.requests.get(&tid) else {
+                continue;
+            };
+            // While it waited for a credit, the destination may have become known (a
+            // peer's request taught us its address): then there is nothing to ask. The
+            // reference sends it anyway; on a large fabric that is most of the traffic.
+            let still_asking = ep
+                .dests
+                .find(&req.dest)
+                .and_then(|i| ep.dests.get(i))
+                .is_some_and(|d| d.state == DestState::QueryAddr);
+            if !still_asking {
+                ep.requests.remove(&tid);
+                continue;
             }
+            self.post_request(cx, id, tid);
+            return;
         }
         ep.resolve_q.credits += 1;
     }
