@@ -299,8 +299,12 @@ impl Acmp {
 
     /// The port's LID, SM or GIDs changed: learned routes are stale (their SLID, or the
     /// SA that gave them, is gone), so READY entries fall back to ADDR_RESOLVED and are
-    /// re-queried on next use; loopback entries are rebuilt.
+    /// re-queried on next use — unless their address binding has already expired, in
+    /// which case they go back to INIT as a lookup would have sent them (spec 4.3, READY
+    /// row): a route re-query must not revive a stale address. Loopback entries are
+    /// rebuilt.
     pub(super) fn port_changed(&mut self, cx: &mut Ctx<'_>, port: PortId) {
+        let now_min = cx.now().as_minutes();
         let ids = self.eps_on(port);
         for id in ids {
             let Some(ep) = self.eps.get_mut(&id) else {
@@ -312,8 +316,13 @@ impl Acmp {
             };
             for d in ep.dests.iter_mut() {
                 if d.state == DestState::Ready && !addrs.contains(&d.addr) {
-                    d.state = DestState::AddrResolved;
-                    d.path = requery_path(&d.path, attrs, d.addr.ty == AddrType::LID);
+                    if now_min > d.addr_expiry {
+                        d.state = DestState::Init;
+                        d.path = [0; 64];
+                    } else {
+                        d.state = DestState::AddrResolved;
+                        d.path = requery_path(&d.path, attrs, d.addr.ty == AddrType::LID);
+                    }
                 }
             }
             if self.opts.loopback_local {

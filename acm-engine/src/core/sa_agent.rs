@@ -79,18 +79,16 @@ impl SaAgent {
         Some((tid, mad))
     }
 
-    /// Forgets everything (the port went down): the providers that had MADs queued or
-    /// in flight, with their TIDs, so they can be failed.
+    /// The port went down: forgets the MADs still waiting for a credit (never sent) and
+    /// returns their providers and TIDs. MADs already in the kernel's hands keep their
+    /// credits: the umad agent stays registered across a port flap (the reference's port
+    /// shutdown leaves it alone) and nothing cancels a umad send, so the kernel still
+    /// retries and times them out, and each credit comes back with its response or
+    /// failure ([`SaAgent::finish`]) — otherwise a port that comes back could have more
+    /// than `sa_depth` MADs outstanding.
     pub(crate) fn drain(&mut self) -> alloc::vec::Vec<(usize, u64)> {
-        let mut v: alloc::vec::Vec<(usize, u64)> = self
-            .in_flight
-            .iter()
-            .map(|(&t, &p)| (p, u64::from(t)))
-            .collect();
-        v.extend(self.queue.iter().map(|(p, m)| (*p, tid_of(m))));
-        self.in_flight.clear();
+        let v = self.queue.iter().map(|(p, m)| (*p, tid_of(m))).collect();
         self.queue.clear();
-        self.outstanding = 0;
         v
     }
 
@@ -185,7 +183,10 @@ mod tests {
         let (tid, _) = a.next_ready(1).expect("queued MAD goes out");
         assert_eq!(tid, 2);
         assert_eq!(a.finish(99), None);
-        assert_eq!(a.drain(), alloc::vec![(0, 2), (1, 3)]);
+        // A port flap drops what waits; the MAD in the kernel keeps its credit.
+        assert_eq!(a.drain(), alloc::vec![(1, 3)]);
+        assert_eq!(a.outstanding(), 1);
+        assert_eq!(a.finish(2), Some(0));
         assert_eq!(a.outstanding(), 0);
     }
 }

@@ -407,9 +407,48 @@ impl Engine {
                 .is_some_and(|e| !attrs.pkeys.contains(&e.pkey));
             if gone {
                 self.close_endpoint(ep);
+            } else {
+                self.reassign_addresses(port, ep);
             }
         }
         self.add_endpoints(port);
+    }
+
+    /// Brings a kept endpoint's addresses in line with the port as it is now, as the
+    /// reference's shutdown and port up would (spec 4.9): address-file lines for
+    /// `default` follow the pkey now at index 0, and IPs follow the GIDs. An endpoint
+    /// left without addresses is closed (spec 5.2 step 6).
+    fn reassign_addresses(&mut self, port: PortId, ep: EndpointId) {
+        let Some(pkey) = self.core.endpoint(ep).map(|e| e.pkey) else {
+            return;
+        };
+        let want = self.endpoint_addresses(port, pkey);
+        if want.is_empty() {
+            self.close_endpoint(ep);
+            return;
+        }
+        let Some(Some(e)) = self.core.endpoints.get_mut(ep.0 as usize) else {
+            return;
+        };
+        let provider = e.provider;
+        let lost: Vec<Address> = e
+            .addrs
+            .iter()
+            .filter(|a| !want.iter().any(|w| w.addr == a.addr))
+            .map(|a| a.addr)
+            .collect();
+        let gained: Vec<LocalAddr> = want
+            .into_iter()
+            .filter(|w| !e.addrs.iter().any(|a| a.addr == w.addr))
+            .collect();
+        e.addrs.retain(|a| !lost.contains(&a.addr));
+        e.addrs.extend(gained.iter().cloned());
+        for a in &lost {
+            self.with_provider(provider, |p, cx| p.remove_address(cx, ep, a));
+        }
+        for a in &gained {
+            self.with_provider(provider, |p, cx| p.add_address(cx, ep, &a.addr));
+        }
     }
 
     fn close_endpoint(&mut self, ep: EndpointId) {

@@ -1,0 +1,754 @@
+//! `fabric-bench`: every host of a generated N-host fabric resolves a set of IPv4
+//! destinations (all the others, or K random ones), measured twice in one run: with
+//! our queue depths and with the reference's (`resolve_depth 1`, `sa_depth 1`).
+//!
+//! ```text
+//! cargo run --release -p acm-io-sim --bin fabric-bench -- --hosts 1024 --pattern all-to-all
+//! cargo run --release -p acm-io-sim --bin fabric-bench -- --hosts 1024 --pattern random-16 --route-prot sa
+//! ```
+//!
+//! Each configuration runs in a child process of this binary (`--only ours|reference`),
+//! so the peak memory (`VmHWM`) reported is that configuration's alone. A run builds
+//! the fabric with [`FabricSpec::generate`], runs the simulation to idle after start-up
+//! (the multicast joins), submits every RESOLVE at one instant (source = the host's
+//! IPv4 address; `--waves W` submits them in W slices instead, each run to idle), and
+//! runs to idle again. It then checks the simulator's invariants
+//! and the SA budget: no SA PathRecord query at all with `route_prot acm`, and at most
+//! one per (source, destination) with `route_prot sa`. Any failure exits non-zero.
+
+use acm_engine::{Counter, Instant};
+use acm_io_sim::Sim;
+use acm_io_sim::rng::SimRng;
+use acm_io_sim::sim::{Outcome, requests};
+use acm_io_sim::spec::{FabricSpec, GenOptions};
+use clap::{Parser, ValueEnum};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::net::IpAddr;
+use std::process::{Command, ExitCode, Stdio};
+use std::str::FromStr;
+use std::time::{Duration, Instant as WallInstant};
+
+/// Our `resolve_depth`. Every outstanding ACM resolve is a multicast that every host of
+/// the partition receives, so when all hosts start resolving at once, depth D costs
+/// D × N² deliveries fabric-wide while the answer time does not improve (the first
+/// round of requests teaches every host every requester's address). Depth pays only
+/// for a host resolving many cold destinations while the others are quiet (K
+/// destinations take ⌈K / D⌉ round trips instead of K). 4 takes that gain for a
+/// bounded (4×) cost in a storm; 64 costs 64× (measured: 2 GB and 33,000 ACM MADs at
+/// 256 hosts all-to-all against 0.2 GB and 516 with depth 1, same answer time).
+const OURS_RESOLVE_DEPTH: u32 = 4;
+/// Our `sa_depth`: PathRecord queries in flight per port. With `route_prot sa` a host
+/// needs one query per destination, and with depth 1 they queue behind each other
+/// (N − 1 SA round trips for all-to-all); 16 cuts that 16-fold while keeping what a
+/// whole fabric asks the SA at once (16 × N) within what a real SA answers quickly.
+/// The simulated SA answers every query after `sm.response_us` whatever the load, so
+/// larger depths look better here than they would on a real subnet.
+const OURS_SA_DEPTH: u32 = 16;
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "fabric-bench",
+    about = "All hosts of a simulated fabric resolve each other; ours vs the reference's limits"
+)]
+struct Args {
+    /// Number of hosts in the generated fabric (32 per leaf switch).
+    #[arg(long, default_value_t = 64)]
+    hosts: usize,
+    /// `all-to-all` (every host resolves every other host) or `random-K` (every host
+    /// resolves K distinct other hosts drawn from the seed).
+    #[arg(long, default_value = "all-to-all")]
+    pattern: Pattern,
+    /// How routes are found once the address is known.
+    #[arg(long, value_enum, default_value_t = RouteProt::Acm)]
+    route_prot: RouteProt,
+    /// Seed of the simulation and of the random destinations.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print the results as one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// No progress bar (it is also hidden when stderr is not a terminal).
+    #[arg(long)]
+    no_progress: bool,
+    /// `resolve_depth` of the "ours" configuration.
+    #[arg(long, default_value_t = OURS_RESOLVE_DEPTH)]
+    ours_resolve_depth: u32,
+    /// `sa_depth` of the "ours" configuration.
+    #[arg(long, default_value_t = OURS_SA_DEPTH)]
+    ours_sa_depth: u32,
+    /// Submit the resolves in this many waves, running to idle after each: wave w holds
+    /// the w-th slice of every host's destinations. 1 (the default) submits everything
+    /// at one instant; more waves bound what is in flight at once (memory), but later
+    /// waves then find addresses the earlier ones taught.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    waves: u32,
+    /// Count SA PathRecord queries per (source, destination) exactly: runs the engines
+    /// at `log_level 2` and keeps their logs (the engine names the destination of each
+    /// query there), which costs time and memory; without it the SA budget is checked
+    /// per source.
+    #[arg(long)]
+    check_pairs: bool,
+    /// Internal: run one configuration in this process and print its result as JSON.
+    #[arg(long, value_enum, hide = true)]
+    only: Option<Config>,
+}
+
+/// Which destinations each host resolves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pattern {
+    AllToAll,
+    Random(usize),
+}
+
+impl FromStr for Pattern {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "all-to-all" {
+            return Ok(Self::AllToAll);
+        }
+        let k = s
+            .strip_prefix("random-")
+            .and_then(|k| k.parse::<usize>().ok())
+            .filter(|&k| k > 0);
+        k.map(Self::Random)
+            .ok_or_else(|| format!("{s:?}: expected all-to-all or random-K with K ≥ 1"))
+    }
+}
+
+impl fmt::Display for Pattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::AllToAll => f.write_str("all-to-all"),
+            Self::Random(k) => write!(f, "random-{k}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum RouteProt {
+    Acm,
+    Sa,
+}
+
+impl RouteProt {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Acm => "acm",
+            Self::Sa => "sa",
+        }
+    }
+}
+
+/// The two configurations measured in one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Config {
+    /// Our depths (`--ours-resolve-depth`, `--ours-sa-depth`; by default
+    /// [`OURS_RESOLVE_DEPTH`], [`OURS_SA_DEPTH`]).
+    Ours,
+    /// The reference's limits: `resolve_depth 1`, `sa_depth 1`.
+    Reference,
+}
+
+impl Config {
+    fn depths(self, args: &Args) -> (u32, u32) {
+        match self {
+            Self::Ours => (args.ours_resolve_depth, args.ours_sa_depth),
+            Self::Reference => (1, 1),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Ours => "ours",
+            Self::Reference => "reference",
+        }
+    }
+}
+
+/// What one configuration measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Report {
+    config: Config,
+    options: String,
+    hosts: usize,
+    pattern: String,
+    route_prot: RouteProt,
+    seed: u64,
+    waves: u32,
+    /// Distinct (source, destination) pairs resolved: the requests submitted.
+    requests: u64,
+    /// Wall time of building the fabric and running start-up to idle.
+    setup_wall_s: f64,
+    /// Wall time from the first submit to idle (after the last wave).
+    wall_s: f64,
+    /// Simulated time of start-up (boot to idle).
+    startup_sim_ms: f64,
+    /// Simulated time from the submit instant to the last reply (with waves, the sum of
+    /// each wave's).
+    sim_ms: f64,
+    /// Median and 99th percentile of the per-request simulated latency (reply instant
+    /// minus its wave's submit instant).
+    latency_p50_ms: f64,
+    latency_p99_ms: f64,
+    /// Counts over the resolve phase only (start-up subtracted).
+    events: u64,
+    acm_mads: u64,
+    sa_path_queries: u64,
+    sa_joins: u64,
+    /// Counts of start-up (boot to idle).
+    startup_events: u64,
+    startup_acm_mads: u64,
+    startup_sa_joins: u64,
+    replies: u64,
+    successes: u64,
+    failures: u64,
+    /// Requests that ended without a reply (closed, reset or never answered).
+    unanswered: u64,
+    /// The most SA PathRecord queries one host sent (its engine's Route Query counter).
+    max_route_queries_per_source: u64,
+    /// With `--check-pairs`: the most SA PathRecord queries for one (source,
+    /// destination) pair.
+    max_route_queries_per_pair: Option<u64>,
+    /// `VmHWM` of the process running this configuration, read when the run went idle.
+    peak_rss_mib: f64,
+    invariants_ok: bool,
+    /// The first invariant violations (at most 10) and their total.
+    violations: Vec<String>,
+    violation_count: usize,
+    /// SA budget failures (route_prot acm: any query; route_prot sa: more than one per
+    /// (source, destination)).
+    sa_budget_failures: Vec<String>,
+}
+
+impl Report {
+    fn ok(&self) -> bool {
+        self.invariants_ok && self.sa_budget_failures.is_empty()
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let min = match args.pattern {
+        Pattern::AllToAll => 2,
+        Pattern::Random(k) => k + 1,
+    };
+    if args.hosts < min {
+        eprintln!(
+            "fabric-bench: --pattern {} needs at least {min} hosts",
+            args.pattern
+        );
+        return ExitCode::from(2);
+    }
+    if args.hosts > acm_io_sim::spec::MAX_GENERATED_HOSTS {
+        eprintln!(
+            "fabric-bench: at most {} hosts",
+            acm_io_sim::spec::MAX_GENERATED_HOSTS
+        );
+        return ExitCode::from(2);
+    }
+    if let Some(config) = args.only {
+        let report = run(&args, config);
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("a report serializes")
+        );
+        return if report.ok() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        };
+    }
+    let mut reports = Vec::new();
+    let mut failed = false;
+    for config in [Config::Ours, Config::Reference] {
+        match run_child(&args, config) {
+            Ok(r) => reports.push(r),
+            Err(e) => {
+                eprintln!("fabric-bench: {} configuration: {e}", config.name());
+                failed = true;
+            }
+        }
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&reports).expect("reports serialize")
+        );
+    } else {
+        print_table(&args, &reports);
+    }
+    if !failed && reports.iter().all(Report::ok) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Runs one configuration in a child process of this binary and reads its report.
+fn run_child(args: &Args, config: Config) -> Result<Report, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("--hosts")
+        .arg(args.hosts.to_string())
+        .arg("--pattern")
+        .arg(args.pattern.to_string())
+        .arg("--route-prot")
+        .arg(args.route_prot.as_str())
+        .arg("--seed")
+        .arg(args.seed.to_string())
+        .arg("--ours-resolve-depth")
+        .arg(args.ours_resolve_depth.to_string())
+        .arg("--ours-sa-depth")
+        .arg(args.ours_sa_depth.to_string())
+        .arg("--waves")
+        .arg(args.waves.to_string())
+        .arg("--only")
+        .arg(config.name());
+    if args.no_progress {
+        cmd.arg("--no-progress");
+    }
+    if args.check_pairs {
+        cmd.arg("--check-pairs");
+    }
+    let out = cmd
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("spawn: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().rev().find(|l| l.starts_with('{'));
+    match line {
+        Some(l) => serde_json::from_str(l).map_err(|e| format!("bad report: {e}")),
+        None => Err(format!("child failed ({}) without a report", out.status)),
+    }
+}
+
+/// The destinations (host indices) host `h` resolves.
+fn destinations(pattern: Pattern, hosts: usize, seed: u64, h: usize) -> Vec<usize> {
+    match pattern {
+        Pattern::AllToAll => (0..hosts).filter(|&d| d != h).collect(),
+        Pattern::Random(k) => {
+            let mut rng = SimRng::derive(seed, 0xFAB0_0000 + h as u64);
+            let others = hosts as u64 - 1;
+            // Draw K distinct indices among the others (0..hosts-1, skipping h).
+            let mut picked = Vec::with_capacity(k);
+            if 2 * k <= hosts {
+                let mut seen = HashSet::with_capacity(k);
+                while picked.len() < k {
+                    let i = rng.below(others) as usize;
+                    if seen.insert(i) {
+                        picked.push(i);
+                    }
+                }
+            } else {
+                let mut all: Vec<usize> = (0..hosts - 1).collect();
+                for i in 0..k {
+                    let j = i + rng.below((all.len() - i) as u64) as usize;
+                    all.swap(i, j);
+                }
+                all.truncate(k);
+                picked = all;
+            }
+            picked
+                .into_iter()
+                .map(|i| if i >= h { i + 1 } else { i })
+                .collect()
+        }
+    }
+}
+
+/// VmHWM (peak resident set) of this process, in KiB.
+fn vm_hwm_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+fn ms(nanos: u64) -> f64 {
+    nanos as f64 / 1e6
+}
+
+/// Runs the whole workload for one configuration.
+fn run(args: &Args, config: Config) -> Report {
+    let (resolve_depth, sa_depth) = config.depths(args);
+    let mut options = format!(
+        "route_prot {}\nresolve_depth {resolve_depth}\nsa_depth {sa_depth}\n",
+        args.route_prot.as_str()
+    );
+    if args.check_pairs {
+        options.push_str("log_level 2\n");
+    }
+    let setup_start = WallInstant::now();
+    let spec = FabricSpec::generate(
+        args.hosts,
+        &GenOptions {
+            options: options.clone(),
+            ..GenOptions::default()
+        },
+    );
+    let ips: Vec<IpAddr> = spec.hosts.iter().map(|h| h.ips[0].addr).collect();
+    let mut sim = Sim::new(spec, args.seed);
+    sim.keep_logs(args.check_pairs);
+    let boot = sim.now();
+    drive(&mut sim, None, 0);
+    let startup = sim.stats();
+    let startup_sim = sim.now().saturating_duration_since(boot);
+    let setup_wall = setup_start.elapsed();
+
+    // Every (source, destination) pair, submitted at one instant (drawn host by host,
+    // so the pairs are never all held at once).
+    let per_source = match args.pattern {
+        Pattern::AllToAll => args.hosts as u64 - 1,
+        Pattern::Random(k) => k as u64,
+    };
+    let total = per_source * args.hosts as u64;
+    let bar = progress_bar(args, config, total);
+    let start = WallInstant::now();
+    // (first request id, submit instant) of each wave.
+    let mut wave_starts: Vec<(usize, Instant)> = Vec::new();
+    let waves = u64::from(args.waves);
+    let mut submitted = sim.request_ids().count();
+    for w in 0..waves {
+        wave_starts.push((submitted, sim.now()));
+        for h in 0..args.hosts {
+            let dests = destinations(args.pattern, args.hosts, args.seed, h);
+            let n = dests.len() as u64;
+            let (from, to) = ((n * w / waves) as usize, (n * (w + 1) / waves) as usize);
+            for &d in &dests[from..to] {
+                sim.submit(h, requests::resolve_ip(Some(ips[h]), ips[d], false));
+                submitted += 1;
+            }
+        }
+        drive(&mut sim, Some(&bar), startup.replies);
+    }
+    let wall = start.elapsed();
+    let peak_kib = vm_hwm_kib().unwrap_or(0);
+    bar.finish_and_clear();
+    let end = sim.stats();
+
+    let mut latencies: Vec<u64> = Vec::with_capacity(total as usize);
+    let (mut successes, mut failures, mut unanswered) = (0u64, 0u64, 0u64);
+    // Simulated time to full resolution: each wave's submit instant to its last reply,
+    // summed (one wave: first submit to last reply).
+    let mut wave_span = vec![0u64; wave_starts.len()];
+    let mut wave = 0;
+    for id in sim.request_ids() {
+        while wave + 1 < wave_starts.len() && id.0 >= wave_starts[wave + 1].0 {
+            wave += 1;
+        }
+        match sim.outcome(id) {
+            Outcome::Reply { bytes, at } => {
+                let l = at.saturating_duration_since(wave_starts[wave].1).as_nanos() as u64;
+                wave_span[wave] = wave_span[wave].max(l);
+                latencies.push(l);
+                if bytes.get(2) == Some(&0) {
+                    successes += 1;
+                } else {
+                    failures += 1;
+                }
+            }
+            _ => unanswered += 1,
+        }
+    }
+    latencies.sort_unstable();
+    let pct = |p: f64| -> u64 {
+        if latencies.is_empty() {
+            0
+        } else {
+            latencies[((latencies.len() - 1) as f64 * p).round() as usize]
+        }
+    };
+
+    // The SA budget. route_prot acm: no PathRecord query at all. route_prot sa: at
+    // most one per (source, destination). A host also asks the SA for the route back
+    // to a peer whose ACM request it answers, so a source's possible destinations are
+    // all the other hosts, not only those its clients asked for. Without
+    // --check-pairs the bound checked is N − 1 queries per source (the engine's Route
+    // Query counter) and N (N − 1) in all; with it, every query is counted by pair.
+    let mut sa_budget_failures = Vec::new();
+    let sa_path_queries = end.sa_path_queries - startup.sa_path_queries;
+    let others = args.hosts as u64 - 1;
+    let mut max_per_source = 0;
+    for h in 0..args.hosts {
+        let q = sim.engine(h).counters().get(Counter::RouteQuery);
+        max_per_source = max_per_source.max(q);
+        if args.route_prot == RouteProt::Sa && q > others && sa_budget_failures.len() < 10 {
+            sa_budget_failures.push(format!(
+                "host {h}: {q} SA PathRecord queries, more than the {others} other hosts"
+            ));
+        }
+    }
+    let max_per_pair = if args.check_pairs {
+        let (max, failures) = check_pairs(&sim, end.sa_path_queries);
+        sa_budget_failures.extend(failures);
+        Some(max)
+    } else {
+        None
+    };
+    match args.route_prot {
+        RouteProt::Acm if end.sa_path_queries > 0 => sa_budget_failures.push(format!(
+            "route_prot acm sent {} SA PathRecord queries ({} during start-up)",
+            end.sa_path_queries, startup.sa_path_queries
+        )),
+        RouteProt::Sa if sa_path_queries > others * args.hosts as u64 => {
+            sa_budget_failures.push(format!(
+                "route_prot sa sent {sa_path_queries} SA PathRecord queries, more than the {} \
+                 (source, destination) pairs",
+                others * args.hosts as u64
+            ));
+        }
+        _ => {}
+    }
+
+    let (invariants_ok, violations, violation_count) = match sim.check_invariants() {
+        Ok(()) => (true, Vec::new(), 0),
+        Err(v) => (
+            false,
+            v.iter().take(10).map(ToString::to_string).collect(),
+            v.len(),
+        ),
+    };
+
+    Report {
+        config,
+        options,
+        hosts: args.hosts,
+        pattern: args.pattern.to_string(),
+        route_prot: args.route_prot,
+        seed: args.seed,
+        waves: args.waves,
+        requests: total,
+        setup_wall_s: secs(setup_wall),
+        wall_s: secs(wall),
+        startup_sim_ms: ms(startup_sim.as_nanos() as u64),
+        sim_ms: ms(wave_span.iter().sum()),
+        latency_p50_ms: ms(pct(0.5)),
+        latency_p99_ms: ms(pct(0.99)),
+        events: end.events - startup.events,
+        acm_mads: end.acm_mads - startup.acm_mads,
+        sa_path_queries,
+        sa_joins: end.sa_joins - startup.sa_joins,
+        startup_events: startup.events,
+        startup_acm_mads: startup.acm_mads,
+        startup_sa_joins: startup.sa_joins,
+        replies: end.replies - startup.replies,
+        successes,
+        failures,
+        unanswered,
+        max_route_queries_per_source: max_per_source,
+        max_route_queries_per_pair: max_per_pair,
+        peak_rss_mib: peak_kib as f64 / 1024.0,
+        invariants_ok,
+        violations,
+        violation_count,
+        sa_budget_failures,
+    }
+}
+
+/// Counts the SA PathRecord queries per (source host, destination) from the engines'
+/// logs (`host{h}: acmp_resolve_path_sa: {destination}`, one line per query at
+/// `log_level 2`). Returns the largest count and the failures: pairs queried more than
+/// once, and a log that does not account for every query the simulator counted.
+fn check_pairs(sim: &Sim, queries: u64) -> (u64, Vec<String>) {
+    const ORIGIN: &str = ": acmp_resolve_path_sa: ";
+    let mut counts: HashMap<(usize, &str), u64> = HashMap::new();
+    for line in sim.logs() {
+        let Some((head, dest)) = line.split_once(ORIGIN) else {
+            continue;
+        };
+        let host = head
+            .rsplit_once(" host")
+            .and_then(|(_, h)| h.parse::<usize>().ok());
+        if let Some(h) = host {
+            *counts.entry((h, dest)).or_default() += 1;
+        }
+    }
+    let logged: u64 = counts.values().sum();
+    let max = counts.values().copied().max().unwrap_or(0);
+    let mut failures: Vec<String> = counts
+        .iter()
+        .filter(|&(_, &n)| n > 1)
+        .take(10)
+        .map(|(&(h, d), n)| format!("host {h}: {n} SA PathRecord queries for {d}"))
+        .collect();
+    if logged != queries {
+        failures.push(format!(
+            "the engines' logs show {logged} SA PathRecord queries, the simulator counted {queries}"
+        ));
+    }
+    (max, failures)
+}
+
+fn progress_bar(args: &Args, config: Config, total: u64) -> ProgressBar {
+    let bar = if args.no_progress {
+        ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden())
+    } else {
+        ProgressBar::new(total)
+    };
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{prefix:>9} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} replies (eta {eta})",
+        )
+        .expect("a valid template"),
+    );
+    bar.set_prefix(config.name());
+    bar
+}
+
+/// Steps the simulation until nothing is left, updating `bar` with the replies
+/// received since `base`.
+fn drive(sim: &mut Sim, bar: Option<&ProgressBar>, base: u64) {
+    let never = Instant::from_nanos(u64::MAX);
+    let mut n: u64 = 0;
+    while sim.step(never) {
+        n += 1;
+        if n % 16_384 == 0
+            && let Some(b) = bar
+        {
+            b.set_position(sim.stats().replies - base);
+        }
+    }
+    if let Some(b) = bar {
+        b.set_position(sim.stats().replies - base);
+    }
+}
+
+fn print_table(args: &Args, reports: &[Report]) {
+    println!(
+        "fabric-bench: {} hosts, {}, route_prot {}, seed {}, {} wave(s)",
+        args.hosts,
+        args.pattern,
+        args.route_prot.as_str(),
+        args.seed,
+        args.waves
+    );
+    let col = |f: &dyn Fn(&Report) -> String| -> Vec<String> { reports.iter().map(f).collect() };
+    let rows: Vec<(&str, Vec<String>)> = vec![
+        (
+            "options",
+            col(&|r| r.options.trim_end().replace('\n', ", ")),
+        ),
+        ("requests", col(&|r| r.requests.to_string())),
+        (
+            "set-up wall (build + start-up)",
+            col(&|r| format!("{:.2} s", r.setup_wall_s)),
+        ),
+        (
+            "start-up: sim time / events / ACM MADs / joins",
+            col(&|r| {
+                format!(
+                    "{:.3} ms / {} / {} / {}",
+                    r.startup_sim_ms, r.startup_events, r.startup_acm_mads, r.startup_sa_joins
+                )
+            }),
+        ),
+        (
+            "wall time (resolves)",
+            col(&|r| format!("{:.2} s", r.wall_s)),
+        ),
+        (
+            "sim time to full resolution",
+            col(&|r| format!("{:.3} ms", r.sim_ms)),
+        ),
+        (
+            "latency p50 / p99",
+            col(&|r| format!("{:.3} / {:.3} ms", r.latency_p50_ms, r.latency_p99_ms)),
+        ),
+        ("events", col(&|r| r.events.to_string())),
+        ("ACM MADs", col(&|r| r.acm_mads.to_string())),
+        (
+            "SA PathRecord queries",
+            col(&|r| r.sa_path_queries.to_string()),
+        ),
+        (
+            "max PathRecord queries by one host",
+            col(&|r| r.max_route_queries_per_source.to_string()),
+        ),
+        (
+            "max PathRecord queries for one pair",
+            col(&|r| {
+                r.max_route_queries_per_pair
+                    .map_or_else(|| "(--check-pairs)".to_string(), |n| n.to_string())
+            }),
+        ),
+        ("SA joins", col(&|r| r.sa_joins.to_string())),
+        (
+            "successes / failures / unanswered",
+            col(&|r| format!("{} / {} / {}", r.successes, r.failures, r.unanswered)),
+        ),
+        (
+            "peak memory (VmHWM)",
+            col(&|r| format!("{:.1} MiB", r.peak_rss_mib)),
+        ),
+        (
+            "invariants",
+            col(&|r| {
+                if r.invariants_ok {
+                    "ok".to_string()
+                } else {
+                    format!("{} violations", r.violation_count)
+                }
+            }),
+        ),
+        (
+            "SA budget",
+            col(&|r| {
+                if r.sa_budget_failures.is_empty() {
+                    "ok".to_string()
+                } else {
+                    "FAILED".to_string()
+                }
+            }),
+        ),
+    ];
+    let w0 = rows
+        .iter()
+        .map(|(k, _)| k.chars().count())
+        .max()
+        .unwrap_or(0);
+    let widths: Vec<usize> = (0..reports.len())
+        .map(|i| {
+            rows.iter()
+                .map(|(_, v)| v[i].chars().count())
+                .chain(std::iter::once(reports[i].config.name().len()))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    print!("{:w0$}", "");
+    for (r, w) in reports.iter().zip(&widths) {
+        print!("  {:>w$}", r.config.name());
+    }
+    println!();
+    for (k, vals) in &rows {
+        print!("{k:w0$}");
+        for (v, w) in vals.iter().zip(&widths) {
+            print!("  {v:>w$}");
+        }
+        println!();
+    }
+    for r in reports {
+        for v in &r.violations {
+            println!("{}: invariant violation: {v}", r.config.name());
+        }
+        if r.violation_count > r.violations.len() {
+            println!(
+                "{}: … and {} more violations",
+                r.config.name(),
+                r.violation_count - r.violations.len()
+            );
+        }
+        for f in &r.sa_budget_failures {
+            println!("{}: SA budget: {f}", r.config.name());
+        }
+    }
+}

@@ -1,0 +1,569 @@
+//! The fabric's rules, shared by the deterministic [`crate::Sim`] and the real-time
+//! [`crate::hub::Hub`]: which QPs a UD send reaches (multicast and unicast, with the
+//! pkey, Q_Key and port-state checks), the GRH every receive carries, multicast
+//! attachment bookkeeping, what the kernel's umad layer does with an SA send (TID
+//! rewrite, per-try timeout, retries), the source-address rule of a host's routing,
+//! and the engine configuration and addresses a host of a [`FabricSpec`] starts with.
+//!
+//! Everything here is pure: no clock, no randomness, no I/O. The callers decide when
+//! things happen (a virtual clock and fault rules in the simulator, real time in the
+//! hub) and carry the results.
+
+use crate::spec::FabricSpec;
+use crate::topology::{PortRef, Topology};
+use acm_engine::config::{AddrFile, Options, parse_hosts};
+use acm_engine::io::{AddressVector, EndpointId, LocalIp, RecvInfo};
+use acm_engine::{DeviceId, EngineConfig, PortId};
+use acm_proto::Gid;
+use acm_proto::acm_mad::ACM_QKEY;
+use acm_proto::grh::{GRH_LEN, GrhRepr};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// The errno a source lookup fails with when no local address can reach the
+/// destination.
+pub const ENETUNREACH: u8 = 101;
+
+/// The umad status of a send that timed out after its last retry (ETIMEDOUT).
+pub const UMAD_TIMEOUT_STATUS: i32 = 110;
+
+/// The first QPN a host's driver hands out (incarnation `i` starts at
+/// `FIRST_QPN + i * 0x100`).
+pub const FIRST_QPN: u32 = 0x48;
+
+/// A UD QP some host's engine asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FabricQp {
+    /// The port it lives on.
+    pub port: PortRef,
+    /// Its QP number.
+    pub qpn: u32,
+    /// The endpoint's pkey.
+    pub pkey: u16,
+    /// That pkey's index in the port's table (reported in receive completions).
+    pub pkey_index: u16,
+    /// The multicast groups it is attached to, in attach order.
+    pub mcast: Vec<Gid>,
+}
+
+/// One host's QPs by endpoint.
+pub type QpTable = BTreeMap<EndpointId, FabricQp>;
+
+/// The QPs attached to each multicast group, as (host index, endpoint).
+pub type McastIndex = BTreeMap<Gid, BTreeSet<(usize, EndpointId)>>;
+
+/// Where the QP tables of every host live (the simulator keeps them in its hosts, the
+/// hub in its attachments).
+pub trait QpTables {
+    /// Host `host`'s QPs, if it has any.
+    fn host_qps(&self, host: usize) -> Option<&QpTable>;
+}
+
+/// One QP a UD send reaches, with the work completion it gets there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdTarget {
+    /// The receiving host.
+    pub host: usize,
+    /// The receiving endpoint.
+    pub ep: EndpointId,
+    /// Its work-completion data.
+    pub wc: RecvInfo,
+}
+
+/// What one UD send turns into: the GRH every copy carries and the QPs it reaches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UdDelivery {
+    /// The 40-byte GRH of every receive.
+    pub grh: [u8; GRH_LEN],
+    /// The receivers, in delivery order (multicast: group members in (host, endpoint)
+    /// order; unicast: at most one).
+    pub targets: Vec<UdTarget>,
+}
+
+/// The GRH a receiver sees for a send from the port whose GID is `sgid` with address
+/// vector `av`: version 6, next header IBA, the AV's traffic class, flow label, hop
+/// limit and destination GID.
+#[must_use]
+pub fn grh_bytes(sgid: Gid, av: &AddressVector) -> [u8; GRH_LEN] {
+    let mut grh = GrhRepr::iba(sgid, av.grh.dgid);
+    grh.tclass = av.grh.tclass;
+    grh.flow_label = av.grh.flow_label;
+    grh.hop_limit = av.grh.hop_limit;
+    grh.to_bytes()
+}
+
+/// Where a UD send from host `host`'s endpoint `ep` goes.
+///
+/// `None` when nothing leaves the host: the endpoint has no QP, or its port is unknown
+/// or down. Otherwise the targets are:
+///
+/// * multicast (DLID ≥ 0xC000): every QP attached to the AV's destination GID except
+///   the sender's own, whose pkey shares a partition with the sender's
+///   ([`Topology::same_partition`]) and whose port is up;
+/// * unicast: the QP with the AV's remote QPN on the port owning the DLID (honouring
+///   LMC; the path bits are reported), if that port is up, the remote Q_Key is ACM's
+///   and the partitions match.
+///
+/// Every completion carries the sender's LID ORed with the AV's source path bits, the
+/// sender's QPN and the receiving QP's pkey index.
+#[must_use]
+pub fn ud_delivery(
+    topo: &Topology,
+    qps: &(impl QpTables + ?Sized),
+    mcast: &McastIndex,
+    host: usize,
+    ep: EndpointId,
+    av: &AddressVector,
+) -> Option<UdDelivery> {
+    let qp = qps.host_qps(host)?.get(&ep)?;
+    let sp = topo.port(qp.port).filter(|p| p.up)?;
+    let grh = grh_bytes(sp.gid, av);
+    let wc_base = RecvInfo {
+        slid: sp.lid | u16::from(av.src_path_bits),
+        src_qp: qp.qpn,
+        dlid_path_bits: 0,
+        pkey_index: 0,
+    };
+    let mut targets = Vec::new();
+    if av.dlid >= 0xC000 {
+        if let Some(members) = mcast.get(&av.grh.dgid) {
+            for &(th, tep) in members {
+                if th == host && tep == ep {
+                    continue;
+                }
+                let Some(tq) = qps.host_qps(th).and_then(|t| t.get(&tep)) else {
+                    continue;
+                };
+                if !Topology::same_partition(tq.pkey, qp.pkey)
+                    || !topo.port(tq.port).is_some_and(|p| p.up)
+                {
+                    continue;
+                }
+                targets.push(UdTarget {
+                    host: th,
+                    ep: tep,
+                    wc: RecvInfo {
+                        pkey_index: tq.pkey_index,
+                        ..wc_base
+                    },
+                });
+            }
+        }
+    } else if let Some(dp) = topo.by_lid(av.dlid)
+        && let Some(dport) = topo.port(dp).filter(|p| p.up)
+    {
+        let bits = (av.dlid - dport.lid) as u8;
+        let found = qps.host_qps(dp.host).and_then(|t| {
+            t.iter()
+                .find(|(_, q)| q.port == dp && q.qpn == av.remote_qpn)
+        });
+        if let Some((&tep, tq)) = found
+            && av.remote_qkey == ACM_QKEY
+            && Topology::same_partition(tq.pkey, qp.pkey)
+        {
+            targets.push(UdTarget {
+                host: dp.host,
+                ep: tep,
+                wc: RecvInfo {
+                    dlid_path_bits: bits,
+                    pkey_index: tq.pkey_index,
+                    ..wc_base
+                },
+            });
+        }
+    }
+    Some(UdDelivery { grh, targets })
+}
+
+/// Attaches host `host`'s endpoint `ep` to group `mgid` (nothing when the endpoint has
+/// no QP or is already attached).
+pub fn mcast_attach(
+    qps: &mut QpTable,
+    index: &mut McastIndex,
+    host: usize,
+    ep: EndpointId,
+    mgid: Gid,
+) {
+    if let Some(qp) = qps.get_mut(&ep)
+        && !qp.mcast.contains(&mgid)
+    {
+        qp.mcast.push(mgid);
+        index.entry(mgid).or_default().insert((host, ep));
+    }
+}
+
+/// Detaches host `host`'s endpoint `ep` from group `mgid`.
+pub fn mcast_detach(
+    qps: &mut QpTable,
+    index: &mut McastIndex,
+    host: usize,
+    ep: EndpointId,
+    mgid: Gid,
+) {
+    if let Some(qp) = qps.get_mut(&ep) {
+        qp.mcast.retain(|m| *m != mgid);
+    }
+    mcast_leave(index, host, ep, mgid);
+}
+
+/// Removes (host, endpoint) from group `mgid` in the index, dropping a group left empty.
+pub fn mcast_leave(index: &mut McastIndex, host: usize, ep: EndpointId, mgid: Gid) {
+    if let Some(set) = index.get_mut(&mgid) {
+        set.remove(&(host, ep));
+        if set.is_empty() {
+            index.remove(&mgid);
+        }
+    }
+}
+
+/// Destroys host `host`'s QP of endpoint `ep`, detaching it from every group.
+pub fn close_qp(qps: &mut QpTable, index: &mut McastIndex, host: usize, ep: EndpointId) {
+    if let Some(qp) = qps.remove(&ep) {
+        for m in qp.mcast {
+            mcast_leave(index, host, ep, m);
+        }
+    }
+}
+
+/// The port whose LID is the SM's, if it is up: where SA MADs go.
+#[must_use]
+pub fn sm_port(topo: &Topology, sm_lid: u16) -> Option<PortRef> {
+    let p = topo.by_lid(sm_lid)?;
+    topo.port(p).filter(|lp| lp.up).map(|_| p)
+}
+
+/// The port of an engine output, as the topology names it.
+#[must_use]
+pub fn port_ref(host: usize, port: PortId) -> PortRef {
+    PortRef {
+        host,
+        hca: port.device.0 as usize,
+        port: port.port,
+    }
+}
+
+/// The engine's name for a topology port (device = HCA index).
+#[must_use]
+pub fn engine_port(p: PortRef) -> PortId {
+    PortId {
+        device: DeviceId(p.hca as u32),
+        port: p.port,
+    }
+}
+
+/// The TID of a MAD (bytes 8..16, big-endian); 0 for a MAD shorter than that.
+#[must_use]
+pub fn mad_tid(mad: &[u8]) -> u64 {
+    mad.get(8..16)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map_or(0, u64::from_be_bytes)
+}
+
+/// The umad agent id of host `host`'s incarnation `incarnation`: the kernel puts it in
+/// the upper 32 bits of every TID the agent sends.
+#[must_use]
+pub fn umad_agent(host: usize, incarnation: u32) -> u32 {
+    ((incarnation & 0xFF) << 24) | (host as u32 + 1)
+}
+
+/// What the kernel does to a TID: the low 32 bits are the sender's, the upper 32 the
+/// agent's.
+#[must_use]
+pub fn umad_tid(agent: u32, tid: u64) -> u64 {
+    (u64::from(agent) << 32) | u64::from(tid as u32)
+}
+
+/// A umad send in the kernel's hands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UmadSend {
+    /// The port whose agent sent it.
+    pub port: PortRef,
+    /// The destination LID (the SM's, when the engine sent it).
+    pub dlid: u16,
+    /// The MAD, TID already rewritten.
+    pub mad: Box<[u8; 256]>,
+    /// Retries left.
+    pub tries_left: u32,
+    /// The current try, from 0: a timeout of an earlier try is stale.
+    pub attempt: u32,
+    /// Per-try timeout.
+    pub timeout: Duration,
+}
+
+/// What a umad try's timeout does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UmadExpiry {
+    /// The timeout belongs to an earlier try: nothing.
+    Stale,
+    /// Send it again (the attempt number has moved on) and restart the timeout.
+    Retry,
+    /// No retries left: give it back with [`UMAD_TIMEOUT_STATUS`].
+    Failed,
+}
+
+impl UmadSend {
+    /// The kernel takes an SA MAD from agent `agent`: its TID is rewritten
+    /// ([`umad_tid`]); the send gets `retries` retries of `timeout_ms` each (at least
+    /// 1 ms). Returns the rewritten TID, by which the response is matched.
+    #[must_use]
+    pub fn new(
+        agent: u32,
+        port: PortRef,
+        tid: u64,
+        dlid: u16,
+        timeout_ms: u32,
+        retries: u32,
+        mut mad: [u8; 256],
+    ) -> (u64, Self) {
+        let full = umad_tid(agent, tid);
+        mad[8..16].copy_from_slice(&full.to_be_bytes());
+        let send = Self {
+            port,
+            dlid,
+            mad: Box::new(mad),
+            tries_left: retries,
+            attempt: 0,
+            timeout: Duration::from_millis(u64::from(timeout_ms.max(1))),
+        };
+        (full, send)
+    }
+
+    /// The timeout of try `attempt` fired.
+    pub fn expire(&mut self, attempt: u32) -> UmadExpiry {
+        if self.attempt != attempt {
+            UmadExpiry::Stale
+        } else if self.tries_left > 0 {
+            self.tries_left -= 1;
+            self.attempt += 1;
+            UmadExpiry::Retry
+        } else {
+            UmadExpiry::Failed
+        }
+    }
+}
+
+/// The source a host's routing picks for `dest`, given its addresses as
+/// (address, prefix length): the host's own address if `dest` is one, else the first
+/// address on the destination's subnet, else [`ENETUNREACH`].
+///
+/// # Errors
+/// [`ENETUNREACH`] when no address is on the destination's subnet.
+pub fn route_source<I>(ips: I, dest: IpAddr) -> Result<IpAddr, u8>
+where
+    I: Iterator<Item = (IpAddr, u8)> + Clone,
+{
+    if let Some((addr, _)) = ips.clone().find(|&(addr, _)| addr == dest) {
+        return Ok(addr);
+    }
+    ips.into_iter()
+        .find(|&(addr, prefix)| same_subnet(addr, dest, prefix))
+        .map(|(addr, _)| addr)
+        .ok_or(ENETUNREACH)
+}
+
+/// Whether `a` and `b` share the first `prefix` bits (same family only).
+#[must_use]
+pub fn same_subnet(a: IpAddr, b: IpAddr, prefix: u8) -> bool {
+    match (a, b) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => {
+            let m = if prefix == 0 {
+                0
+            } else {
+                u32::MAX << (32 - u32::from(prefix.min(32)))
+            };
+            (u32::from(a) & m) == (u32::from(b) & m)
+        }
+        (IpAddr::V6(a), IpAddr::V6(b)) => {
+            let m = if prefix == 0 {
+                0
+            } else {
+                u128::MAX << (128 - u32::from(prefix.min(128)))
+            };
+            (u128::from(a) & m) == (u128::from(b) & m)
+        }
+        _ => false,
+    }
+}
+
+/// The engine configuration host `h` of `spec` runs with: its `ibacm_opts.cfg`, its
+/// address file ([`FabricSpec::addr_file_text`]) and its `ibacm_hosts.data`, parsed,
+/// with every diagnostic naming `<host>:<file>`.
+///
+/// # Panics
+/// If the host does not exist.
+#[must_use]
+pub fn engine_config(spec: &FabricSpec, h: usize) -> EngineConfig {
+    let hs = &spec.hosts[h];
+    let opts_name = format!("{}:ibacm_opts.cfg", hs.name);
+    let (options, mut diagnostics) = Options::parse(&opts_name, &hs.options);
+    let (addr_file, d2) = AddrFile::parse(
+        &format!("{}:ibacm_addr.cfg", hs.name),
+        &spec.addr_file_text(h),
+    );
+    diagnostics.extend(d2);
+    let hosts = match &hs.hosts_data {
+        Some(text) => {
+            let (entries, d3) = parse_hosts(&format!("{}:ibacm_hosts.data", hs.name), text);
+            diagnostics.extend(d3);
+            entries
+        }
+        None => Vec::new(),
+    };
+    EngineConfig {
+        options,
+        addr_file: Some(addr_file),
+        hosts,
+        diagnostics,
+        ..EngineConfig::default()
+    }
+}
+
+/// Host `h`'s IP addresses as its netlink walk reports them: each with its prefix, the
+/// GID of its port and its partition.
+///
+/// # Panics
+/// If the host does not exist.
+#[must_use]
+pub fn local_ips(spec: &FabricSpec, h: usize) -> Vec<LocalIp> {
+    spec.hosts[h]
+        .ips
+        .iter()
+        .map(|ip| LocalIp {
+            addr: ip.addr,
+            prefix_len: Some(ip.prefix),
+            gid: spec.port_gid(h, ip.hca, ip.port),
+            pkey: ip.pkey,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{GenOptions, IpSpec};
+    use acm_engine::io::GlobalRoute;
+
+    struct Tables(Vec<QpTable>);
+
+    impl QpTables for Tables {
+        fn host_qps(&self, host: usize) -> Option<&QpTable> {
+            self.0.get(host)
+        }
+    }
+
+    fn qp(host: usize, qpn: u32, pkey: u16) -> FabricQp {
+        FabricQp {
+            port: PortRef::new(host, 0, 1),
+            qpn,
+            pkey,
+            pkey_index: 0,
+            mcast: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn unicast_and_multicast_targets() {
+        let spec = FabricSpec::generate(3, &GenOptions::default());
+        let topo = Topology::new(&spec);
+        let ep = EndpointId(1);
+        let mut t = Tables(vec![QpTable::new(), QpTable::new(), QpTable::new()]);
+        for h in 0..3 {
+            t.0[h].insert(ep, qp(h, 0x48 + h as u32, 0xFFFF));
+        }
+        let mgid = Gid::from_parts(0xff12_401b_ffff_0000, 1);
+        let mut index = McastIndex::new();
+        for h in 0..3 {
+            mcast_attach(&mut t.0[h], &mut index, h, ep, mgid);
+        }
+        mcast_attach(&mut t.0[0], &mut index, 0, ep, mgid);
+        assert_eq!(t.0[0][&ep].mcast, vec![mgid], "attached once");
+        let av = AddressVector {
+            dlid: 0xC001,
+            grh: GlobalRoute {
+                dgid: mgid,
+                hop_limit: 1,
+                ..GlobalRoute::default()
+            },
+            remote_qpn: 0xFF_FFFF,
+            remote_qkey: ACM_QKEY,
+            ..AddressVector::default()
+        };
+        let d = ud_delivery(&topo, &t, &index, 0, ep, &av).unwrap();
+        let hosts: Vec<usize> = d.targets.iter().map(|x| x.host).collect();
+        assert_eq!(hosts, vec![1, 2], "everyone but the sender");
+        assert_eq!(d.targets[0].wc.slid, 1);
+        assert_eq!(d.targets[0].wc.src_qp, 0x48);
+        let g = GrhRepr::parse(&d.grh).unwrap();
+        assert_eq!(
+            (g.sgid, g.dgid, g.hop_limit),
+            (spec.port_gid(0, 0, 1), mgid, 1)
+        );
+
+        let uni = AddressVector {
+            dlid: 3,
+            remote_qpn: 0x4A,
+            ..av
+        };
+        let d = ud_delivery(&topo, &t, &index, 0, ep, &uni).unwrap();
+        assert_eq!(d.targets.len(), 1);
+        assert_eq!((d.targets[0].host, d.targets[0].ep), (2, ep));
+        let wrong_qkey = AddressVector {
+            remote_qkey: 1,
+            ..uni
+        };
+        assert!(
+            ud_delivery(&topo, &t, &index, 0, ep, &wrong_qkey)
+                .unwrap()
+                .targets
+                .is_empty()
+        );
+        assert!(ud_delivery(&topo, &t, &index, 0, EndpointId(9), &uni).is_none());
+
+        mcast_detach(&mut t.0[1], &mut index, 1, ep, mgid);
+        close_qp(&mut t.0[2], &mut index, 2, ep);
+        assert!(
+            ud_delivery(&topo, &t, &index, 0, ep, &av)
+                .unwrap()
+                .targets
+                .is_empty()
+        );
+        close_qp(&mut t.0[0], &mut index, 0, ep);
+        assert!(index.is_empty(), "empty groups are dropped");
+    }
+
+    #[test]
+    fn umad_tid_rewrite_and_retries() {
+        let agent = umad_agent(2, 1);
+        assert_eq!(agent, 0x0100_0003);
+        let mut mad = [0u8; 256];
+        mad[8..16].copy_from_slice(&0xdead_beef_0000_0007u64.to_be_bytes());
+        let (tid, mut u) = UmadSend::new(agent, PortRef::new(2, 0, 1), 7, 1, 0, 1, mad);
+        assert_eq!(tid, 0x0100_0003_0000_0007);
+        assert_eq!(mad_tid(&u.mad[..]), tid);
+        assert_eq!(u.timeout, Duration::from_millis(1));
+        assert_eq!(u.expire(1), UmadExpiry::Stale);
+        assert_eq!(u.expire(0), UmadExpiry::Retry);
+        assert_eq!(u.expire(0), UmadExpiry::Stale);
+        assert_eq!(u.expire(1), UmadExpiry::Failed);
+        assert_eq!(mad_tid(&[0; 4]), 0);
+    }
+
+    #[test]
+    fn source_route_rule() {
+        let ips = [
+            IpSpec::new("10.0.0.1".parse().unwrap(), 24),
+            IpSpec::new("fd00::1".parse().unwrap(), 64),
+        ];
+        let r = |d: &str| route_source(ips.iter().map(|i| (i.addr, i.prefix)), d.parse().unwrap());
+        assert_eq!(r("10.0.0.1"), Ok("10.0.0.1".parse().unwrap()));
+        assert_eq!(r("10.0.0.9"), Ok("10.0.0.1".parse().unwrap()));
+        assert_eq!(r("fd00::7"), Ok("fd00::1".parse().unwrap()));
+        assert_eq!(r("10.0.1.9"), Err(ENETUNREACH));
+        assert!(same_subnet(
+            "1.2.3.4".parse().unwrap(),
+            "9.9.9.9".parse().unwrap(),
+            0
+        ));
+    }
+}

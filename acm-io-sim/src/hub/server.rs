@@ -1,0 +1,793 @@
+//! [`Hub`]: the fabric process. It owns the spec, the topology, the SA, every attached
+//! host's QPs and multicast attachments and its umad sends, and carries the hosts'
+//! outputs in real time.
+
+use super::HubError;
+use super::wire::{HostMsg, HostSetup, HubMsg, MAD_LEN, MAX_DATAGRAM, error_code};
+use crate::fabric::{self, FabricQp, McastIndex, QpTable, QpTables, UmadExpiry, UmadSend};
+use crate::sa::SubnetAdmin;
+use crate::spec::FabricSpec;
+use crate::topology::{PortRef, Topology};
+use acm_engine::io::{AddressVector, EndpointId, RecvInfo, SendToken};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io;
+use std::os::unix::net::{SocketAddr, UnixDatagram};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long the loop sleeps at most between looks at the shutdown flag.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Waits shorter than this are slept rather than spent in `recv` (whose timeout has
+/// kernel-tick granularity).
+const SHORT_WAIT: Duration = Duration::from_millis(1);
+
+/// How long one send to a host may block before the message waits in the host's
+/// outbox for a later try.
+const SEND_TIMEOUT: Duration = Duration::from_millis(2);
+
+/// Messages a host may leave unread before the hub gives up on it and detaches it.
+const OUTBOX_LIMIT: usize = 4096;
+
+/// What the hub has done, for tests and logs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HubStats {
+    /// Attachments made (re-attachments included).
+    pub attaches: u64,
+    /// Datagrams received from hosts.
+    pub datagrams: u64,
+    /// Datagrams that did not decode, or came from a socket that is not attached.
+    pub rejected: u64,
+    /// UD sends carried.
+    pub ud_sends: u64,
+    /// UD receives delivered (one per target QP).
+    pub ud_deliveries: u64,
+    /// SA MADs taken (each umad send, not each try).
+    pub sa_sends: u64,
+    /// SA responses handed back to their senders.
+    pub sa_responses: u64,
+    /// SA sends that timed out after their retries.
+    pub sa_failures: u64,
+}
+
+/// One host of the spec, attached or not.
+#[derive(Debug, Default)]
+struct HubHost {
+    /// The socket path it is attached from.
+    path: Option<PathBuf>,
+    /// Bumped at every attachment: events for an earlier one are dropped.
+    incarnation: u32,
+    /// Attachments so far (the next incarnation).
+    attaches: u32,
+    qps: QpTable,
+    next_qpn: u32,
+    agent: u32,
+    umad: BTreeMap<u64, UmadSend>,
+    /// Encoded messages the host's socket did not take yet.
+    outbox: VecDeque<Vec<u8>>,
+}
+
+impl QpTables for [HubHost] {
+    fn host_qps(&self, host: usize) -> Option<&QpTable> {
+        self.get(host).map(|h| &h.qps)
+    }
+}
+
+/// Something due later.
+#[derive(Debug)]
+enum Event {
+    /// A UD MAD reaches an endpoint's QP.
+    Ud {
+        host: usize,
+        inc: u32,
+        ep: EndpointId,
+        wc: RecvInfo,
+        grh: [u8; 40],
+        mad: Box<[u8; MAD_LEN]>,
+    },
+    /// An SA MAD reaches the SM.
+    SaAtSm {
+        host: usize,
+        inc: u32,
+        port: PortRef,
+        dlid: u16,
+        mad: Box<[u8; MAD_LEN]>,
+    },
+    /// The SA's answer reaches the host's umad agent.
+    SaBack {
+        host: usize,
+        inc: u32,
+        port: PortRef,
+        mad: Box<[u8; MAD_LEN]>,
+    },
+    /// The per-try timeout of a umad send.
+    UmadTimeout {
+        host: usize,
+        inc: u32,
+        tid: u64,
+        attempt: u32,
+    },
+}
+
+/// The fabric hub: a spec's fabric on a unix datagram socket, to which separate
+/// processes attach as its hosts. See the [module docs](super) for the protocol.
+///
+/// Real time, not deterministic: link latencies and SA response times are the spec's,
+/// measured on the wall clock; no faults are applied.
+pub struct Hub {
+    sock: UnixDatagram,
+    path: PathBuf,
+    spec: FabricSpec,
+    topo: Topology,
+    sa: SubnetAdmin,
+    sm_lid: u16,
+    sm_sl: u8,
+    hosts: Vec<HubHost>,
+    by_path: HashMap<PathBuf, usize>,
+    mcast: McastIndex,
+    queue: BTreeMap<(Instant, u64), Event>,
+    seq: u64,
+    logging: bool,
+    stats: HubStats,
+}
+
+/// Binds a datagram socket at `path`, replacing a stale socket file nobody listens on.
+pub(super) fn bind_fresh(path: &Path) -> Result<UnixDatagram, HubError> {
+    let err = |source| HubError::Socket {
+        what: "cannot bind",
+        path: path.to_path_buf(),
+        source,
+    };
+    match UnixDatagram::bind(path) {
+        Ok(s) => Ok(s),
+        Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+            let probe = UnixDatagram::unbound().map_err(err)?;
+            match probe.connect(path) {
+                // Somebody is there: do not steal the path.
+                Ok(()) => Err(HubError::Socket {
+                    what: "another process listens on",
+                    path: path.to_path_buf(),
+                    source: e,
+                }),
+                Err(ce) if ce.kind() == io::ErrorKind::ConnectionRefused => {
+                    std::fs::remove_file(path).map_err(err)?;
+                    UnixDatagram::bind(path).map_err(err)
+                }
+                Err(_) => Err(err(e)),
+            }
+        }
+        Err(e) => Err(err(e)),
+    }
+}
+
+impl Hub {
+    /// A hub for `spec` listening at `socket_path` (a stale socket file left by a dead
+    /// hub is replaced; a live one is an error). Nothing is served until
+    /// [`Hub::serve_until`] or [`Hub::run`]; hosts that attach earlier wait in the
+    /// socket's queue.
+    ///
+    /// # Errors
+    /// [`HubError::Socket`] when the socket cannot be bound.
+    pub fn bind(spec: FabricSpec, socket_path: impl AsRef<Path>) -> Result<Self, HubError> {
+        let path = socket_path.as_ref().to_path_buf();
+        let sock = bind_fresh(&path)?;
+        sock.set_write_timeout(Some(SEND_TIMEOUT))
+            .map_err(HubError::Io)?;
+        let topo = Topology::new(&spec);
+        let hosts = (0..spec.hosts.len()).map(|_| HubHost::default()).collect();
+        Ok(Self {
+            sock,
+            path,
+            sm_lid: spec.sm.lid,
+            sm_sl: spec.sm.sl,
+            topo,
+            sa: SubnetAdmin::new(),
+            hosts,
+            by_path: HashMap::new(),
+            mcast: McastIndex::new(),
+            queue: BTreeMap::new(),
+            seq: 0,
+            logging: false,
+            stats: HubStats::default(),
+            spec,
+        })
+    }
+
+    /// Logs attachments, detachments and refusals to stderr (off by default).
+    pub fn set_logging(&mut self, on: bool) {
+        self.logging = on;
+    }
+
+    /// The socket path.
+    #[must_use]
+    pub fn socket_path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The fabric description.
+    #[must_use]
+    pub fn spec(&self) -> &FabricSpec {
+        &self.spec
+    }
+
+    /// The SA (its groups and counters).
+    #[must_use]
+    pub fn sa(&self) -> &SubnetAdmin {
+        &self.sa
+    }
+
+    /// Counts so far.
+    #[must_use]
+    pub fn stats(&self) -> HubStats {
+        self.stats
+    }
+
+    /// Names of the hosts attached now, in spec order.
+    #[must_use]
+    pub fn attached(&self) -> Vec<&str> {
+        self.hosts
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| h.path.is_some())
+            .map(|(i, _)| self.spec.hosts[i].name.as_str())
+            .collect()
+    }
+
+    /// Serves forever.
+    ///
+    /// # Errors
+    /// A socket error other than a timeout or an interrupted call.
+    pub fn run(&mut self) -> Result<(), HubError> {
+        self.serve_until(&AtomicBool::new(false))
+    }
+
+    /// Serves until `shutdown` is set (looked at least every 50 ms), then tells every
+    /// attached host BYE.
+    ///
+    /// # Errors
+    /// A socket error other than a timeout or an interrupted call.
+    pub fn serve_until(&mut self, shutdown: &AtomicBool) -> Result<(), HubError> {
+        let mut buf = vec![0u8; MAX_DATAGRAM + 1];
+        while !shutdown.load(Ordering::Relaxed) {
+            self.fire_due();
+            self.flush_all();
+            let now = Instant::now();
+            let mut wait = POLL;
+            if let Some(&(at, _)) = self.queue.keys().next() {
+                wait = wait.min(at.saturating_duration_since(now));
+            }
+            if self.hosts.iter().any(|h| !h.outbox.is_empty()) {
+                wait = wait.min(Duration::from_millis(1));
+            }
+            if wait.is_zero() {
+                continue;
+            }
+            if wait < SHORT_WAIT {
+                // A socket timeout is rounded up to a kernel tick (1–10 ms); link
+                // latencies are microseconds, so sleep those out precisely instead.
+                std::thread::sleep(wait);
+                continue;
+            }
+            self.sock.set_read_timeout(Some(wait))?;
+            match self.sock.recv_from(&mut buf) {
+                Ok((n, from)) => {
+                    self.stats.datagrams += 1;
+                    if n > MAX_DATAGRAM {
+                        self.stats.rejected += 1;
+                        self.log(format_args!("dropped an oversized datagram"));
+                        continue;
+                    }
+                    self.datagram(&buf[..n], &from);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return Err(HubError::Io(e)),
+            }
+        }
+        for h in 0..self.hosts.len() {
+            if self.hosts[h].path.is_some() {
+                self.bye(h, "the hub is shutting down");
+                self.detach(h);
+            }
+        }
+        Ok(())
+    }
+
+    fn log(&self, args: std::fmt::Arguments<'_>) {
+        if self.logging {
+            eprintln!("acm-fabric-hub: {args}");
+        }
+    }
+
+    fn schedule(&mut self, at: Instant, ev: Event) {
+        self.seq += 1;
+        self.queue.insert((at, self.seq), ev);
+    }
+
+    /// Processes every event due now.
+    fn fire_due(&mut self) {
+        loop {
+            let now = Instant::now();
+            match self.queue.first_key_value() {
+                Some((&(at, _), _)) if at <= now => {}
+                _ => return,
+            }
+            if let Some((_, ev)) = self.queue.pop_first() {
+                self.process(ev);
+            }
+        }
+    }
+
+    /// Whether events for host `h`'s incarnation `inc` still matter.
+    fn live(&self, h: usize, inc: u32) -> bool {
+        self.hosts
+            .get(h)
+            .is_some_and(|x| x.path.is_some() && x.incarnation == inc)
+    }
+
+    fn process(&mut self, ev: Event) {
+        match ev {
+            Event::Ud {
+                host,
+                inc,
+                ep,
+                wc,
+                grh,
+                mad,
+            } => {
+                if self.live(host, inc) && self.hosts[host].qps.contains_key(&ep) {
+                    self.stats.ud_deliveries += 1;
+                    self.send(host, &HubMsg::UdReceive { ep, wc, grh, mad });
+                }
+            }
+            Event::SaAtSm {
+                host,
+                inc,
+                port,
+                dlid,
+                mad,
+            } => self.sa_arrival(host, inc, port, dlid, &mad),
+            Event::SaBack {
+                host,
+                inc,
+                port,
+                mad,
+            } => {
+                if !self.live(host, inc) {
+                    return;
+                }
+                let tid = fabric::mad_tid(&mad[..]);
+                // A late or duplicate response matches no send and is dropped.
+                if self.hosts[host].umad.remove(&tid).is_some() {
+                    self.stats.sa_responses += 1;
+                    let msg = HubMsg::SaResponse {
+                        port: fabric::engine_port(port),
+                        mad: mad.to_vec(),
+                    };
+                    self.send(host, &msg);
+                }
+            }
+            Event::UmadTimeout {
+                host,
+                inc,
+                tid,
+                attempt,
+            } => {
+                if !self.live(host, inc) {
+                    return;
+                }
+                let Some(u) = self.hosts[host].umad.get_mut(&tid) else {
+                    return;
+                };
+                match u.expire(attempt) {
+                    UmadExpiry::Stale => {}
+                    UmadExpiry::Retry => self.sa_try(host, tid),
+                    UmadExpiry::Failed => {
+                        let port = u.port;
+                        self.hosts[host].umad.remove(&tid);
+                        self.stats.sa_failures += 1;
+                        let msg = HubMsg::SaSendFailed {
+                            port: fabric::engine_port(port),
+                            tid,
+                            status: fabric::UMAD_TIMEOUT_STATUS,
+                        };
+                        self.send(host, &msg);
+                    }
+                }
+            }
+        }
+    }
+
+    /// One datagram from a host socket.
+    fn datagram(&mut self, bytes: &[u8], from: &SocketAddr) {
+        let Some(path) = from.as_pathname().map(Path::to_path_buf) else {
+            self.stats.rejected += 1;
+            self.log(format_args!(
+                "dropped a datagram from an unbound socket (bind one to attach)"
+            ));
+            return;
+        };
+        let msg = match HostMsg::decode(bytes) {
+            Ok(m) => m,
+            Err(e) => {
+                self.stats.rejected += 1;
+                self.log(format_args!("{}: malformed datagram: {e}", path.display()));
+                self.reply(
+                    &path,
+                    &HubMsg::Error {
+                        code: error_code::MALFORMED,
+                        message: e.to_string(),
+                    },
+                );
+                return;
+            }
+        };
+        if let HostMsg::Attach { name } = &msg {
+            self.attach(&path, name);
+            return;
+        }
+        let Some(&h) = self.by_path.get(&path) else {
+            self.stats.rejected += 1;
+            self.reply(
+                &path,
+                &HubMsg::Error {
+                    code: error_code::NOT_ATTACHED,
+                    message: "this socket is not attached (send ATTACH first)".into(),
+                },
+            );
+            return;
+        };
+        self.host_msg(h, msg);
+    }
+
+    fn attach(&mut self, path: &Path, name: &str) {
+        let Some(h) = self.spec.host_index(name) else {
+            self.stats.rejected += 1;
+            self.log(format_args!(
+                "{}: refused: no host {name:?} in the fabric",
+                path.display()
+            ));
+            self.reply(
+                path,
+                &HubMsg::Error {
+                    code: error_code::UNKNOWN_HOST,
+                    message: format!("no host {name:?} in the fabric"),
+                },
+            );
+            return;
+        };
+        // The socket may have been another host; the host may be attached elsewhere.
+        if let Some(&old) = self.by_path.get(path) {
+            self.detach(old);
+        }
+        if let Some(old_path) = self.hosts[h].path.clone() {
+            self.log(format_args!(
+                "host {name} re-attaches from {} (was {})",
+                path.display(),
+                old_path.display()
+            ));
+            if old_path != path {
+                self.bye(h, "replaced by a new attachment of this host");
+            }
+            self.detach(h);
+        }
+        let setup = HostSetup {
+            host: h as u32,
+            name: name.to_owned(),
+            sm_lid: self.sm_lid,
+            sm_sl: self.sm_sl,
+            devices: self.topo.devices(h, self.sm_lid, self.sm_sl),
+            ips: fabric::local_ips(&self.spec, h),
+        };
+        let reply = HubMsg::Attached(setup).encode();
+        if reply.len() > MAX_DATAGRAM {
+            self.stats.rejected += 1;
+            self.reply(
+                path,
+                &HubMsg::Error {
+                    code: error_code::TOO_LARGE,
+                    message: format!("host {name}'s setup needs {} bytes", reply.len()),
+                },
+            );
+            return;
+        }
+        let host = &mut self.hosts[h];
+        let inc = host.attaches;
+        host.attaches += 1;
+        host.incarnation = inc;
+        host.path = Some(path.to_path_buf());
+        host.next_qpn = fabric::FIRST_QPN + inc.wrapping_mul(0x100);
+        host.agent = fabric::umad_agent(h, inc);
+        host.outbox.push_back(reply);
+        self.by_path.insert(path.to_path_buf(), h);
+        self.stats.attaches += 1;
+        self.log(format_args!(
+            "host {name} (index {h}) attached from {}",
+            path.display()
+        ));
+        self.flush(h);
+    }
+
+    /// Forgets host `h`'s attachment: its QPs leave their groups, its SA sends and
+    /// unsent messages are dropped.
+    fn detach(&mut self, h: usize) {
+        let host = &mut self.hosts[h];
+        let Some(path) = host.path.take() else {
+            return;
+        };
+        let eps: Vec<EndpointId> = host.qps.keys().copied().collect();
+        for ep in eps {
+            fabric::close_qp(&mut self.hosts[h].qps, &mut self.mcast, h, ep);
+        }
+        let host = &mut self.hosts[h];
+        host.umad.clear();
+        host.outbox.clear();
+        self.by_path.remove(&path);
+        self.log(format_args!(
+            "host {} detached ({})",
+            self.spec.hosts[h].name,
+            path.display()
+        ));
+    }
+
+    fn host_msg(&mut self, h: usize, msg: HostMsg) {
+        match msg {
+            HostMsg::Attach { .. } => {}
+            HostMsg::Detach => self.detach(h),
+            HostMsg::OpenQp {
+                ep,
+                port,
+                pkey,
+                pkey_index,
+                ..
+            } => {
+                let pr = fabric::port_ref(h, port);
+                let qpn = if self.topo.port(pr).is_some() {
+                    let host = &mut self.hosts[h];
+                    let qpn = host.next_qpn;
+                    host.next_qpn = host.next_qpn.wrapping_add(1);
+                    host.qps.insert(
+                        ep,
+                        FabricQp {
+                            port: pr,
+                            qpn,
+                            pkey,
+                            pkey_index,
+                            mcast: Vec::new(),
+                        },
+                    );
+                    Some(qpn)
+                } else {
+                    None
+                };
+                self.send(h, &HubMsg::QpOpened { ep, qpn });
+            }
+            HostMsg::CloseQp { ep } => {
+                fabric::close_qp(&mut self.hosts[h].qps, &mut self.mcast, h, ep);
+            }
+            HostMsg::UdSend { ep, token, av, mad } => self.ud_send(h, ep, token, &av, mad),
+            HostMsg::McastAttach { ep, mgid, .. } => {
+                fabric::mcast_attach(&mut self.hosts[h].qps, &mut self.mcast, h, ep, mgid);
+            }
+            HostMsg::McastDetach { ep, mgid, .. } => {
+                fabric::mcast_detach(&mut self.hosts[h].qps, &mut self.mcast, h, ep, mgid);
+            }
+            HostMsg::SaSend {
+                port,
+                tid,
+                dest,
+                timeout_ms,
+                retries,
+                mad,
+            } => {
+                self.stats.sa_sends += 1;
+                let (full, send) = UmadSend::new(
+                    self.hosts[h].agent,
+                    fabric::port_ref(h, port),
+                    tid,
+                    dest.dlid,
+                    timeout_ms,
+                    retries,
+                    *mad,
+                );
+                self.hosts[h].umad.insert(full, send);
+                self.sa_try(h, full);
+            }
+        }
+    }
+
+    /// A UD send: each target QP gets it after the link latency; the completion comes
+    /// back at once.
+    fn ud_send(
+        &mut self,
+        h: usize,
+        ep: EndpointId,
+        token: SendToken,
+        av: &AddressVector,
+        mad: Box<[u8; MAD_LEN]>,
+    ) {
+        self.stats.ud_sends += 1;
+        let now = Instant::now();
+        if let Some(d) = fabric::ud_delivery(&self.topo, &self.hosts[..], &self.mcast, h, ep, av) {
+            for t in d.targets {
+                let ev = Event::Ud {
+                    host: t.host,
+                    inc: self.hosts[t.host].incarnation,
+                    ep: t.ep,
+                    wc: t.wc,
+                    grh: d.grh,
+                    mad: mad.clone(),
+                };
+                let at = now + self.spec.latency(h, t.host);
+                self.schedule(at, ev);
+            }
+        }
+        self.send(
+            h,
+            &HubMsg::UdSendDone {
+                ep,
+                token,
+                ok: true,
+            },
+        );
+    }
+
+    /// One try of a umad send: start its timeout, and send it to the SM if the port is
+    /// up and there is an SM.
+    fn sa_try(&mut self, h: usize, tid: u64) {
+        let inc = self.hosts[h].incarnation;
+        let Some(u) = self.hosts[h].umad.get(&tid) else {
+            return;
+        };
+        let (port, dlid, mad, attempt, timeout) =
+            (u.port, u.dlid, u.mad.clone(), u.attempt, u.timeout);
+        let now = Instant::now();
+        self.schedule(
+            now + timeout,
+            Event::UmadTimeout {
+                host: h,
+                inc,
+                tid,
+                attempt,
+            },
+        );
+        let up = self.topo.port(port).is_some_and(|p| p.up);
+        let Some(sm) = fabric::sm_port(&self.topo, self.sm_lid) else {
+            return;
+        };
+        if up {
+            let at = now + self.spec.latency(h, sm.host);
+            self.schedule(
+                at,
+                Event::SaAtSm {
+                    host: h,
+                    inc,
+                    port,
+                    dlid,
+                    mad,
+                },
+            );
+        }
+    }
+
+    fn sa_arrival(&mut self, h: usize, inc: u32, port: PortRef, dlid: u16, mad: &[u8; MAD_LEN]) {
+        // A MAD addressed to a LID that is not the SM's goes nowhere.
+        if dlid != self.sm_lid {
+            return;
+        }
+        let Some(sm) = fabric::sm_port(&self.topo, self.sm_lid) else {
+            return;
+        };
+        let Some(resp) = self.sa.answer(&self.topo, port, mad) else {
+            return;
+        };
+        let delay = Duration::from_micros(self.spec.sm.response_us) + self.spec.latency(sm.host, h);
+        self.schedule(
+            Instant::now() + delay,
+            Event::SaBack {
+                host: h,
+                inc,
+                port,
+                mad: Box::new(resp),
+            },
+        );
+    }
+
+    /// Queues a message for host `h` and tries to send it.
+    fn send(&mut self, h: usize, msg: &HubMsg) {
+        if self.hosts[h].path.is_none() {
+            return;
+        }
+        self.hosts[h].outbox.push_back(msg.encode());
+        if self.hosts[h].outbox.len() > OUTBOX_LIMIT {
+            self.log(format_args!(
+                "host {} left {OUTBOX_LIMIT} messages unread; detaching it",
+                self.spec.hosts[h].name
+            ));
+            self.detach(h);
+            return;
+        }
+        self.flush(h);
+    }
+
+    fn flush_all(&mut self) {
+        for h in 0..self.hosts.len() {
+            if !self.hosts[h].outbox.is_empty() {
+                self.flush(h);
+            }
+        }
+    }
+
+    /// Sends what host `h`'s socket takes; a full socket keeps the rest for later, a
+    /// vanished one detaches the host.
+    fn flush(&mut self, h: usize) {
+        let Some(path) = self.hosts[h].path.clone() else {
+            return;
+        };
+        while let Some(front) = self.hosts[h].outbox.front() {
+            match self.sock.send_to(front, &path) {
+                Ok(_) => {
+                    self.hosts[h].outbox.pop_front();
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    return;
+                }
+                Err(e) => {
+                    self.log(format_args!(
+                        "host {} is gone ({}: {e})",
+                        self.spec.hosts[h].name,
+                        path.display()
+                    ));
+                    self.detach(h);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// A best-effort reply to a socket that may not be attached.
+    fn reply(&self, path: &Path, msg: &HubMsg) {
+        let _ = self.sock.send_to(&msg.encode(), path);
+    }
+
+    fn bye(&self, h: usize, reason: &str) {
+        if let Some(path) = &self.hosts[h].path {
+            self.reply(
+                path,
+                &HubMsg::Bye {
+                    reason: reason.to_owned(),
+                },
+            );
+        }
+    }
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hub")
+            .field("path", &self.path)
+            .field("hosts", &self.spec.hosts.len())
+            .field("attached", &self.attached())
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}

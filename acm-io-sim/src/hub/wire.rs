@@ -1,0 +1,1084 @@
+//! The hub's datagram format: one message per datagram, an 8-byte header and a body
+//! of fixed little-endian fields (see the table in the [module docs](super)).
+//!
+//! [`HostMsg`] is what a host sends, [`HubMsg`] what the hub sends; both encode with
+//! `encode` and decode with `decode`, which checks the header, the body length and
+//! every field, and rejects trailing bytes.
+
+use acm_engine::device::{DeviceDesc, DeviceId, PortAttrs, PortId, PortState};
+use acm_engine::io::{
+    AddressVector, EndpointId, GlobalRoute, LocalIp, RecvInfo, SaDest, SendToken,
+};
+use acm_proto::{Gid, Mtu, Rate};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// The protocol version every header carries.
+pub const VERSION: u8 = 1;
+
+/// Length of the header: type, version, two reserved bytes, body length.
+pub const HEADER_LEN: usize = 8;
+
+/// The largest datagram either side sends or accepts (header included).
+pub const MAX_DATAGRAM: usize = 64 * 1024;
+
+/// Length of a MAD on a UD QP.
+pub const MAD_LEN: usize = 256;
+
+/// Length of a GRH.
+pub const GRH_LEN: usize = 40;
+
+/// Message type codes (byte 0 of every datagram).
+pub mod msg_type {
+    /// Host → hub: attach as a host of the spec.
+    pub const ATTACH: u8 = 0x01;
+    /// Host → hub: detach.
+    pub const DETACH: u8 = 0x02;
+    /// Host → hub: `Output::OpenQp`.
+    pub const OPEN_QP: u8 = 0x10;
+    /// Host → hub: `Output::CloseQp`.
+    pub const CLOSE_QP: u8 = 0x11;
+    /// Host → hub: `Output::UdSend`.
+    pub const UD_SEND: u8 = 0x12;
+    /// Host → hub: `Output::McastAttach`.
+    pub const MCAST_ATTACH: u8 = 0x13;
+    /// Host → hub: `Output::McastDetach`.
+    pub const MCAST_DETACH: u8 = 0x14;
+    /// Host → hub: `Output::SaSend`.
+    pub const SA_SEND: u8 = 0x15;
+    /// Hub → host: the attachment is made; the host's setup.
+    pub const ATTACHED: u8 = 0x81;
+    /// Hub → host: a request was refused.
+    pub const ERROR: u8 = 0x82;
+    /// Hub → host: the attachment is over (hub shutdown, or replaced).
+    pub const BYE: u8 = 0x83;
+    /// Hub → host: `Input::QpOpened`.
+    pub const QP_OPENED: u8 = 0x90;
+    /// Hub → host: `Input::UdReceive`.
+    pub const UD_RECEIVE: u8 = 0x91;
+    /// Hub → host: `Input::UdSendDone`.
+    pub const UD_SEND_DONE: u8 = 0x92;
+    /// Hub → host: `Input::SaResponse`.
+    pub const SA_RESPONSE: u8 = 0x93;
+    /// Hub → host: `Input::SaSendFailed`.
+    pub const SA_SEND_FAILED: u8 = 0x94;
+}
+
+/// Codes of [`HubMsg::Error`].
+pub mod error_code {
+    /// The spec has no host of that name.
+    pub const UNKNOWN_HOST: u16 = 1;
+    /// A message other than ATTACH from a socket that is not attached.
+    pub const NOT_ATTACHED: u16 = 2;
+    /// The datagram did not decode.
+    pub const MALFORMED: u16 = 3;
+    /// The host's setup does not fit in one datagram.
+    pub const TOO_LARGE: u16 = 4;
+}
+
+/// Why a datagram did not decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WireError {
+    /// Fewer bytes than the header or a field needs.
+    #[error("truncated: {need} bytes needed at offset {at}, {have} available")]
+    Truncated {
+        /// Where the read started.
+        at: usize,
+        /// Bytes the field needs.
+        need: usize,
+        /// Bytes left.
+        have: usize,
+    },
+    /// A version this side does not speak.
+    #[error("protocol version {0} (this side speaks {VERSION})")]
+    Version(u8),
+    /// A type code this direction does not carry.
+    #[error("unknown message type {0:#04x}")]
+    UnknownType(u8),
+    /// The header's body length is not the datagram's.
+    #[error("body length {declared} in the header, {actual} in the datagram")]
+    Length {
+        /// What the header says.
+        declared: u32,
+        /// What arrived.
+        actual: usize,
+    },
+    /// Bytes left over after the last field.
+    #[error("{0} trailing bytes")]
+    Trailing(usize),
+    /// A field with a value it cannot have.
+    #[error("bad {0}")]
+    BadField(&'static str),
+}
+
+/// Little-endian field writer.
+struct W(Vec<u8>);
+
+impl W {
+    fn new(ty: u8) -> Self {
+        let mut v = Vec::with_capacity(320);
+        v.extend_from_slice(&[ty, VERSION, 0, 0, 0, 0, 0, 0]);
+        Self(v)
+    }
+    fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    fn u16(&mut self, v: u16) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn i32(&mut self, v: i32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn bytes(&mut self, b: &[u8]) {
+        self.0.extend_from_slice(b);
+    }
+    fn gid(&mut self, g: &Gid) {
+        self.0.extend_from_slice(&g.0);
+    }
+    /// A string: u16 length, then UTF-8 (cut at 65535 bytes).
+    fn str(&mut self, s: &str) {
+        let b = &s.as_bytes()[..s.len().min(usize::from(u16::MAX))];
+        self.u16(b.len() as u16);
+        self.bytes(b);
+    }
+    fn port(&mut self, p: PortId) {
+        self.u32(p.device.0);
+        self.u8(p.port);
+    }
+    fn finish(mut self) -> Vec<u8> {
+        let body = (self.0.len() - HEADER_LEN) as u32;
+        self.0[4..8].copy_from_slice(&body.to_le_bytes());
+        self.0
+    }
+}
+
+/// Little-endian field reader over a body.
+struct R<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> R<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], WireError> {
+        let have = self.b.len() - self.at;
+        if have < n {
+            return Err(WireError::Truncated {
+                at: HEADER_LEN + self.at,
+                need: n,
+                have,
+            });
+        }
+        let s = &self.b[self.at..self.at + n];
+        self.at += n;
+        Ok(s)
+    }
+    fn arr<const N: usize>(&mut self) -> Result<[u8; N], WireError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N)?);
+        Ok(a)
+    }
+    fn u8(&mut self) -> Result<u8, WireError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16, WireError> {
+        Ok(u16::from_le_bytes(self.arr()?))
+    }
+    fn u32(&mut self) -> Result<u32, WireError> {
+        Ok(u32::from_le_bytes(self.arr()?))
+    }
+    fn u64(&mut self) -> Result<u64, WireError> {
+        Ok(u64::from_le_bytes(self.arr()?))
+    }
+    fn i32(&mut self) -> Result<i32, WireError> {
+        Ok(i32::from_le_bytes(self.arr()?))
+    }
+    fn gid(&mut self) -> Result<Gid, WireError> {
+        Ok(Gid(self.arr()?))
+    }
+    fn bool(&mut self, what: &'static str) -> Result<bool, WireError> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(WireError::BadField(what)),
+        }
+    }
+    fn str(&mut self, what: &'static str) -> Result<String, WireError> {
+        let n = usize::from(self.u16()?);
+        let b = self.take(n)?;
+        String::from_utf8(b.to_vec()).map_err(|_| WireError::BadField(what))
+    }
+    fn port(&mut self) -> Result<PortId, WireError> {
+        Ok(PortId {
+            device: DeviceId(self.u32()?),
+            port: self.u8()?,
+        })
+    }
+    fn mad(&mut self) -> Result<Box<[u8; MAD_LEN]>, WireError> {
+        Ok(Box::new(self.arr()?))
+    }
+    fn rest(&mut self) -> &'a [u8] {
+        let s = &self.b[self.at..];
+        self.at = self.b.len();
+        s
+    }
+    fn end(&self) -> Result<(), WireError> {
+        match self.b.len() - self.at {
+            0 => Ok(()),
+            n => Err(WireError::Trailing(n)),
+        }
+    }
+}
+
+/// Splits a datagram into its type and body, checking the version and length.
+fn open(datagram: &[u8]) -> Result<(u8, R<'_>), WireError> {
+    if datagram.len() < HEADER_LEN {
+        return Err(WireError::Truncated {
+            at: 0,
+            need: HEADER_LEN,
+            have: datagram.len(),
+        });
+    }
+    if datagram[1] != VERSION {
+        return Err(WireError::Version(datagram[1]));
+    }
+    let declared = u32::from_le_bytes([datagram[4], datagram[5], datagram[6], datagram[7]]);
+    let body = &datagram[HEADER_LEN..];
+    if declared as usize != body.len() {
+        return Err(WireError::Length {
+            declared,
+            actual: body.len(),
+        });
+    }
+    Ok((datagram[0], R { b: body, at: 0 }))
+}
+
+/// A message from a host to the hub.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostMsg {
+    /// Attach the sending socket as the spec's host `name`.
+    Attach {
+        /// The host name, as in the spec.
+        name: String,
+    },
+    /// Detach: forget the host's QPs, groups and SA sends.
+    Detach,
+    /// Create a UD QP for an endpoint.
+    OpenQp {
+        /// The endpoint.
+        ep: EndpointId,
+        /// Its port.
+        port: PortId,
+        /// Its pkey.
+        pkey: u16,
+        /// The pkey's index in the port's table.
+        pkey_index: u16,
+        /// Receive buffers (informational).
+        recv_depth: u32,
+        /// Send queue depth (informational).
+        send_depth: u32,
+    },
+    /// Destroy an endpoint's QP.
+    CloseQp {
+        /// The endpoint.
+        ep: EndpointId,
+    },
+    /// A UD send on an endpoint's QP.
+    UdSend {
+        /// The endpoint.
+        ep: EndpointId,
+        /// Echoed in the completion.
+        token: SendToken,
+        /// Where to.
+        av: AddressVector,
+        /// The MAD.
+        mad: Box<[u8; MAD_LEN]>,
+    },
+    /// Attach an endpoint's QP to a multicast group.
+    McastAttach {
+        /// The endpoint.
+        ep: EndpointId,
+        /// The group.
+        mgid: Gid,
+        /// Its LID.
+        mlid: u16,
+    },
+    /// Detach an endpoint's QP from a multicast group.
+    McastDetach {
+        /// The endpoint.
+        ep: EndpointId,
+        /// The group.
+        mgid: Gid,
+        /// Its LID.
+        mlid: u16,
+    },
+    /// An SA MAD through the port's umad agent.
+    SaSend {
+        /// The port.
+        port: PortId,
+        /// The TID (the hub, as the kernel, replaces the upper 32 bits).
+        tid: u64,
+        /// Where to.
+        dest: SaDest,
+        /// Per-try timeout in ms.
+        timeout_ms: u32,
+        /// Retries.
+        retries: u32,
+        /// The MAD.
+        mad: Box<[u8; MAD_LEN]>,
+    },
+}
+
+impl HostMsg {
+    /// The datagram.
+    #[must_use]
+    pub fn encode(&self) -> Vec<u8> {
+        use msg_type as t;
+        match self {
+            Self::Attach { name } => {
+                let mut w = W::new(t::ATTACH);
+                w.str(name);
+                w.finish()
+            }
+            Self::Detach => W::new(t::DETACH).finish(),
+            Self::OpenQp {
+                ep,
+                port,
+                pkey,
+                pkey_index,
+                recv_depth,
+                send_depth,
+            } => {
+                let mut w = W::new(t::OPEN_QP);
+                w.u32(ep.0);
+                w.port(*port);
+                w.u16(*pkey);
+                w.u16(*pkey_index);
+                w.u32(*recv_depth);
+                w.u32(*send_depth);
+                w.finish()
+            }
+            Self::CloseQp { ep } => {
+                let mut w = W::new(t::CLOSE_QP);
+                w.u32(ep.0);
+                w.finish()
+            }
+            Self::UdSend { ep, token, av, mad } => {
+                let mut w = W::new(t::UD_SEND);
+                w.u32(ep.0);
+                w.u64(token.0);
+                w.u16(av.dlid);
+                w.u8(av.sl);
+                w.u8(av.src_path_bits);
+                w.u8(av.static_rate);
+                w.gid(&av.grh.dgid);
+                w.u32(av.grh.flow_label);
+                w.u8(av.grh.hop_limit);
+                w.u8(av.grh.tclass);
+                w.u8(av.grh.sgid_index);
+                w.u32(av.remote_qpn);
+                w.u32(av.remote_qkey);
+                w.bytes(&mad[..]);
+                w.finish()
+            }
+            Self::McastAttach { ep, mgid, mlid } | Self::McastDetach { ep, mgid, mlid } => {
+                let ty = if matches!(self, Self::McastAttach { .. }) {
+                    t::MCAST_ATTACH
+                } else {
+                    t::MCAST_DETACH
+                };
+                let mut w = W::new(ty);
+                w.u32(ep.0);
+                w.gid(mgid);
+                w.u16(*mlid);
+                w.finish()
+            }
+            Self::SaSend {
+                port,
+                tid,
+                dest,
+                timeout_ms,
+                retries,
+                mad,
+            } => {
+                let mut w = W::new(t::SA_SEND);
+                w.port(*port);
+                w.u64(*tid);
+                w.u16(dest.dlid);
+                w.u8(dest.sl);
+                w.u16(dest.pkey_index);
+                w.u32(dest.remote_qpn);
+                w.u32(dest.remote_qkey);
+                w.u32(*timeout_ms);
+                w.u32(*retries);
+                w.bytes(&mad[..]);
+                w.finish()
+            }
+        }
+    }
+
+    /// Reads a datagram a host sent.
+    ///
+    /// # Errors
+    /// A [`WireError`] for a bad header, an unknown type, a bad field or a wrong length.
+    pub fn decode(datagram: &[u8]) -> Result<Self, WireError> {
+        use msg_type as t;
+        let (ty, mut r) = open(datagram)?;
+        let msg = match ty {
+            t::ATTACH => Self::Attach {
+                name: r.str("host name")?,
+            },
+            t::DETACH => Self::Detach,
+            t::OPEN_QP => Self::OpenQp {
+                ep: EndpointId(r.u32()?),
+                port: r.port()?,
+                pkey: r.u16()?,
+                pkey_index: r.u16()?,
+                recv_depth: r.u32()?,
+                send_depth: r.u32()?,
+            },
+            t::CLOSE_QP => Self::CloseQp {
+                ep: EndpointId(r.u32()?),
+            },
+            t::UD_SEND => Self::UdSend {
+                ep: EndpointId(r.u32()?),
+                token: SendToken(r.u64()?),
+                av: AddressVector {
+                    dlid: r.u16()?,
+                    sl: r.u8()?,
+                    src_path_bits: r.u8()?,
+                    static_rate: r.u8()?,
+                    grh: GlobalRoute {
+                        dgid: r.gid()?,
+                        flow_label: r.u32()?,
+                        hop_limit: r.u8()?,
+                        tclass: r.u8()?,
+                        sgid_index: r.u8()?,
+                    },
+                    remote_qpn: r.u32()?,
+                    remote_qkey: r.u32()?,
+                },
+                mad: r.mad()?,
+            },
+            t::MCAST_ATTACH => Self::McastAttach {
+                ep: EndpointId(r.u32()?),
+                mgid: r.gid()?,
+                mlid: r.u16()?,
+            },
+            t::MCAST_DETACH => Self::McastDetach {
+                ep: EndpointId(r.u32()?),
+                mgid: r.gid()?,
+                mlid: r.u16()?,
+            },
+            t::SA_SEND => Self::SaSend {
+                port: r.port()?,
+                tid: r.u64()?,
+                dest: SaDest {
+                    dlid: r.u16()?,
+                    sl: r.u8()?,
+                    pkey_index: r.u16()?,
+                    remote_qpn: r.u32()?,
+                    remote_qkey: r.u32()?,
+                },
+                timeout_ms: r.u32()?,
+                retries: r.u32()?,
+                mad: r.mad()?,
+            },
+            other => return Err(WireError::UnknownType(other)),
+        };
+        r.end()?;
+        Ok(msg)
+    }
+}
+
+/// What a host learns when it attaches: everything its driver would discover on a real
+/// machine (verbs devices, netlink addresses) and the SM's LID and SL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostSetup {
+    /// The host's index in the fabric spec.
+    pub host: u32,
+    /// Its name.
+    pub name: String,
+    /// The SM's LID.
+    pub sm_lid: u16,
+    /// The SL to reach the SM.
+    pub sm_sl: u8,
+    /// Its HCAs, each to be fed as `Input::DeviceAdded` (`DeviceId(i)` is HCA `i`).
+    pub devices: Vec<DeviceDesc>,
+    /// Its IP addresses, each to be fed as `Input::LocalIpAdded`.
+    pub ips: Vec<LocalIp>,
+}
+
+/// A message from the hub to a host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HubMsg {
+    /// The attachment is made.
+    Attached(HostSetup),
+    /// A request was refused (see [`error_code`]).
+    Error {
+        /// Why, as a code.
+        code: u16,
+        /// Why, for people.
+        message: String,
+    },
+    /// The attachment is over.
+    Bye {
+        /// Why.
+        reason: String,
+    },
+    /// An endpoint's QP exists (`Some(qpn)`) or could not be created (`None`).
+    QpOpened {
+        /// The endpoint.
+        ep: EndpointId,
+        /// Its QPN.
+        qpn: Option<u32>,
+    },
+    /// A MAD arrived on an endpoint's QP.
+    UdReceive {
+        /// The endpoint.
+        ep: EndpointId,
+        /// Work-completion data.
+        wc: RecvInfo,
+        /// The GRH.
+        grh: [u8; GRH_LEN],
+        /// The MAD.
+        mad: Box<[u8; MAD_LEN]>,
+    },
+    /// A UD send completed.
+    UdSendDone {
+        /// The endpoint.
+        ep: EndpointId,
+        /// The send.
+        token: SendToken,
+        /// Success.
+        ok: bool,
+    },
+    /// An SA response for the port's umad agent.
+    SaResponse {
+        /// The port.
+        port: PortId,
+        /// The MAD.
+        mad: Vec<u8>,
+    },
+    /// An SA send timed out after its retries.
+    SaSendFailed {
+        /// The port.
+        port: PortId,
+        /// The TID as the engine sent it (the hub gives back the rewritten one; only the
+        /// low 32 bits are compared).
+        tid: u64,
+        /// umad's status.
+        status: i32,
+    },
+}
+
+fn put_port_attrs(w: &mut W, a: &PortAttrs) {
+    w.u8(u8::from(a.state == PortState::Active));
+    w.u8(u8::from(a.link_layer_ib));
+    w.u16(a.lid);
+    w.u8(a.lmc);
+    w.u16(a.sm_lid);
+    w.u8(a.sm_sl);
+    w.u8(a.rate.0);
+    w.u8(a.mtu.0);
+    w.u8(a.subnet_timeout);
+    let gids = &a.gids[..a.gids.len().min(255)];
+    w.u8(gids.len() as u8);
+    for g in gids {
+        w.gid(g);
+    }
+    let pkeys = &a.pkeys[..a.pkeys.len().min(usize::from(u16::MAX))];
+    w.u16(pkeys.len() as u16);
+    for &k in pkeys {
+        w.u16(k);
+    }
+}
+
+fn get_port_attrs(r: &mut R<'_>) -> Result<PortAttrs, WireError> {
+    let state = if r.bool("port state")? {
+        PortState::Active
+    } else {
+        PortState::Down
+    };
+    let link_layer_ib = r.bool("link layer")?;
+    let lid = r.u16()?;
+    let lmc = r.u8()?;
+    let sm_lid = r.u16()?;
+    let sm_sl = r.u8()?;
+    let rate = Rate(r.u8()?);
+    let mtu = Mtu(r.u8()?);
+    let subnet_timeout = r.u8()?;
+    let n = r.u8()?;
+    let gids = (0..n).map(|_| r.gid()).collect::<Result<_, _>>()?;
+    let n = r.u16()?;
+    let pkeys = (0..n).map(|_| r.u16()).collect::<Result<_, _>>()?;
+    Ok(PortAttrs {
+        state,
+        link_layer_ib,
+        lid,
+        lmc,
+        sm_lid,
+        sm_sl,
+        gids,
+        pkeys,
+        rate,
+        mtu,
+        subnet_timeout,
+    })
+}
+
+fn put_ip(w: &mut W, ip: &LocalIp) {
+    let mut a = [0u8; 16];
+    match ip.addr {
+        IpAddr::V4(v4) => {
+            w.u8(4);
+            a[..4].copy_from_slice(&v4.octets());
+        }
+        IpAddr::V6(v6) => {
+            w.u8(6);
+            a = v6.octets();
+        }
+    }
+    w.bytes(&a);
+    w.u8(ip.prefix_len.unwrap_or(0xFF));
+    w.gid(&ip.gid);
+    w.u16(ip.pkey);
+}
+
+fn get_ip(r: &mut R<'_>) -> Result<LocalIp, WireError> {
+    let family = r.u8()?;
+    let a: [u8; 16] = r.arr()?;
+    let addr = match family {
+        4 => IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3])),
+        6 => IpAddr::V6(Ipv6Addr::from(a)),
+        _ => return Err(WireError::BadField("address family")),
+    };
+    let prefix = r.u8()?;
+    Ok(LocalIp {
+        addr,
+        prefix_len: (prefix != 0xFF).then_some(prefix),
+        gid: r.gid()?,
+        pkey: r.u16()?,
+    })
+}
+
+impl HubMsg {
+    /// The datagram.
+    #[must_use]
+    pub fn encode(&self) -> Vec<u8> {
+        use msg_type as t;
+        match self {
+            Self::Attached(s) => {
+                let mut w = W::new(t::ATTACHED);
+                w.u32(s.host);
+                w.u16(s.sm_lid);
+                w.u8(s.sm_sl);
+                w.str(&s.name);
+                w.u16(s.devices.len().min(usize::from(u16::MAX)) as u16);
+                for d in s.devices.iter().take(usize::from(u16::MAX)) {
+                    w.u32(d.id.0);
+                    w.u64(d.guid);
+                    w.str(&d.name);
+                    let ports = &d.ports[..d.ports.len().min(255)];
+                    w.u8(ports.len() as u8);
+                    for p in ports {
+                        put_port_attrs(&mut w, p);
+                    }
+                }
+                w.u16(s.ips.len().min(usize::from(u16::MAX)) as u16);
+                for ip in s.ips.iter().take(usize::from(u16::MAX)) {
+                    put_ip(&mut w, ip);
+                }
+                w.finish()
+            }
+            Self::Error { code, message } => {
+                let mut w = W::new(t::ERROR);
+                w.u16(*code);
+                w.str(message);
+                w.finish()
+            }
+            Self::Bye { reason } => {
+                let mut w = W::new(t::BYE);
+                w.str(reason);
+                w.finish()
+            }
+            Self::QpOpened { ep, qpn } => {
+                let mut w = W::new(t::QP_OPENED);
+                w.u32(ep.0);
+                w.u8(u8::from(qpn.is_some()));
+                w.u32(qpn.unwrap_or(0));
+                w.finish()
+            }
+            Self::UdReceive { ep, wc, grh, mad } => {
+                let mut w = W::new(t::UD_RECEIVE);
+                w.u32(ep.0);
+                w.u16(wc.slid);
+                w.u32(wc.src_qp);
+                w.u8(wc.dlid_path_bits);
+                w.u16(wc.pkey_index);
+                w.bytes(grh);
+                w.bytes(&mad[..]);
+                w.finish()
+            }
+            Self::UdSendDone { ep, token, ok } => {
+                let mut w = W::new(t::UD_SEND_DONE);
+                w.u32(ep.0);
+                w.u64(token.0);
+                w.u8(u8::from(*ok));
+                w.finish()
+            }
+            Self::SaResponse { port, mad } => {
+                let mut w = W::new(t::SA_RESPONSE);
+                w.port(*port);
+                w.bytes(mad);
+                w.finish()
+            }
+            Self::SaSendFailed { port, tid, status } => {
+                let mut w = W::new(t::SA_SEND_FAILED);
+                w.port(*port);
+                w.u64(*tid);
+                w.i32(*status);
+                w.finish()
+            }
+        }
+    }
+
+    /// Reads a datagram the hub sent.
+    ///
+    /// # Errors
+    /// A [`WireError`] for a bad header, an unknown type, a bad field or a wrong length.
+    pub fn decode(datagram: &[u8]) -> Result<Self, WireError> {
+        use msg_type as t;
+        let (ty, mut r) = open(datagram)?;
+        let msg = match ty {
+            t::ATTACHED => {
+                let host = r.u32()?;
+                let sm_lid = r.u16()?;
+                let sm_sl = r.u8()?;
+                let name = r.str("host name")?;
+                let n = r.u16()?;
+                let mut devices = Vec::with_capacity(usize::from(n));
+                for _ in 0..n {
+                    let id = DeviceId(r.u32()?);
+                    let guid = r.u64()?;
+                    let dname = r.str("device name")?;
+                    let np = r.u8()?;
+                    let ports = (0..np)
+                        .map(|_| get_port_attrs(&mut r))
+                        .collect::<Result<_, _>>()?;
+                    devices.push(DeviceDesc {
+                        id,
+                        name: dname,
+                        guid,
+                        ports,
+                    });
+                }
+                let n = r.u16()?;
+                let ips = (0..n).map(|_| get_ip(&mut r)).collect::<Result<_, _>>()?;
+                Self::Attached(HostSetup {
+                    host,
+                    name,
+                    sm_lid,
+                    sm_sl,
+                    devices,
+                    ips,
+                })
+            }
+            t::ERROR => Self::Error {
+                code: r.u16()?,
+                message: r.str("message")?,
+            },
+            t::BYE => Self::Bye {
+                reason: r.str("reason")?,
+            },
+            t::QP_OPENED => {
+                let ep = EndpointId(r.u32()?);
+                let ok = r.bool("QP_OPENED ok")?;
+                let qpn = r.u32()?;
+                Self::QpOpened {
+                    ep,
+                    qpn: ok.then_some(qpn),
+                }
+            }
+            t::UD_RECEIVE => Self::UdReceive {
+                ep: EndpointId(r.u32()?),
+                wc: RecvInfo {
+                    slid: r.u16()?,
+                    src_qp: r.u32()?,
+                    dlid_path_bits: r.u8()?,
+                    pkey_index: r.u16()?,
+                },
+                grh: r.arr()?,
+                mad: r.mad()?,
+            },
+            t::UD_SEND_DONE => Self::UdSendDone {
+                ep: EndpointId(r.u32()?),
+                token: SendToken(r.u64()?),
+                ok: r.bool("UD_SEND_DONE ok")?,
+            },
+            t::SA_RESPONSE => Self::SaResponse {
+                port: r.port()?,
+                mad: r.rest().to_vec(),
+            },
+            t::SA_SEND_FAILED => Self::SaSendFailed {
+                port: r.port()?,
+                tid: r.u64()?,
+                status: r.i32()?,
+            },
+            other => return Err(WireError::UnknownType(other)),
+        };
+        r.end()?;
+        Ok(msg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mad(seed: u8) -> Box<[u8; MAD_LEN]> {
+        let mut m = [0u8; MAD_LEN];
+        for (i, b) in m.iter_mut().enumerate() {
+            *b = (i as u8).wrapping_mul(seed);
+        }
+        Box::new(m)
+    }
+
+    fn port() -> PortId {
+        PortId {
+            device: DeviceId(1),
+            port: 2,
+        }
+    }
+
+    fn host_msgs() -> Vec<HostMsg> {
+        let gid = Gid::from_parts(0xff12_401b_ffff_0000, 0x0102_0304);
+        vec![
+            HostMsg::Attach {
+                name: "node1".into(),
+            },
+            HostMsg::Detach,
+            HostMsg::OpenQp {
+                ep: EndpointId(3),
+                port: port(),
+                pkey: 0xFFFF,
+                pkey_index: 1,
+                recv_depth: 1024,
+                send_depth: 2,
+            },
+            HostMsg::CloseQp { ep: EndpointId(3) },
+            HostMsg::UdSend {
+                ep: EndpointId(3),
+                token: SendToken(0x1122_3344_5566_7788),
+                av: AddressVector {
+                    dlid: 0xC001,
+                    sl: 3,
+                    src_path_bits: 1,
+                    static_rate: 7,
+                    grh: GlobalRoute {
+                        dgid: gid,
+                        flow_label: 0xABCDE,
+                        hop_limit: 64,
+                        tclass: 5,
+                        sgid_index: 2,
+                    },
+                    remote_qpn: 0xFF_FFFF,
+                    remote_qkey: 0x8001_0000,
+                },
+                mad: mad(3),
+            },
+            HostMsg::McastAttach {
+                ep: EndpointId(3),
+                mgid: gid,
+                mlid: 0xC002,
+            },
+            HostMsg::McastDetach {
+                ep: EndpointId(4),
+                mgid: gid,
+                mlid: 0xC003,
+            },
+            HostMsg::SaSend {
+                port: port(),
+                tid: 0x0102_0304_0506_0708,
+                dest: SaDest {
+                    dlid: 1,
+                    sl: 2,
+                    pkey_index: 3,
+                    remote_qpn: 1,
+                    remote_qkey: 0x8001_0000,
+                },
+                timeout_ms: 2000,
+                retries: 2,
+                mad: mad(5),
+            },
+        ]
+    }
+
+    fn hub_msgs() -> Vec<HubMsg> {
+        let attrs = PortAttrs {
+            state: PortState::Active,
+            link_layer_ib: true,
+            lid: 7,
+            lmc: 1,
+            sm_lid: 1,
+            sm_sl: 2,
+            gids: vec![Gid::from_parts(0xfe80 << 48, 0x77)],
+            pkeys: vec![0xFFFF, 0x8001],
+            rate: Rate::RATE_40,
+            mtu: Mtu::MTU_4096,
+            subnet_timeout: 18,
+        };
+        vec![
+            HubMsg::Attached(HostSetup {
+                host: 2,
+                name: "node3".into(),
+                sm_lid: 1,
+                sm_sl: 2,
+                devices: vec![DeviceDesc {
+                    id: DeviceId(0),
+                    name: "mlx5_0".into(),
+                    guid: 0x0002_c903_00a0_b002,
+                    ports: vec![
+                        attrs.clone(),
+                        PortAttrs {
+                            state: PortState::Down,
+                            link_layer_ib: false,
+                            gids: Vec::new(),
+                            ..attrs
+                        },
+                    ],
+                }],
+                ips: vec![
+                    LocalIp {
+                        addr: "10.0.0.3".parse().unwrap(),
+                        prefix_len: Some(24),
+                        gid: Gid::from_parts(0xfe80 << 48, 0x77),
+                        pkey: 0xFFFF,
+                    },
+                    LocalIp {
+                        addr: "fd00::3".parse().unwrap(),
+                        prefix_len: None,
+                        gid: Gid::ZERO,
+                        pkey: 0x8001,
+                    },
+                ],
+            }),
+            HubMsg::Error {
+                code: error_code::UNKNOWN_HOST,
+                message: "no host \"x\"".into(),
+            },
+            HubMsg::Bye {
+                reason: "shutdown".into(),
+            },
+            HubMsg::QpOpened {
+                ep: EndpointId(1),
+                qpn: Some(0x48),
+            },
+            HubMsg::QpOpened {
+                ep: EndpointId(2),
+                qpn: None,
+            },
+            HubMsg::UdReceive {
+                ep: EndpointId(1),
+                wc: RecvInfo {
+                    slid: 2,
+                    src_qp: 0x49,
+                    dlid_path_bits: 1,
+                    pkey_index: 3,
+                },
+                grh: [9; GRH_LEN],
+                mad: mad(7),
+            },
+            HubMsg::UdSendDone {
+                ep: EndpointId(1),
+                token: SendToken(99),
+                ok: true,
+            },
+            HubMsg::SaResponse {
+                port: port(),
+                mad: mad(11).to_vec(),
+            },
+            HubMsg::SaSendFailed {
+                port: port(),
+                tid: 0x0100_0001_0000_0005,
+                status: 110,
+            },
+        ]
+    }
+
+    #[test]
+    fn every_message_round_trips() {
+        for m in host_msgs() {
+            let d = m.encode();
+            assert_eq!(d[1], VERSION);
+            assert_eq!(HostMsg::decode(&d), Ok(m.clone()), "{m:?}");
+            assert_eq!(
+                HubMsg::decode(&d),
+                Err(WireError::UnknownType(d[0])),
+                "directions do not mix"
+            );
+        }
+        for m in hub_msgs() {
+            let d = m.encode();
+            assert_eq!(HubMsg::decode(&d), Ok(m.clone()), "{m:?}");
+        }
+    }
+
+    #[test]
+    fn fixed_layouts() {
+        let sizes: Vec<usize> = host_msgs().iter().map(|m| m.encode().len()).collect();
+        // ATTACH "node1", DETACH, OPEN_QP, CLOSE_QP, UD_SEND, MCAST x2, SA_SEND.
+        assert_eq!(sizes, vec![15, 8, 29, 12, 312, 30, 30, 298]);
+        let d = HubMsg::UdReceive {
+            ep: EndpointId(0x0403_0201),
+            wc: RecvInfo::default(),
+            grh: [0; GRH_LEN],
+            mad: Box::new([0; MAD_LEN]),
+        }
+        .encode();
+        assert_eq!(d.len(), HEADER_LEN + 309);
+        assert_eq!(&d[..12], &[0x91, 1, 0, 0, 0x35, 1, 0, 0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn damage_is_reported() {
+        let good = HostMsg::CloseQp { ep: EndpointId(1) }.encode();
+        assert!(matches!(
+            HostMsg::decode(&good[..5]),
+            Err(WireError::Truncated { .. })
+        ));
+        let mut v = good.clone();
+        v[1] = 9;
+        assert_eq!(HostMsg::decode(&v), Err(WireError::Version(9)));
+        let mut v = good.clone();
+        v.push(0);
+        assert!(matches!(HostMsg::decode(&v), Err(WireError::Length { .. })));
+        v[4] += 1;
+        assert_eq!(HostMsg::decode(&v), Err(WireError::Trailing(1)));
+        let mut v = good;
+        v[0] = 0x7F;
+        assert_eq!(HostMsg::decode(&v), Err(WireError::UnknownType(0x7F)));
+        let mut q = HubMsg::QpOpened {
+            ep: EndpointId(1),
+            qpn: None,
+        }
+        .encode();
+        q[12] = 2;
+        assert_eq!(HubMsg::decode(&q), Err(WireError::BadField("QP_OPENED ok")));
+        // Every cut of a long message, with its header patched to match, is an error.
+        let whole = hub_msgs()[0].encode();
+        for n in HEADER_LEN..whole.len() {
+            let mut cut = whole[..n].to_vec();
+            cut[4..8].copy_from_slice(&((n - HEADER_LEN) as u32).to_le_bytes());
+            assert!(
+                matches!(HubMsg::decode(&cut), Err(WireError::Truncated { .. })),
+                "cut at {n}"
+            );
+        }
+    }
+}

@@ -1,0 +1,471 @@
+//! One simulated host: its engine and what its driver would hold (QPs, multicast
+//! attachments, client connections, umad sends in the kernel's hands), and how the
+//! engine's outputs turn into fabric events.
+
+use super::client::{self, Outcome};
+use super::{Event, Sim, port_ref, us};
+use crate::fabric::{self, FabricQp, QpTable, QpTables, UmadExpiry, UmadSend};
+use crate::rng::SimRng;
+use crate::spec::FabricSpec;
+use crate::topology::{PortRef, Topology};
+use acm_engine::io::{AddressVector, EndpointId, LocalIp, Mad, Output};
+use acm_engine::{ConnId, DeviceDesc, DeviceId, Engine, Instant};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+pub(crate) use crate::fabric::engine_port;
+
+pub(crate) struct SimHost {
+    /// Its index in the spec.
+    pub(crate) index: usize,
+    pub(crate) engine: Engine,
+    pub(crate) incarnation: u32,
+    pub(crate) timer: Option<Instant>,
+    pub(crate) qps: QpTable,
+    next_qpn: u32,
+    /// Open client connections and the request each carries.
+    pub(crate) conns: BTreeMap<ConnId, usize>,
+    pub(crate) next_conn: u64,
+    /// umad sends by TID as rewritten with the agent id.
+    pub(crate) umad: BTreeMap<u64, UmadSend>,
+    agent: u32,
+    pub(crate) ips: Vec<LocalIp>,
+    pub(crate) sa_depth: u32,
+    /// `addr_timeout` in minutes, `None` for never.
+    pub(crate) addr_timeout: Option<u32>,
+    /// Addresses its hosts file preloads (not learned over the network).
+    pub(crate) preloaded: Vec<acm_engine::Address>,
+}
+
+/// The simulator's hosts hold the fabric's QP tables.
+impl QpTables for [SimHost] {
+    fn host_qps(&self, host: usize) -> Option<&QpTable> {
+        self.get(host).map(|h| &h.qps)
+    }
+}
+
+impl SimHost {
+    pub(crate) fn new(spec: &FabricSpec, h: usize, seed: u64, incarnation: u32) -> Self {
+        let config = fabric::engine_config(spec, h);
+        let sa_depth = config.options.sa_depth.max(1);
+        let addr_timeout = u32::try_from(config.options.addr_timeout).ok();
+        let preloaded = config.hosts.iter().map(|e| e.address).collect();
+        let engine_seed =
+            SimRng::derive(seed, ((h as u64) << 20) | u64::from(incarnation)).next_u64();
+        let ips = fabric::local_ips(spec, h);
+        Self {
+            index: h,
+            engine: Engine::new(config, engine_seed, Instant::ZERO),
+            incarnation,
+            timer: None,
+            qps: BTreeMap::new(),
+            next_qpn: fabric::FIRST_QPN + incarnation * 0x100,
+            conns: BTreeMap::new(),
+            next_conn: 1,
+            umad: BTreeMap::new(),
+            agent: fabric::umad_agent(h, incarnation),
+            ips,
+            sa_depth,
+            addr_timeout,
+            preloaded,
+        }
+    }
+
+    /// The host's HCAs as the driver describes them to the engine.
+    pub(crate) fn devices(
+        &self,
+        spec: &FabricSpec,
+        topo: &Topology,
+        sm_lid: u16,
+        sm_sl: u8,
+    ) -> Vec<DeviceDesc> {
+        spec_devices(spec, topo, self.index, sm_lid, sm_sl)
+    }
+}
+
+fn spec_devices(
+    spec: &FabricSpec,
+    topo: &Topology,
+    h: usize,
+    sm_lid: u16,
+    sm_sl: u8,
+) -> Vec<DeviceDesc> {
+    spec.hosts[h]
+        .hcas
+        .iter()
+        .enumerate()
+        .map(|(i, hca)| DeviceDesc {
+            id: DeviceId(i as u32),
+            name: hca.name.clone(),
+            guid: hca.guid,
+            ports: (1..=hca.ports.len() as u8)
+                .filter_map(|port| {
+                    topo.attrs(
+                        PortRef {
+                            host: h,
+                            hca: i,
+                            port,
+                        },
+                        sm_lid,
+                        sm_sl,
+                    )
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+impl Sim {
+    /// Carries out everything host `h`'s engine asked for.
+    pub(crate) fn drain(&mut self, h: usize) {
+        loop {
+            let outs: Vec<Output> =
+                std::iter::from_fn(|| self.hosts[h].engine.poll_output()).collect();
+            if outs.is_empty() {
+                break;
+            }
+            let mut closed = Vec::new();
+            for out in outs {
+                self.output(h, out, &mut closed);
+            }
+            let now = self.now;
+            for conn in closed {
+                self.hosts[h]
+                    .engine
+                    .handle(now, acm_engine::Input::ClientClosed(conn));
+            }
+        }
+        self.refile_timer(h);
+    }
+
+    fn output(&mut self, h: usize, out: Output, closed: &mut Vec<ConnId>) {
+        let now = self.now;
+        let inc = self.hosts[h].incarnation;
+        match out {
+            Output::ClientReply { conn, reply } => {
+                self.trace.add(&[20, h as u8]);
+                self.trace.add(reply.as_bytes());
+                self.stats.replies += 1;
+                match self.hosts[h].conns.remove(&conn) {
+                    Some(idx) => client::finish(
+                        self,
+                        idx,
+                        Outcome::Reply {
+                            bytes: reply.as_bytes().to_vec(),
+                            at: now,
+                        },
+                    ),
+                    None => self.inv.violate(
+                        now,
+                        format!("host {h}: reply on unknown connection {}", conn.0),
+                    ),
+                }
+                closed.push(conn);
+            }
+            Output::ClientClose { conn, reason } => {
+                if let Some(idx) = self.hosts[h].conns.remove(&conn) {
+                    client::finish(self, idx, Outcome::Closed(reason.to_string()));
+                }
+                closed.push(conn);
+            }
+            Output::SourceQuery { id, dest } => {
+                let result = self.route(h, dest);
+                self.schedule(
+                    now,
+                    Event::Source {
+                        host: h,
+                        inc,
+                        id,
+                        result,
+                    },
+                );
+            }
+            Output::OpenQp {
+                ep,
+                port,
+                pkey,
+                pkey_index,
+                ..
+            } => {
+                let host = &mut self.hosts[h];
+                let qpn = host.next_qpn;
+                host.next_qpn += 1;
+                host.qps.insert(
+                    ep,
+                    FabricQp {
+                        port: port_ref(h, port),
+                        qpn,
+                        pkey,
+                        pkey_index,
+                        mcast: Vec::new(),
+                    },
+                );
+                self.schedule(
+                    now,
+                    Event::QpOpened {
+                        host: h,
+                        inc,
+                        ep,
+                        qpn,
+                    },
+                );
+            }
+            Output::CloseQp { ep } => {
+                fabric::close_qp(&mut self.hosts[h].qps, &mut self.mcast, h, ep);
+            }
+            Output::UdSend { ep, token, av, mad } => {
+                self.ud_send(h, ep, &av, &mad);
+                self.schedule(
+                    now + Duration::from_micros(1),
+                    Event::UdDone {
+                        host: h,
+                        inc,
+                        ep,
+                        token,
+                    },
+                );
+            }
+            Output::McastAttach { ep, mgid, .. } => {
+                fabric::mcast_attach(&mut self.hosts[h].qps, &mut self.mcast, h, ep, mgid);
+            }
+            Output::McastDetach { ep, mgid, .. } => {
+                fabric::mcast_detach(&mut self.hosts[h].qps, &mut self.mcast, h, ep, mgid);
+            }
+            Output::SaSend {
+                port,
+                tid,
+                dest,
+                timeout_ms,
+                retries,
+                mad,
+            } => {
+                self.sa_send(
+                    h,
+                    port_ref(h, port),
+                    tid,
+                    dest.dlid,
+                    timeout_ms,
+                    retries,
+                    mad,
+                );
+            }
+            Output::NetlinkReply(_) => {}
+            Output::Log(ev) => {
+                if self.keep_logs {
+                    self.logs.push(format!("{now} host{h}: {ev}"));
+                }
+            }
+        }
+    }
+
+    /// The source the host's routing picks for `dest` ([`fabric::route_source`]).
+    fn route(&self, h: usize, dest: IpAddr) -> Result<IpAddr, u8> {
+        let ips = &self.spec.hosts[h].ips;
+        fabric::route_source(ips.iter().map(|ip| (ip.addr, ip.prefix)), dest)
+    }
+
+    /// A UD send: to every QP attached to the group (multicast), or to the QP the AV
+    /// names (unicast), if the partitions, Q_Key and ports allow
+    /// ([`fabric::ud_delivery`]); each copy then meets the link's faults.
+    fn ud_send(&mut self, h: usize, ep: EndpointId, av: &AddressVector, mad: &Mad) {
+        self.stats.acm_mads += 1;
+        let Some(delivery) =
+            fabric::ud_delivery(&self.topo, &self.hosts[..], &self.mcast, h, ep, av)
+        else {
+            return;
+        };
+        self.inv.on_acm_send(self.now, h, &mad.0);
+        let grh = delivery.grh;
+        for t in delivery.targets {
+            let base = self.spec.latency(h, t.host);
+            let inc = self.hosts[t.host].incarnation;
+            for delay in self.faults.judge(h, t.host, base) {
+                let ev = Event::Ud {
+                    host: t.host,
+                    inc,
+                    ep: t.ep,
+                    wc: t.wc,
+                    grh,
+                    mad: Box::new(mad.0),
+                };
+                self.schedule(self.now + delay, ev);
+            }
+        }
+    }
+
+    /// The kernel takes an SA MAD: rewrite the TID's upper half with the agent id, send
+    /// the first try, and start its timeout.
+    #[allow(clippy::too_many_arguments)]
+    fn sa_send(
+        &mut self,
+        h: usize,
+        port: PortRef,
+        tid: u64,
+        dlid: u16,
+        timeout_ms: u32,
+        retries: u32,
+        mad: Mad,
+    ) {
+        let attr = u16::from_be_bytes([mad.0[16], mad.0[17]]);
+        match attr {
+            0x0035 => self.stats.sa_path_queries += 1,
+            0x0038 => self.stats.sa_joins += 1,
+            _ => {}
+        }
+        let outstanding = self.hosts[h]
+            .umad
+            .values()
+            .filter(|u| u.port == port)
+            .count() as u32;
+        if outstanding >= self.hosts[h].sa_depth {
+            self.inv.violate(
+                self.now,
+                format!(
+                    "host {h}: {} SA MADs outstanding with sa_depth {}",
+                    outstanding + 1,
+                    self.hosts[h].sa_depth
+                ),
+            );
+        }
+        let low = tid as u32;
+        if self.hosts[h].umad.keys().any(|&t| t as u32 == low) {
+            self.inv.violate(
+                self.now,
+                format!("host {h}: SA TID {low:#x} reused while in flight"),
+            );
+        }
+        let (full, send) = UmadSend::new(
+            self.hosts[h].agent,
+            port,
+            tid,
+            dlid,
+            timeout_ms,
+            retries,
+            mad.0,
+        );
+        self.hosts[h].umad.insert(full, send);
+        self.sa_try(h, full);
+    }
+
+    fn sa_try(&mut self, h: usize, tid: u64) {
+        let inc = self.hosts[h].incarnation;
+        let Some(u) = self.hosts[h].umad.get(&tid).cloned() else {
+            return;
+        };
+        let now = self.now;
+        self.schedule(
+            now + u.timeout,
+            Event::UmadTimeout {
+                host: h,
+                inc,
+                tid,
+                attempt: u.attempt,
+            },
+        );
+        let up = self.topo.port(u.port).is_some_and(|p| p.up);
+        let Some((smh, _)) = self.sm_host() else {
+            return;
+        };
+        if !up {
+            return;
+        }
+        let base = self.spec.latency(h, smh);
+        for delay in self.faults.judge(h, smh, base) {
+            let ev = Event::SaAtSm {
+                host: h,
+                inc,
+                port: u.port,
+                dlid: u.dlid,
+                mad: u.mad.clone(),
+            };
+            self.schedule(now + delay, ev);
+        }
+    }
+
+    pub(crate) fn sa_arrival(
+        &mut self,
+        h: usize,
+        inc: u32,
+        port: PortRef,
+        dlid: u16,
+        mad: &[u8; 256],
+    ) {
+        // A MAD addressed to a LID that is no longer the SM's goes nowhere.
+        if dlid != self.sm_lid {
+            return;
+        }
+        let Some((smh, _)) = self.sm_host() else {
+            return;
+        };
+        self.trace.add(&[6, h as u8]);
+        let Some(resp) = self.sa.answer(&self.topo, port, mad) else {
+            return;
+        };
+        let base = us(self.spec.sm.response_us) + self.spec.latency(smh, h);
+        for delay in self.faults.judge(smh, h, base) {
+            self.schedule(
+                self.now + delay,
+                Event::SaBack {
+                    host: h,
+                    inc,
+                    port,
+                    mad: Box::new(resp),
+                },
+            );
+        }
+    }
+
+    pub(crate) fn sa_back(&mut self, h: usize, inc: u32, port: PortRef, mad: [u8; 256]) {
+        if self.hosts[h].incarnation != inc {
+            return;
+        }
+        let tid = fabric::mad_tid(&mad);
+        // The kernel matches the response to its send; a late or duplicate one is dropped.
+        if self.hosts[h].umad.remove(&tid).is_none() {
+            return;
+        }
+        self.trace.add(&[7, h as u8]);
+        self.trace.add(&mad);
+        self.input(
+            h,
+            acm_engine::Input::SaResponse {
+                port: engine_port(port),
+                mad: &mad,
+            },
+        );
+    }
+
+    pub(crate) fn umad_timeout(&mut self, h: usize, inc: u32, tid: u64, attempt: u32) {
+        if self.hosts[h].incarnation != inc {
+            return;
+        }
+        let Some(u) = self.hosts[h].umad.get_mut(&tid) else {
+            return;
+        };
+        match u.expire(attempt) {
+            UmadExpiry::Stale => return,
+            UmadExpiry::Retry => {
+                self.sa_try(h, tid);
+                return;
+            }
+            UmadExpiry::Failed => {}
+        }
+        let port = u.port;
+        self.hosts[h].umad.remove(&tid);
+        self.trace.add(&[8, h as u8]);
+        self.input(
+            h,
+            acm_engine::Input::SaSendFailed {
+                port: engine_port(port),
+                tid,
+                status: fabric::UMAD_TIMEOUT_STATUS,
+            },
+        );
+    }
+
+    /// Records what a UD MAD arriving at host `h` teaches it (for the cache invariant).
+    pub(crate) fn on_ud_arrival(&mut self, h: usize, mad: &[u8]) {
+        self.inv.on_acm_arrival(self.now, h, mad);
+    }
+}

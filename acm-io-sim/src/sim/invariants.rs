@@ -1,0 +1,266 @@
+//! The invariants every scenario checks: every client request gets exactly one reply;
+//! every successful reply's path is the fabric's truth; no address is served from a
+//! cache after its lifetime; SA sends stay within `sa_depth`; no TID is reused while
+//! in flight.
+
+use super::Sim;
+use acm_engine::{Address, Instant};
+use acm_proto::Bytes64;
+use acm_proto::client::AddrType;
+use acm_proto::path_record::PathRecordRepr;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+/// A broken invariant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// When it was seen.
+    pub at: Instant,
+    /// What went wrong.
+    pub what: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.at, self.what)
+    }
+}
+
+/// How long a TID stays "in flight" for the reuse check: longer than any retry cycle.
+const TID_WINDOW: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Invariants {
+    violations: Vec<Violation>,
+    /// ACM requests by (requester, TID): content hash, destination, first sent.
+    requests: BTreeMap<(usize, u32), (u64, Address, Instant)>,
+    /// When each host last learned each address over the network.
+    learned: BTreeMap<(usize, Address), Instant>,
+}
+
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+fn addr(ty: u8, bytes: &[u8]) -> Address {
+    let mut b = [0u8; 64];
+    b.copy_from_slice(&bytes[..64]);
+    Address {
+        ty: AddrType(u16::from(ty)),
+        bytes: Bytes64(b),
+    }
+}
+
+fn low_tid(mad: &[u8]) -> u32 {
+    u32::from_be_bytes([mad[12], mad[13], mad[14], mad[15]])
+}
+
+impl Invariants {
+    pub(crate) fn violate(&mut self, at: Instant, what: String) {
+        self.violations.push(Violation { at, what });
+    }
+
+    /// Host `h` sends an ACM MAD.
+    pub(crate) fn on_acm_send(&mut self, now: Instant, h: usize, mad: &[u8]) {
+        if mad.len() < 152 || mad[3] != 0x01 {
+            return;
+        }
+        let tid = low_tid(mad);
+        let content = fnv(&mad[16..]);
+        let dest = addr(mad[16], &mad[24..88]);
+        if let Some(&(prev, _, at)) = self.requests.get(&(h, tid))
+            && prev != content
+            && now.saturating_duration_since(at) < TID_WINDOW
+        {
+            self.violate(
+                now,
+                format!("host {h}: ACM TID {tid:#x} reused for another request while in flight"),
+            );
+        }
+        let first = self
+            .requests
+            .get(&(h, tid))
+            .filter(|(c, ..)| *c == content)
+            .map_or(now, |&(_, _, at)| at);
+        self.requests.insert((h, tid), (content, dest, first));
+    }
+
+    /// An ACM MAD reaches host `h`: a request teaches it the requester's address; a
+    /// response teaches it the address it asked for.
+    pub(crate) fn on_acm_arrival(&mut self, now: Instant, h: usize, mad: &[u8]) {
+        if mad.len() < 152 {
+            return;
+        }
+        match mad[3] {
+            0x01 => {
+                self.learned.insert((h, addr(mad[18], &mad[88..152])), now);
+            }
+            0x81 => {
+                if let Some(&(_, dest, _)) = self.requests.get(&(h, low_tid(mad))) {
+                    self.learned.insert((h, dest), now);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Host `h` restarted: it knows nothing, and its TIDs start over.
+    pub(crate) fn host_restarted(&mut self, h: usize) {
+        self.requests.retain(|&(x, _), _| x != h);
+        self.learned.retain(|&(x, _), _| x != h);
+    }
+
+    pub(crate) fn learned(&self, h: usize, a: &Address) -> Option<Instant> {
+        self.learned.get(&(h, *a)).copied()
+    }
+
+    pub(crate) fn violations(&self) -> &[Violation] {
+        &self.violations
+    }
+}
+
+/// Checks a successful RESOLVE reply on host `h` against the fabric.
+pub(crate) fn check_resolve(sim: &mut Sim, h: usize, req: &[u8], reply: &[u8]) {
+    if req.len() < 88 || req[1] != 0x01 || reply.len() < 88 || reply[2] != 0 {
+        return;
+    }
+    let Ok(path) = PathRecordRepr::parse(&reply[24..88]) else {
+        let now = sim.now;
+        sim.inv.violate(
+            now,
+            format!("host {h}: unparsable path in a successful reply"),
+        );
+        return;
+    };
+    let now = sim.now;
+    // The destination entry.
+    let entries = (req.len() - 16) / 72;
+    let dest = (0..entries)
+        .map(|i| &req[16 + 72 * i..88 + 72 * i])
+        .find(|e| {
+            let flags = u32::from_ne_bytes([e[0], e[1], e[2], e[3]]);
+            let ty = u16::from_ne_bytes([e[4], e[5]]);
+            flags & 2 != 0 || ty == 0x10
+        });
+    let Some(dest) = dest else { return };
+    let ty = u16::from_ne_bytes([dest[4], dest[5]]);
+    let truth = match ty {
+        1..=3 => {
+            let a = addr(ty as u8, &dest[8..72]);
+            sim.owner_of(&a)
+        }
+        0x10 => {
+            let d = acm_proto::Gid::read(&dest[16..32]);
+            d.and_then(|g| sim.topo.by_gid(&g))
+        }
+        _ => None,
+    };
+    let Some(truth) = truth else { return };
+    let Some(tp) = sim.topo.port(truth) else {
+        return;
+    };
+    if path.dgid != tp.gid || (path.dlid != 0 && (path.dlid & !((1u16 << tp.lmc) - 1)) != tp.lid) {
+        sim.inv.violate(
+            now,
+            format!(
+                "host {h}: path to {} has dgid {} dlid {}, truth {} {}",
+                truth.host, path.dgid, path.dlid, tp.gid, tp.lid
+            ),
+        );
+    }
+    let own = sim.topo.by_gid(&path.sgid).is_some_and(|p| p.host == h);
+    if !own {
+        sim.inv.violate(
+            now,
+            format!("host {h}: path sgid {} is not one of its ports", path.sgid),
+        );
+    }
+    // Address freshness, for addresses learned over the network.
+    if matches!(ty, 1..=3) && truth.host != h {
+        let a = addr(ty as u8, &dest[8..72]);
+        if sim.hosts[h].preloaded.contains(&a) {
+            return;
+        }
+        let limit = sim.hosts[h].addr_timeout;
+        match sim.inv.learned(h, &a) {
+            None => sim.inv.violate(
+                now,
+                format!("host {h}: served {a} without ever learning it"),
+            ),
+            Some(at) => {
+                if let Some(minutes) = limit {
+                    // Lookups compare whole minutes, so allow one minute of granularity.
+                    let max = Duration::from_secs(60 * (u64::from(minutes) + 1));
+                    if now.saturating_duration_since(at) > max {
+                        sim.inv.violate(
+                            now,
+                            format!("host {h}: served {a} learned at {at}, past addr_timeout"),
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Sim {
+    /// Every violation so far, plus every request still unanswered. Call it when the
+    /// simulation is idle.
+    ///
+    /// # Errors
+    /// The violations, if there are any.
+    pub fn check_invariants(&self) -> Result<(), Vec<Violation>> {
+        let mut v = self.inv.violations().to_vec();
+        for (i, r) in self.requests.iter().enumerate() {
+            if r.outcome == super::Outcome::Pending {
+                v.push(Violation {
+                    at: self.now,
+                    what: format!("host {}: request {i} never answered", r.host),
+                });
+            }
+        }
+        if v.is_empty() { Ok(()) } else { Err(v) }
+    }
+
+    /// The port that owns a name or IP address in the fabric description.
+    pub(crate) fn owner_of(&self, a: &Address) -> Option<crate::topology::PortRef> {
+        use crate::topology::PortRef;
+        if let Some(ip) = a.as_ip() {
+            for (h, hs) in self.spec.hosts.iter().enumerate() {
+                if let Some(i) = hs.ips.iter().find(|i| i.addr == ip) {
+                    return Some(PortRef {
+                        host: h,
+                        hca: i.hca,
+                        port: i.port,
+                    });
+                }
+            }
+            return None;
+        }
+        let name = a.bytes.until_nul();
+        for h in 0..self.spec.hosts.len() {
+            for line in self.spec.addr_file_text(h).lines() {
+                let mut t = line.split_whitespace();
+                let (Some(n), Some(dev), Some(port)) = (t.next(), t.next(), t.next()) else {
+                    continue;
+                };
+                if n.starts_with('#') || !n.as_bytes().eq_ignore_ascii_case(name) {
+                    continue;
+                }
+                let hca = self.spec.hosts[h]
+                    .hcas
+                    .iter()
+                    .position(|c| c.name.eq_ignore_ascii_case(dev))?;
+                return Some(PortRef {
+                    host: h,
+                    hca,
+                    port: port.parse().ok()?,
+                });
+            }
+        }
+        None
+    }
+}

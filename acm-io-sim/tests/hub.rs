@@ -1,0 +1,410 @@
+//! The fabric hub: a hub thread on a temporary socket, and hosts of
+//! `testdata/fabrics/demo.toml` attached through `HubClient`, each driven by a small
+//! real-time driver loop owning an engine.
+//!
+//! Every wait is bounded: the drivers give up at a deadline and the test thread takes
+//! their results from a channel with a timeout, so a broken hub fails the test instead
+//! of hanging it.
+
+use acm_engine::io::Output;
+use acm_engine::{ConnId, Engine, Input, Instant};
+use acm_io_sim::FabricSpec;
+use acm_io_sim::fabric;
+use acm_io_sim::hub::{Hub, HubClient, HubError, HubStats};
+use acm_io_sim::sim::requests;
+use acm_proto::path_record::PathRecordRepr;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant as WallInstant};
+
+/// The longest any part of a test may take.
+const DEADLINE: Duration = Duration::from_secs(10);
+
+/// A directory for the test's sockets, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let dir =
+            std::env::temp_dir().join(format!("acm-hub-{tag}-{}-{nanos:x}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        Self(dir)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn demo() -> FabricSpec {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/fabrics/demo.toml");
+    FabricSpec::parse(&std::fs::read_to_string(path).expect("demo.toml")).expect("valid")
+}
+
+/// A hub serving in its own thread; `stop` ends it and hands back its counters.
+struct RunningHub {
+    path: PathBuf,
+    flag: Arc<AtomicBool>,
+    done: mpsc::Receiver<Result<HubStats, String>>,
+}
+
+impl RunningHub {
+    fn start(spec: FabricSpec, path: PathBuf) -> Self {
+        // Bound before the thread starts, so hosts can attach at once.
+        let mut hub = Hub::bind(spec, &path).expect("bind the hub");
+        hub.set_logging(true);
+        let flag = Arc::new(AtomicBool::new(false));
+        let (tx, done) = mpsc::channel();
+        let f = Arc::clone(&flag);
+        thread::spawn(move || {
+            let r = hub.serve_until(&f).map_err(|e| e.to_string());
+            let stats = hub.stats();
+            drop(hub);
+            let _ = tx.send(r.map(|()| stats));
+        });
+        Self { path, flag, done }
+    }
+
+    fn stop(self) -> HubStats {
+        self.flag.store(true, Ordering::Relaxed);
+        let stats = self
+            .done
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the hub stops within 5 s")
+            .expect("the hub served without error");
+        assert!(!self.path.exists(), "the hub removes its socket file");
+        stats
+    }
+}
+
+/// What the two drivers share: how many hosts are ready (their first multicast group
+/// is attached) and how many have their answer.
+#[derive(Default)]
+struct Progress {
+    ready: AtomicUsize,
+    done: AtomicUsize,
+}
+
+/// One host: its engine on a real-time clock, attached through a `HubClient`.
+struct Driver {
+    name: String,
+    client: HubClient,
+    engine: Engine,
+    epoch: WallInstant,
+    replies: HashMap<ConnId, Vec<u8>>,
+    ready: bool,
+    logs: Vec<String>,
+}
+
+impl Driver {
+    fn now(&self) -> Instant {
+        Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    fn handle(&mut self, input: Input<'_>) -> Result<(), String> {
+        let now = self.now();
+        self.engine.handle(now, input);
+        self.drain()
+    }
+
+    /// Carries out everything the engine wants: fabric outputs go to the hub, client
+    /// replies are kept (and their connections closed), logs are kept for failures.
+    fn drain(&mut self) -> Result<(), String> {
+        loop {
+            let mut closed = Vec::new();
+            while let Some(out) = self.engine.poll_output() {
+                if matches!(out, Output::McastAttach { .. }) {
+                    self.ready = true;
+                }
+                let sent = self
+                    .client
+                    .send_output(&out)
+                    .map_err(|e| format!("{}: send_output: {e}", self.name))?;
+                if sent {
+                    continue;
+                }
+                match out {
+                    Output::ClientReply { conn, reply } => {
+                        self.replies.insert(conn, reply.as_bytes().to_vec());
+                        closed.push(conn);
+                    }
+                    Output::ClientClose { conn, reason } => {
+                        return Err(format!(
+                            "{}: connection {conn:?} closed: {reason}",
+                            self.name
+                        ));
+                    }
+                    Output::Log(ev) => {
+                        self.logs
+                            .push(format!("{} {}: {ev}", self.now(), self.name))
+                    }
+                    _ => {}
+                }
+            }
+            if closed.is_empty() {
+                return Ok(());
+            }
+            for conn in closed {
+                let now = self.now();
+                self.engine.handle(now, Input::ClientClosed(conn));
+            }
+        }
+    }
+
+    /// Waits for one input (or the engine's next timer, or 10 ms) and handles it.
+    fn pump(&mut self) -> Result<(), String> {
+        let now = self.now();
+        let wait = self
+            .engine
+            .poll_timeout()
+            .map_or(Duration::from_millis(10), |t| {
+                t.saturating_duration_since(now)
+            })
+            .min(Duration::from_millis(10));
+        match self.client.recv_input(wait) {
+            Ok(Some(input)) => self.handle(input.as_input()),
+            Ok(None) => self.handle(Input::Tick),
+            Err(e) => Err(format!("{}: recv_input: {e}", self.name)),
+        }
+    }
+
+    fn fail(&self, why: &str) -> String {
+        format!("{}: {why}\n{}", self.name, self.logs.join("\n"))
+    }
+}
+
+/// Attaches `name` to the hub, brings its engine up, and once both hosts are ready
+/// resolves `dst` (from `src`, or from the source the routing picks); keeps serving
+/// until both hosts have their answer. Returns the RESOLVE reply.
+fn run_host(
+    spec: &FabricSpec,
+    hub: &Path,
+    sock: &Path,
+    name: &str,
+    src: Option<IpAddr>,
+    dst: IpAddr,
+    progress: &Progress,
+) -> Result<Vec<u8>, String> {
+    let deadline = WallInstant::now() + DEADLINE;
+    let (client, setup) =
+        HubClient::attach(hub, sock, name).map_err(|e| format!("{name}: attach: {e}"))?;
+    assert_eq!(setup.name, name);
+    let h = setup.host as usize;
+    let epoch = WallInstant::now();
+    let mut d = Driver {
+        name: name.to_owned(),
+        client,
+        engine: Engine::new(
+            fabric::engine_config(spec, h),
+            0x5eed + h as u64,
+            Instant::ZERO,
+        ),
+        epoch,
+        replies: HashMap::new(),
+        ready: false,
+        logs: Vec::new(),
+    };
+    d.drain()?;
+    for ip in setup.ips {
+        d.handle(Input::LocalIpAdded(ip))?;
+    }
+    for dev in setup.devices {
+        d.handle(Input::DeviceAdded(dev))?;
+    }
+    let conn = ConnId(1);
+    let (mut counted_ready, mut sent, mut counted_done) = (false, false, false);
+    loop {
+        if WallInstant::now() > deadline {
+            return Err(d.fail(&format!(
+                "timed out (ready {}, sent {sent}, answered {counted_done})",
+                d.ready
+            )));
+        }
+        d.pump().map_err(|e| d.fail(&e))?;
+        if d.ready && !counted_ready {
+            counted_ready = true;
+            progress.ready.fetch_add(1, Ordering::SeqCst);
+        }
+        if !sent && progress.ready.load(Ordering::SeqCst) >= 2 {
+            sent = true;
+            let bytes = requests::resolve_ip(src, dst, false);
+            d.handle(Input::ClientRequest {
+                conn,
+                bytes: &bytes,
+            })?;
+        }
+        if !counted_done && d.replies.contains_key(&conn) {
+            counted_done = true;
+            progress.done.fetch_add(1, Ordering::SeqCst);
+        }
+        // Serve the peer until it has its answer too.
+        if counted_done && progress.done.load(Ordering::SeqCst) >= 2 {
+            break;
+        }
+    }
+    let reply = d.replies.remove(&conn).unwrap_or_default();
+    d.client
+        .detach()
+        .map_err(|e| format!("{name}: detach: {e}"))?;
+    assert!(!sock.exists(), "the client removes its socket file");
+    Ok(reply)
+}
+
+/// The path of a successful RESOLVE reply.
+fn resolved_path(reply: &[u8]) -> PathRecordRepr {
+    assert!(reply.len() >= 88, "reply of {} bytes", reply.len());
+    assert_eq!(reply[2], 0, "RESOLVE status");
+    PathRecordRepr::parse(&reply[24..88]).expect("path record")
+}
+
+#[test]
+fn two_hosts_attached_through_the_hub_resolve_each_other() {
+    let started = WallInstant::now();
+    let dir = TempDir::new("resolve");
+    let spec = demo();
+    let hub = RunningHub::start(spec.clone(), dir.path("hub.sock"));
+    let progress = Arc::new(Progress::default());
+    let (tx, rx) = mpsc::channel();
+    // node1 names its source; node2 lets the routing pick it (a local SourceQuery).
+    let jobs = [
+        ("node1", Some("10.0.0.1"), "10.0.0.2"),
+        ("node2", None, "10.0.0.1"),
+    ];
+    for (name, src, dst) in jobs {
+        let (spec, hub_path, sock) = (
+            spec.clone(),
+            hub.path.clone(),
+            dir.path(&format!("{name}.sock")),
+        );
+        let (progress, tx) = (Arc::clone(&progress), tx.clone());
+        let src = src.map(|s| s.parse().unwrap());
+        let dst = dst.parse().unwrap();
+        thread::spawn(move || {
+            let r = run_host(&spec, &hub_path, &sock, name, src, dst, &progress);
+            let _ = tx.send((name, r));
+        });
+    }
+    let mut replies = HashMap::new();
+    for _ in 0..2 {
+        let (name, r) = rx
+            .recv_timeout(DEADLINE + Duration::from_secs(2))
+            .expect("both drivers finish");
+        replies.insert(name, r.unwrap_or_else(|e| panic!("{e}")));
+    }
+    let stats = hub.stop();
+
+    let p1 = resolved_path(&replies["node1"]);
+    assert_eq!(p1.dlid, 2, "node1 → node2's LID");
+    assert_eq!(p1.dgid, spec.port_gid(1, 0, 1), "node1 → node2's GID");
+    assert_eq!(p1.sgid, spec.port_gid(0, 0, 1));
+    assert_eq!(p1.slid, 1);
+    let p2 = resolved_path(&replies["node2"]);
+    assert_eq!(p2.dlid, 1, "node2 → node1's LID");
+    assert_eq!(p2.dgid, spec.port_gid(0, 0, 1), "node2 → node1's GID");
+    assert_eq!(p2.sgid, spec.port_gid(1, 0, 1));
+
+    assert_eq!(stats.attaches, 2, "{stats:?}");
+    assert!(stats.ud_sends >= 2 && stats.ud_deliveries >= 2, "{stats:?}");
+    assert!(stats.sa_sends >= 2 && stats.sa_responses >= 2, "{stats:?}");
+    assert_eq!(stats.rejected, 0, "{stats:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn unknown_hosts_are_refused_and_a_second_attachment_replaces_the_first() {
+    let dir = TempDir::new("attach");
+    let hub = RunningHub::start(demo(), dir.path("hub.sock"));
+
+    match HubClient::attach(&hub.path, dir.path("x.sock"), "nobody") {
+        Err(HubError::Refused(m)) => assert!(m.contains("nobody"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(!dir.path("x.sock").exists(), "a refused client cleans up");
+
+    let (mut first, setup) = HubClient::attach(&hub.path, dir.path("a.sock"), "node3").unwrap();
+    assert_eq!((setup.host, setup.sm_lid, setup.sm_sl), (2, 1, 0));
+    assert_eq!(setup.devices.len(), 1);
+    assert_eq!(setup.devices[0].name, "mlx5_0");
+    assert_eq!(setup.devices[0].ports[0].lid, 3);
+    assert_eq!(
+        setup.devices[0].ports[0].gids,
+        vec![demo().port_gid(2, 0, 1)]
+    );
+    assert_eq!(setup.ips.len(), 1);
+    assert_eq!(setup.ips[0].addr, "10.0.0.3".parse::<IpAddr>().unwrap());
+    assert_eq!(setup.ips[0].prefix_len, Some(24));
+
+    let (second, _) = HubClient::attach(&hub.path, dir.path("b.sock"), "node3").unwrap();
+    match first.recv_input(Duration::from_secs(2)) {
+        Err(HubError::Closed(reason)) => assert!(reason.contains("replaced"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    drop(first);
+    second.detach().unwrap();
+    let stats = hub.stop();
+    assert_eq!(stats.attaches, 2, "{stats:?}");
+}
+
+#[test]
+fn the_binary_serves_a_fabric_file() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let dir = TempDir::new("bin");
+    let hub_path = dir.path("hub.sock");
+    let fabric = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/fabrics/demo.toml");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_acm-fabric-hub"))
+        .arg("--fabric")
+        .arg(fabric)
+        .arg("--socket")
+        .arg(&hub_path)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start acm-fabric-hub");
+    let started = WallInstant::now();
+    while !hub_path.exists() && started.elapsed() < Duration::from_secs(5) {
+        thread::sleep(Duration::from_millis(10));
+    }
+    let attached = HubClient::attach(&hub_path, dir.path("n2.sock"), "node2");
+    let (client, setup) = match attached {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("attach through the binary: {e}");
+        }
+    };
+    assert_eq!(setup.host, 1);
+    assert_eq!(setup.devices[0].ports[0].lid, 2);
+    client.detach().unwrap();
+    // Give the hub a moment to log the detach, then stop it.
+    thread::sleep(Duration::from_millis(100));
+    child.kill().expect("stop acm-fabric-hub");
+    child.wait().expect("reap acm-fabric-hub");
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut log)
+        .unwrap();
+    assert!(log.contains("host node2 (index 1) attached from"), "{log}");
+    assert!(log.contains("host node2 detached"), "{log}");
+}
