@@ -543,6 +543,14 @@ impl Sim {
         self.sa.mode = mode;
     }
 
+    /// How long the SA takes to answer from now on (a slow SA: longer than the umad
+    /// timeout makes every try time out).
+    pub fn set_sa_response_time(&mut self, d: Duration) {
+        let micros = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        self.trace.add(&micros.to_le_bytes());
+        self.spec.sm.response_us = micros;
+    }
+
     /// Cuts hosts `a` and `b` off from each other (both directions).
     pub fn partition(&mut self, a: usize, b: usize) {
         self.faults.partitions.insert((a.min(b), a.max(b)));
