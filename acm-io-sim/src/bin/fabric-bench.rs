@@ -195,12 +195,18 @@ struct Report {
     /// minus its wave's submit instant).
     latency_p50_ms: f64,
     latency_p99_ms: f64,
-    /// Counts over the resolve phase only (start-up subtracted).
+    /// Events and engine timer firings the scheduler processed (`Sim::step` calls
+    /// that did something), resolve phase.
+    steps: u64,
+    /// Counts over the resolve phase only (start-up subtracted). `events` is
+    /// `Stats::events`, the records added to the trace (about two per event, plus one
+    /// per client reply).
     events: u64,
     acm_mads: u64,
     sa_path_queries: u64,
     sa_joins: u64,
     /// Counts of start-up (boot to idle).
+    startup_steps: u64,
     startup_events: u64,
     startup_acm_mads: u64,
     startup_sa_joins: u64,
@@ -328,37 +334,65 @@ fn run_child(args: &Args, config: Config) -> Result<Report, String> {
     }
 }
 
-/// The destinations (host indices) host `h` resolves.
-fn destinations(pattern: Pattern, hosts: usize, seed: u64, h: usize) -> Vec<usize> {
-    match pattern {
-        Pattern::AllToAll => (0..hosts).filter(|&d| d != h).collect(),
-        Pattern::Random(k) => {
-            let mut rng = SimRng::derive(seed, 0xFAB0_0000 + h as u64);
-            let others = hosts as u64 - 1;
-            // Draw K distinct indices among the others (0..hosts-1, skipping h).
-            let mut picked = Vec::with_capacity(k);
-            if 2 * k <= hosts {
-                let mut seen = HashSet::with_capacity(k);
-                while picked.len() < k {
-                    let i = rng.below(others) as usize;
-                    if seen.insert(i) {
-                        picked.push(i);
-                    }
-                }
-            } else {
-                let mut all: Vec<usize> = (0..hosts - 1).collect();
-                for i in 0..k {
-                    let j = i + rng.below((all.len() - i) as u64) as usize;
-                    all.swap(i, j);
-                }
-                all.truncate(k);
-                picked = all;
-            }
-            picked
-                .into_iter()
-                .map(|i| if i >= h { i + 1 } else { i })
-                .collect()
+/// The destinations (host indices) every host resolves, in submission order.
+struct Destinations {
+    hosts: usize,
+    /// `random-K`: each host's K destinations, drawn once; `None` for all-to-all,
+    /// whose destinations are computed (host `h`'s i-th is `i`, or `i + 1` from `h` on).
+    random: Option<Vec<Vec<u32>>>,
+}
+
+impl Destinations {
+    fn new(pattern: Pattern, hosts: usize, seed: u64) -> Self {
+        let random = match pattern {
+            Pattern::AllToAll => None,
+            Pattern::Random(k) => Some((0..hosts).map(|h| draw(k, hosts, seed, h)).collect()),
+        };
+        Self { hosts, random }
+    }
+
+    /// How many destinations each host resolves.
+    fn per_host(&self) -> usize {
+        match &self.random {
+            None => self.hosts - 1,
+            Some(r) => r.first().map_or(0, Vec::len),
         }
+    }
+
+    /// Host `h`'s `i`-th destination.
+    fn get(&self, h: usize, i: usize) -> usize {
+        let other = match &self.random {
+            None => i,
+            Some(r) => r[h][i] as usize,
+        };
+        if other >= h { other + 1 } else { other }
+    }
+}
+
+/// K distinct indices among host `h`'s N − 1 others (0..N − 1, before skipping `h`),
+/// drawn from a generator derived from the seed and the host.
+fn draw(k: usize, hosts: usize, seed: u64, h: usize) -> Vec<u32> {
+    let mut rng = SimRng::derive(seed, 0xFAB0_0000 + h as u64);
+    let others = hosts - 1;
+    if 2 * k <= others {
+        let mut seen = HashSet::with_capacity(k);
+        let mut picked = Vec::with_capacity(k);
+        while picked.len() < k {
+            let i = rng.below(others as u64) as u32;
+            if seen.insert(i) {
+                picked.push(i);
+            }
+        }
+        picked
+    } else {
+        // Partial Fisher–Yates.
+        let mut all: Vec<u32> = (0..others as u32).collect();
+        for i in 0..k {
+            let j = i + rng.below((others - i) as u64) as usize;
+            all.swap(i, j);
+        }
+        all.truncate(k);
+        all
     }
 }
 
@@ -399,36 +433,37 @@ fn run(args: &Args, config: Config) -> Report {
     let mut sim = Sim::new(spec, args.seed);
     sim.keep_logs(args.check_pairs);
     let boot = sim.now();
-    drive(&mut sim, None, 0);
+    let startup_steps = drive(&mut sim, None, 0);
     let startup = sim.stats();
     let startup_sim = sim.now().saturating_duration_since(boot);
     let setup_wall = setup_start.elapsed();
 
     // Every (source, destination) pair, submitted at one instant (drawn host by host,
     // so the pairs are never all held at once).
-    let per_source = match args.pattern {
-        Pattern::AllToAll => args.hosts as u64 - 1,
-        Pattern::Random(k) => k as u64,
-    };
-    let total = per_source * args.hosts as u64;
+    let dests = Destinations::new(args.pattern, args.hosts, args.seed);
+    let per_host = dests.per_host() as u64;
+    let total = per_host * args.hosts as u64;
     let bar = progress_bar(args, config, total);
     let start = WallInstant::now();
     // (first request id, submit instant) of each wave.
     let mut wave_starts: Vec<(usize, Instant)> = Vec::new();
     let waves = u64::from(args.waves);
+    let mut steps = 0;
     let mut submitted = sim.request_ids().count();
     for w in 0..waves {
         wave_starts.push((submitted, sim.now()));
+        let (from, to) = (
+            (per_host * w / waves) as usize,
+            (per_host * (w + 1) / waves) as usize,
+        );
         for h in 0..args.hosts {
-            let dests = destinations(args.pattern, args.hosts, args.seed, h);
-            let n = dests.len() as u64;
-            let (from, to) = ((n * w / waves) as usize, (n * (w + 1) / waves) as usize);
-            for &d in &dests[from..to] {
+            for i in from..to {
+                let d = dests.get(h, i);
                 sim.submit(h, requests::resolve_ip(Some(ips[h]), ips[d], false));
                 submitted += 1;
             }
         }
-        drive(&mut sim, Some(&bar), startup.replies);
+        steps += drive(&mut sim, Some(&bar), startup.replies);
     }
     let wall = start.elapsed();
     let peak_kib = vm_hwm_kib().unwrap_or(0);
@@ -533,6 +568,8 @@ fn run(args: &Args, config: Config) -> Report {
         sim_ms: ms(wave_span.iter().sum()),
         latency_p50_ms: ms(pct(0.5)),
         latency_p99_ms: ms(pct(0.99)),
+        steps,
+        startup_steps,
         events: end.events - startup.events,
         acm_mads: end.acm_mads - startup.acm_mads,
         sa_path_queries,
@@ -605,8 +642,8 @@ fn progress_bar(args: &Args, config: Config, total: u64) -> ProgressBar {
 }
 
 /// Steps the simulation until nothing is left, updating `bar` with the replies
-/// received since `base`.
-fn drive(sim: &mut Sim, bar: Option<&ProgressBar>, base: u64) {
+/// received since `base`; returns the steps taken (events and timer firings).
+fn drive(sim: &mut Sim, bar: Option<&ProgressBar>, base: u64) -> u64 {
     let never = Instant::from_nanos(u64::MAX);
     let mut n: u64 = 0;
     while sim.step(never) {
@@ -620,6 +657,7 @@ fn drive(sim: &mut Sim, bar: Option<&ProgressBar>, base: u64) {
     if let Some(b) = bar {
         b.set_position(sim.stats().replies - base);
     }
+    n
 }
 
 fn print_table(args: &Args, reports: &[Report]) {
@@ -643,11 +681,11 @@ fn print_table(args: &Args, reports: &[Report]) {
             col(&|r| format!("{:.2} s", r.setup_wall_s)),
         ),
         (
-            "start-up: sim time / events / ACM MADs / joins",
+            "start-up: sim time / steps / ACM MADs / joins",
             col(&|r| {
                 format!(
                     "{:.3} ms / {} / {} / {}",
-                    r.startup_sim_ms, r.startup_events, r.startup_acm_mads, r.startup_sa_joins
+                    r.startup_sim_ms, r.startup_steps, r.startup_acm_mads, r.startup_sa_joins
                 )
             }),
         ),
@@ -663,7 +701,14 @@ fn print_table(args: &Args, reports: &[Report]) {
             "latency p50 / p99",
             col(&|r| format!("{:.3} / {:.3} ms", r.latency_p50_ms, r.latency_p99_ms)),
         ),
-        ("events", col(&|r| r.events.to_string())),
+        (
+            "steps (events + timer firings)",
+            col(&|r| r.steps.to_string()),
+        ),
+        (
+            "Stats::events (trace records)",
+            col(&|r| r.events.to_string()),
+        ),
         ("ACM MADs", col(&|r| r.acm_mads.to_string())),
         (
             "SA PathRecord queries",
@@ -750,5 +795,52 @@ fn print_table(args: &Args, reports: &[Report]) {
         for f in &r.sa_budget_failures {
             println!("{}: SA budget: {f}", r.config.name());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all(d: &Destinations, h: usize) -> Vec<usize> {
+        (0..d.per_host()).map(|i| d.get(h, i)).collect()
+    }
+
+    #[test]
+    fn all_to_all_is_every_other_host_in_order() {
+        let d = Destinations::new(Pattern::AllToAll, 5, 1);
+        assert_eq!(d.per_host(), 4);
+        assert_eq!(all(&d, 0), [1, 2, 3, 4]);
+        assert_eq!(all(&d, 2), [0, 1, 3, 4]);
+        assert_eq!(all(&d, 4), [0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn random_k_is_distinct_never_self_and_seeded() {
+        for (hosts, k) in [(100, 7), (10, 9), (10, 6), (2, 1)] {
+            let d = Destinations::new(Pattern::Random(k), hosts, 42);
+            assert_eq!(d.per_host(), k);
+            for h in 0..hosts {
+                let mut v = all(&d, h);
+                assert!(v.iter().all(|&x| x != h && x < hosts), "{v:?}");
+                v.sort_unstable();
+                v.dedup();
+                assert_eq!(v.len(), k);
+            }
+            let again = Destinations::new(Pattern::Random(k), hosts, 42);
+            assert_eq!(all(&d, 1), all(&again, 1));
+        }
+        let a = Destinations::new(Pattern::Random(8), 1000, 1);
+        let b = Destinations::new(Pattern::Random(8), 1000, 2);
+        assert_ne!(all(&a, 0), all(&b, 0));
+    }
+
+    #[test]
+    fn patterns_parse_and_print() {
+        assert_eq!("all-to-all".parse(), Ok(Pattern::AllToAll));
+        assert_eq!("random-16".parse(), Ok(Pattern::Random(16)));
+        assert!("random-0".parse::<Pattern>().is_err());
+        assert!("random".parse::<Pattern>().is_err());
+        assert_eq!(Pattern::Random(3).to_string(), "random-3");
     }
 }
