@@ -8,7 +8,7 @@ use acm_engine::{Address, Instant};
 use acm_proto::Bytes64;
 use acm_proto::client::AddrType;
 use acm_proto::path_record::PathRecordRepr;
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::fmt;
 use std::time::Duration;
 
@@ -34,9 +34,10 @@ const TID_WINDOW: Duration = Duration::from_secs(60);
 pub(crate) struct Invariants {
     violations: Vec<Violation>,
     /// ACM requests by (requester, TID): content hash, destination, first sent.
-    requests: BTreeMap<(usize, u32), (u64, Address, Instant)>,
+    /// (Hash maps: never iterated in an order that matters, only looked up.)
+    requests: HashMap<(usize, u32), (u64, Address, Instant)>,
     /// When each host last learned each address over the network.
-    learned: BTreeMap<(usize, Address), Instant>,
+    learned: HashMap<(usize, Address), Instant>,
 }
 
 fn fnv(bytes: &[u8]) -> u64 {
@@ -227,40 +228,59 @@ impl Sim {
 
     /// The port that owns a name or IP address in the fabric description.
     pub(crate) fn owner_of(&self, a: &Address) -> Option<crate::topology::PortRef> {
-        use crate::topology::PortRef;
-        if let Some(ip) = a.as_ip() {
-            for (h, hs) in self.spec.hosts.iter().enumerate() {
-                if let Some(i) = hs.ips.iter().find(|i| i.addr == ip) {
-                    return Some(PortRef {
-                        host: h,
-                        hca: i.hca,
-                        port: i.port,
-                    });
-                }
-            }
-            return None;
+        match a.as_ip() {
+            Some(ip) => self.owners.ips.get(&ip).copied(),
+            None => self
+                .owners
+                .names
+                .get(&a.bytes.until_nul().to_ascii_lowercase())
+                .copied(),
         }
-        let name = a.bytes.until_nul();
-        for h in 0..self.spec.hosts.len() {
-            for line in self.spec.addr_file_text(h).lines() {
+    }
+}
+
+/// Who owns each IP address and name of the fabric description, built once: looking
+/// it up per reply by scanning every host made large runs cubic.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Owners {
+    ips: HashMap<std::net::IpAddr, crate::topology::PortRef>,
+    /// Names lower-cased (names match case-insensitively); the first owner wins.
+    names: HashMap<Vec<u8>, crate::topology::PortRef>,
+}
+
+impl Owners {
+    pub(crate) fn new(spec: &crate::spec::FabricSpec) -> Self {
+        use crate::topology::PortRef;
+        let mut o = Self::default();
+        for (h, hs) in spec.hosts.iter().enumerate() {
+            for i in &hs.ips {
+                o.ips.entry(i.addr).or_insert(PortRef {
+                    host: h,
+                    hca: i.hca,
+                    port: i.port,
+                });
+            }
+            for line in spec.addr_file_text(h).lines() {
                 let mut t = line.split_whitespace();
                 let (Some(n), Some(dev), Some(port)) = (t.next(), t.next(), t.next()) else {
                     continue;
                 };
-                if n.starts_with('#') || !n.as_bytes().eq_ignore_ascii_case(name) {
+                if n.starts_with('#') {
                     continue;
                 }
-                let hca = self.spec.hosts[h]
+                let Some(hca) = hs
                     .hcas
                     .iter()
-                    .position(|c| c.name.eq_ignore_ascii_case(dev))?;
-                return Some(PortRef {
-                    host: h,
-                    hca,
-                    port: port.parse().ok()?,
-                });
+                    .position(|c| c.name.eq_ignore_ascii_case(dev))
+                else {
+                    continue;
+                };
+                let Ok(port) = port.parse() else { continue };
+                o.names
+                    .entry(n.as_bytes().to_ascii_lowercase())
+                    .or_insert(PortRef { host: h, hca, port });
             }
         }
-        None
+        o
     }
 }

@@ -131,6 +131,8 @@ pub struct Sim {
     pub(crate) stats: Stats,
     pub(crate) requests: Vec<client::Request>,
     pub(crate) inv: Invariants,
+    /// Who owns each address (for the path-truth invariant).
+    pub(crate) owners: invariants::Owners,
     /// Whether host logs are kept (off for large runs).
     pub(crate) keep_logs: bool,
     pub(crate) logs: Vec<String>,
@@ -158,6 +160,7 @@ impl Sim {
             stats: Stats::default(),
             requests: Vec::new(),
             inv: Invariants::default(),
+            owners: invariants::Owners::new(&spec),
             keep_logs: false,
             logs: Vec::new(),
             spec,
