@@ -1,8 +1,9 @@
 //! The engine's clock type: nanoseconds from an arbitrary epoch chosen by the driver.
 //!
-//! `std::time::Instant` cannot be built from a number, so a simulator could not start at
-//! zero or print `+1.250s` in a transcript; this type can. The daemon keeps one real
-//! `Instant` as its epoch and converts with `elapsed()`.
+//! The standard library's monotonic instant cannot be built from a number, so a
+//! simulator could not start at zero or print `+1.250s` in a transcript; this type can.
+//! The daemon keeps one real monotonic instant as its epoch and converts the elapsed
+//! time into this one.
 
 use core::fmt;
 use core::ops::{Add, Sub};

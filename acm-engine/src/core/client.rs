@@ -89,14 +89,12 @@ impl Engine {
         }
         match bytes[1] & 0x0F {
             1 => {
-                let epoch = self.core.conn_epoch(conn);
-                let to = ReplyTo::Client { conn, epoch };
-                let over = self
-                    .core
-                    .conns
-                    .get(&conn)
-                    .is_some_and(|s| s.pending >= self.core.limits().pending_per_conn);
-                if over {
+                let state = self.core.conn_state(conn);
+                let to = ReplyTo::Client {
+                    conn,
+                    epoch: state.epoch,
+                };
+                if state.pending >= self.core.limits().pending_per_conn {
                     self.core.counters.bump(Counter::Resolve);
                     self.core_error(to, bytes, Status::ENOMEM.0);
                 } else {

@@ -325,19 +325,17 @@ impl Core {
         }
     }
 
-    /// The life of `conn` a new request belongs to (a new one if it was closed).
-    pub(crate) fn conn_epoch(&mut self, conn: ConnId) -> u64 {
+    /// The state of `conn` a new request belongs to: its life (a new one if it was
+    /// closed) and how many of its requests wait, in one lookup.
+    pub(crate) fn conn_state(&mut self, conn: ConnId) -> ConnState {
         let next = &mut self.next_epoch;
-        self.conns
-            .entry(conn)
-            .or_insert_with(|| {
-                *next += 1;
-                ConnState {
-                    epoch: *next,
-                    pending: 0,
-                }
-            })
-            .epoch
+        *self.conns.entry(conn).or_insert_with(|| {
+            *next += 1;
+            ConnState {
+                epoch: *next,
+                pending: 0,
+            }
+        })
     }
 
     /// Whether the connection a request came on is still open.
