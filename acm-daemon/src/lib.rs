@@ -4,4 +4,5 @@
 //! `ibacm`, the daemon (mio event loop, client sockets, config, logging, systemd,
 //! netlink) and `ib_acme`, both drop-in for rdma-core's.
 
+pub mod daemon;
 pub mod dump;

@@ -44,6 +44,8 @@
 //! | `addr_file` | string | generated | the host's `ibacm_addr.cfg`; without it, [`FabricSpec::addr_file_text`] generates one |
 //! | `options` | string | `""` | the host's `ibacm_opts.cfg` |
 //! | `hosts_data` | string | none | the host's `ibacm_hosts.data` (for `addr_preload acm_hosts`); none means no file |
+//! | `daemon` | bool | true | whether ibacm runs there; `false` leaves a host whose ports the SA knows but that answers no ACM request (the peers of the reference captures) |
+//! | `default_route` | IP text | none | the source the host's routing picks for a destination outside every IPoIB subnet (its Ethernet address, say); it is not an IPoIB address, so ibacm has no endpoint for it |
 //!
 //! `[[hosts.hcas]]`: `name` (string, e.g. `"mlx5_0"`), `guid` (node GUID; port `n` has
 //! port GUID `guid + n`) and `[[hosts.hcas.ports]]`, the ports in order: the first is
@@ -191,6 +193,26 @@ pub struct HostSpec {
     /// means the file does not exist.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hosts_data: Option<String>,
+    /// Whether an ibacm daemon runs on the host. A host without one still has ports the
+    /// SA answers PathRecords for, but its engine is never started, so ACM requests for
+    /// it go unanswered.
+    #[serde(default = "default_true", skip_serializing_if = "is_true")]
+    pub daemon: bool,
+    /// The address the host's routing picks for a destination in none of its IPoIB
+    /// subnets (the default route through another interface). Without it such a lookup
+    /// fails with ENETUNREACH.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_route: Option<IpAddr>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+// serde's `skip_serializing_if` passes a reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_true(v: &bool) -> bool {
+    *v
 }
 
 /// One HCA (a verbs device).
@@ -657,6 +679,8 @@ impl FabricSpec {
                     addr_file: None,
                     options: opts.options.clone(),
                     hosts_data: None,
+                    daemon: true,
+                    default_route: None,
                 }
             })
             .collect();

@@ -7,8 +7,10 @@ use crate::counters::Counters;
 use crate::device::PortId;
 use crate::io::{AddressVector, Mad, SendToken};
 use crate::time::Instant;
+use acm_proto::acm_mad::ACM_MAD_MAX_GIDS;
 use acm_proto::{Gid, Mtu, Rate};
 use alloc::collections::{BTreeMap, VecDeque};
+use alloc::rc::Rc;
 use alloc::vec::Vec;
 
 /// Whether the endpoint can resolve: READY once group 0 is joined.
@@ -63,7 +65,8 @@ pub(crate) enum SendKind {
     Response,
 }
 
-/// An ACM resolve request of ours.
+/// An ACM resolve request of ours that holds a resolve-queue credit: sent, and
+/// retransmitted until answered or out of tries.
 #[derive(Debug, Clone)]
 pub(crate) struct Request {
     /// The destination it resolves.
@@ -75,27 +78,49 @@ pub(crate) struct Request {
     pub(crate) sending: bool,
     /// When the current transmission times out (set at send completion).
     pub(crate) expires: Option<Instant>,
-    /// It holds a credit of the resolve queue (it is posted, not pending).
-    pub(crate) posted: bool,
+}
+
+/// A resolve request waiting for a credit. It keeps what its MAD is made of, not the
+/// MAD: the MAD is built when a credit frees. A storm queues one per cold destination
+/// (most are then dropped unsent: a peer's request taught the address meanwhile), and
+/// a 256-byte MAD each was most of the engine's memory.
+#[derive(Debug, Clone)]
+pub(crate) struct Waiting {
+    /// Its TID, taken when it was queued (TIDs stay in queue order).
+    pub(crate) tid: u64,
+    /// The destination it resolves.
+    pub(crate) dest: Address,
+    /// The source the client named, shared with the other requests naming it.
+    pub(crate) src: Rc<Address>,
+    /// The groups joined when it was queued (bit `i`: `groups[i]`), which it advertises.
+    pub(crate) joined: u32,
+}
+
+/// An entry of the resolve queue.
+#[derive(Debug, Clone)]
+pub(crate) enum Queued {
+    /// A request waiting for a credit.
+    Request(Waiting),
+    /// A request answered while it waited (by its TID, so the queue stays in TID
+    /// order); skipped when its turn comes.
+    Answered(u64),
+}
+
+impl Queued {
+    pub(crate) fn tid(&self) -> u64 {
+        match self {
+            Self::Request(w) => w.tid,
+            Self::Answered(tid) => *tid,
+        }
+    }
 }
 
 /// A queue that hands out send credits (the reference's `acmp_send_queue`).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct SendQueue {
+#[derive(Debug, Clone)]
+pub(crate) struct SendQueue<T> {
     pub(crate) credits: u32,
     /// Waiting for a credit, FIFO.
-    pub(crate) pending: VecDeque<Pending>,
-}
-
-/// A send waiting for a credit.
-#[derive(Debug, Clone)]
-// A waiting response carries its MAD inline, as the reference's queue entries do.
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum Pending {
-    /// A request, by TID.
-    Request(u64),
-    /// A response to this address vector.
-    Response(AddressVector, Mad),
+    pub(crate) pending: VecDeque<T>,
 }
 
 /// One endpoint as ibacmp sees it.
@@ -110,10 +135,14 @@ pub(crate) struct Ep {
     pub(crate) dests: DestCache,
     pub(crate) addrs: Vec<Address>,
     pub(crate) counters: Counters,
-    pub(crate) resolve_q: SendQueue,
-    pub(crate) resp_q: SendQueue,
-    /// Outstanding requests by TID.
+    pub(crate) resolve_q: SendQueue<Queued>,
+    /// Responses waiting for a credit: where to, and the MAD.
+    pub(crate) resp_q: SendQueue<(AddressVector, Mad)>,
+    /// Requests holding a credit, by TID.
     pub(crate) requests: BTreeMap<u64, Request>,
+    /// The source address of the latest request queued, shared by the next ones that
+    /// name it (a host's clients name one or two).
+    pub(crate) last_src: Option<Rc<Address>>,
     /// Posted sends by token.
     pub(crate) sends: BTreeMap<SendToken, SendKind>,
     /// When to retry failed joins.
@@ -121,13 +150,63 @@ pub(crate) struct Ep {
 }
 
 impl Ep {
-    /// MGIDs of the joined groups, lowest priority first (what a request advertises).
-    pub(crate) fn joined_mgids(&self) -> Vec<Gid> {
+    /// The joined groups as a bit set (bit `i`: `groups[i]`). An endpoint has at most
+    /// two groups (the minimum-rate one and the port's own, `open_ep`).
+    pub(crate) fn joined_mask(&self) -> u32 {
         self.groups
             .iter()
-            .filter(|g| g.joined)
-            .map(|g| g.mgid)
-            .collect()
+            .take(32)
+            .enumerate()
+            .filter(|(_, g)| g.joined)
+            .fold(0, |m, (i, _)| m | 1 << i)
+    }
+
+    /// MGIDs of the groups in `mask`, lowest priority first (what a request advertises),
+    /// and how many there are.
+    pub(crate) fn mgids(&self, mask: u32) -> ([Gid; ACM_MAD_MAX_GIDS], usize) {
+        let mut out = [Gid::ZERO; ACM_MAD_MAX_GIDS];
+        let mut n = 0;
+        for (i, g) in self.groups.iter().take(32).enumerate() {
+            if mask & (1 << i) != 0 && n < ACM_MAD_MAX_GIDS {
+                out[n] = g.mgid;
+                n += 1;
+            }
+        }
+        (out, n)
+    }
+
+    /// Marks the waiting request `tid` answered, returning its destination. The queue
+    /// is in TID order (TIDs are taken as requests are queued) except across a wrap
+    /// of the counter, where it is searched in full.
+    pub(crate) fn answer_waiting(&mut self, tid: u64) -> Option<Address> {
+        let q = &mut self.resolve_q.pending;
+        let sorted = q
+            .front()
+            .zip(q.back())
+            .is_none_or(|(f, b)| f.tid() <= b.tid());
+        let i = if sorted {
+            q.binary_search_by_key(&tid, Queued::tid).ok()?
+        } else {
+            q.iter().position(|e| e.tid() == tid)?
+        };
+        let Queued::Request(w) = q.get(i)? else {
+            return None;
+        };
+        let dest = w.dest;
+        q[i] = Queued::Answered(tid);
+        Some(dest)
+    }
+
+    /// `src`, shared with the latest request's source when it is the same.
+    pub(crate) fn shared_src(&mut self, src: &Address) -> Rc<Address> {
+        match &self.last_src {
+            Some(s) if **s == *src => Rc::clone(s),
+            _ => {
+                let s = Rc::new(*src);
+                self.last_src = Some(Rc::clone(&s));
+                s
+            }
+        }
     }
 
     /// Whether `addr` is one of this endpoint's addresses as a peer names it.

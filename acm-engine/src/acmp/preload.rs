@@ -109,6 +109,7 @@ impl Acmp {
                 pending: Default::default(),
             },
             requests: BTreeMap::new(),
+            last_src: None,
             sends: BTreeMap::new(),
             join_retry: None,
         };

@@ -2,7 +2,7 @@
 //! queue, retransmission and timeout, answering peers' requests, and matching
 //! responses.
 
-use super::endpoint::{Ep, Pending, Request, SendKind};
+use super::endpoint::{Ep, Queued, Request, SendKind, Waiting};
 use super::{Acmp, DestState, Timer};
 use crate::addr::Address;
 use crate::counters::Counter;
@@ -29,7 +29,6 @@ impl Acmp {
         src: &Address,
         dest: &Address,
     ) -> Result<(), u8> {
-        let tries = self.opts.retries + 1;
         let limit = self.opts.send_queue;
         let Some(ep) = self.eps.get_mut(&id) else {
             return Err(Status::ENODATA.0);
@@ -38,20 +37,7 @@ impl Acmp {
             return Err(Status::ENOMEM.0);
         }
         let tid = cx.next_tid();
-        let mgids = ep.joined_mgids();
-        let repr = AcmMadRepr::resolve_request(tid, dest.ty, dest.bytes, src.ty, src.bytes, &mgids);
-        let mad = Mad(repr.to_bytes());
-        ep.requests.insert(
-            tid,
-            Request {
-                dest: *dest,
-                mad,
-                tries,
-                sending: false,
-                expires: None,
-                posted: false,
-            },
-        );
+        let joined = ep.joined_mask();
         cx.count(Counter::AddrQuery);
         ep.counters.bump(Counter::AddrQuery);
         log!(
@@ -62,11 +48,48 @@ impl Acmp {
         );
         if ep.resolve_q.credits > 0 {
             ep.resolve_q.credits -= 1;
-            self.post_request(cx, id, tid);
+            self.start_request(cx, id, tid, dest, src, joined);
         } else {
-            ep.resolve_q.pending.push_back(Pending::Request(tid));
+            let src = ep.shared_src(src);
+            ep.resolve_q.pending.push_back(Queued::Request(Waiting {
+                tid,
+                dest: *dest,
+                src,
+                joined,
+            }));
         }
         Ok(())
+    }
+
+    /// Builds request `tid`'s MAD (for `dest` from `src`, advertising the groups in
+    /// `joined`) and posts it; it holds a credit.
+    fn start_request(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        id: EndpointId,
+        tid: u64,
+        dest: &Address,
+        src: &Address,
+        joined: u32,
+    ) {
+        let tries = self.opts.retries + 1;
+        let Some(ep) = self.eps.get_mut(&id) else {
+            return;
+        };
+        let (mgids, n) = ep.mgids(joined);
+        let repr =
+            AcmMadRepr::resolve_request(tid, dest.ty, dest.bytes, src.ty, src.bytes, &mgids[..n]);
+        ep.requests.insert(
+            tid,
+            Request {
+                dest: *dest,
+                mad: Mad(repr.to_bytes()),
+                tries,
+                sending: false,
+                expires: None,
+            },
+        );
+        self.post_request(cx, id, tid);
     }
 
     /// Posts (or re-posts) request `tid` to group 0; it already holds a credit.
@@ -82,7 +105,6 @@ impl Acmp {
             return;
         };
         req.sending = true;
-        req.posted = true;
         req.expires = None;
         let mad = req.mad.clone();
         ep.sends.insert(token, SendKind::Request(tid));
@@ -119,7 +141,7 @@ impl Acmp {
                 mad,
             });
         } else if ep.resp_q.pending.len() < limit {
-            ep.resp_q.pending.push_back(Pending::Response(av, mad));
+            ep.resp_q.pending.push_back((av, mad));
         } else {
             log!(
                 cx,
@@ -136,23 +158,19 @@ impl Acmp {
             return;
         };
         while let Some(p) = ep.resolve_q.pending.pop_front() {
-            let Pending::Request(tid) = p else { continue };
-            let Some(req) = ep.requests.get(&tid) else {
-                continue;
-            };
+            let Queued::Request(w) = p else { continue };
             // While it waited for a credit, the destination may have become known (a
             // peer's request taught us its address): then there is nothing to ask. The
             // reference sends it anyway; on a large fabric that is most of the traffic.
             let still_asking = ep
                 .dests
-                .find(&req.dest)
+                .find(&w.dest)
                 .and_then(|i| ep.dests.get(i))
                 .is_some_and(|d| d.state == DestState::QueryAddr);
             if !still_asking {
-                ep.requests.remove(&tid);
                 continue;
             }
-            self.post_request(cx, id, tid);
+            self.start_request(cx, id, w.tid, &w.dest, &w.src, w.joined);
             return;
         }
         ep.resolve_q.credits += 1;
@@ -183,7 +201,7 @@ impl Acmp {
         }
         match kind {
             SendKind::Response => {
-                if let Some(Pending::Response(av, mad)) = ep.resp_q.pending.pop_front() {
+                if let Some((av, mad)) = ep.resp_q.pending.pop_front() {
                     let token = self.token();
                     let Some(ep) = self.eps.get_mut(&id) else {
                         return;
@@ -308,17 +326,23 @@ impl Acmp {
         let Some(ep) = self.eps.get_mut(&id) else {
             return;
         };
-        let Some(req) = ep.requests.get_mut(&repr.tid) else {
-            log!(
-                cx,
-                Level::Basic,
-                "acmp_process_acm_recv",
-                "notice - response did not match an active request"
-            );
-            return;
+        let (dest, sending) = match ep.requests.remove(&repr.tid) {
+            Some(req) => (req.dest, req.sending),
+            None => match ep.answer_waiting(repr.tid) {
+                // A request still waiting for a credit was never sent, but its TID
+                // matches: it is answered all the same, as any outstanding one.
+                Some(dest) => (dest, false),
+                None => {
+                    log!(
+                        cx,
+                        Level::Basic,
+                        "acmp_process_acm_recv",
+                        "notice - response did not match an active request"
+                    );
+                    return;
+                }
+            },
         };
-        let (dest, sending) = (req.dest, req.sending);
-        ep.requests.remove(&repr.tid);
         // Answered before its send completed, its credit comes back with the completion.
         if !sending {
             self.release_request_credit(cx, id);

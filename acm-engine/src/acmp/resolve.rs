@@ -260,6 +260,11 @@ impl Acmp {
             return Self::finish(Some(ep), cx, reply, Outcome::Failed(Status::ENOMEM.0));
         }
         if let Some(d) = ep.dests.get_mut(idx) {
+            // Most destinations only ever have one request waiting: room for one, not
+            // the four a first push allocates.
+            if d.queue.capacity() == 0 {
+                d.queue.reserve_exact(1);
+            }
             d.queue.push(reply);
         }
     }

@@ -372,6 +372,14 @@ impl HubClient {
     }
 }
 
+/// The host's socket, so an event loop can wait for the hub's datagrams (then call
+/// [`HubClient::recv_input`] with a zero timeout until it returns `None`).
+impl std::os::fd::AsFd for HubClient {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.sock.as_fd()
+    }
+}
+
 impl Drop for HubClient {
     fn drop(&mut self) {
         if !self.detached {

@@ -6,6 +6,8 @@ use super::Event;
 use super::Sim;
 use acm_engine::{ConnId, Instant};
 use acm_proto::path_record::PathRecordRepr;
+use std::collections::VecDeque;
+use std::rc::Rc;
 
 /// A submitted request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -41,8 +43,74 @@ pub struct ResolveResult {
 #[derive(Debug, Clone)]
 pub(crate) struct Request {
     pub(crate) host: usize,
-    pub(crate) bytes: Vec<u8>,
+    /// The request, shared with its [`Event::Client`], until it is answered (only the
+    /// check of the answer reads it).
+    pub(crate) bytes: Option<Rc<[u8]>>,
     pub(crate) outcome: Outcome,
+}
+
+/// A host's open client connections and the request each carries.
+///
+/// [`Sim::submit_at`] hands out a host's connection ids in order, so the table is a
+/// window of slots from the oldest open connection to the newest, indexed by id: a
+/// storm keeps one connection per destination open on every host and answers them
+/// roughly in order, and a window touches memory in that order where a hash table
+/// would miss the cache on every reply.
+#[derive(Debug, Default)]
+pub(crate) struct ConnTable {
+    /// The id of the connection in `slots[0]`.
+    base: u64,
+    /// The request of each connection from `base` on; [`ConnTable::CLOSED`] once it
+    /// closed (the ends are trimmed, so both hold open connections).
+    slots: VecDeque<usize>,
+}
+
+impl ConnTable {
+    const CLOSED: usize = usize::MAX;
+
+    /// Connection `conn` carries request `idx`.
+    pub(crate) fn insert(&mut self, conn: ConnId, idx: usize) {
+        if self.slots.is_empty() {
+            self.base = conn.0;
+        }
+        while conn.0 < self.base {
+            self.slots.push_front(Self::CLOSED);
+            self.base -= 1;
+        }
+        let i = usize::try_from(conn.0 - self.base).expect("connection ids are dense");
+        if i >= self.slots.len() {
+            self.slots.resize(i + 1, Self::CLOSED);
+        }
+        self.slots[i] = idx;
+    }
+
+    /// Closes `conn`: the request it carried, if it was open.
+    pub(crate) fn remove(&mut self, conn: &ConnId) -> Option<usize> {
+        let i = usize::try_from(conn.0.checked_sub(self.base)?).ok()?;
+        let slot = self.slots.get_mut(i)?;
+        if *slot == Self::CLOSED {
+            return None;
+        }
+        let idx = std::mem::replace(slot, Self::CLOSED);
+        while self.slots.front() == Some(&Self::CLOSED) {
+            self.slots.pop_front();
+            self.base += 1;
+        }
+        while self.slots.back() == Some(&Self::CLOSED) {
+            self.slots.pop_back();
+        }
+        Some(idx)
+    }
+
+    /// The open connections and their requests, in id order.
+    pub(crate) fn into_open(self) -> impl Iterator<Item = (ConnId, usize)> {
+        let base = self.base;
+        self.slots
+            .into_iter()
+            .zip(base..)
+            .filter(|&(idx, _)| idx != Self::CLOSED)
+            .map(|(idx, id)| (ConnId(id), idx))
+    }
 }
 
 impl Sim {
@@ -55,9 +123,10 @@ impl Sim {
     /// Submits `bytes` on host `host` at `at`.
     pub fn submit_at(&mut self, at: Instant, host: usize, bytes: Vec<u8>) -> RequestId {
         let idx = self.requests.len();
+        let bytes: Rc<[u8]> = bytes.into();
         self.requests.push(Request {
             host,
-            bytes: bytes.clone(),
+            bytes: Some(Rc::clone(&bytes)),
             outcome: Outcome::Pending,
         });
         let h = &mut self.hosts[host];
@@ -129,10 +198,15 @@ pub(crate) fn finish(sim: &mut Sim, idx: usize, outcome: Outcome) {
         return;
     }
     req.outcome = outcome;
-    let (host, bytes) = (req.host, req.bytes.clone());
-    if let Outcome::Reply { bytes: reply, .. } = &sim.requests[idx].outcome {
-        let reply = reply.clone();
-        super::invariants::check_resolve(sim, host, &bytes, &reply);
+    let (host, bytes) = (req.host, req.bytes.take());
+    let violations = match (&bytes, &sim.requests[idx].outcome) {
+        (Some(bytes), Outcome::Reply { bytes: reply, .. }) => {
+            super::invariants::check_resolve(sim, host, bytes, reply)
+        }
+        _ => Vec::new(),
+    };
+    for v in violations {
+        sim.inv.violate(now, v);
     }
 }
 
@@ -162,7 +236,9 @@ pub mod requests {
     }
 
     fn header(opcode: u8) -> Vec<u8> {
-        let mut b = vec![0u8; 16];
+        // Room for the header and two entries: no reallocation while building.
+        let mut b = Vec::with_capacity(16 + 2 * 72);
+        b.resize(16, 0);
         b[0] = 1;
         b[1] = opcode;
         b

@@ -50,6 +50,19 @@ impl Faults {
         self.partitions.contains(&(a.min(b), a.max(b)))
     }
 
+    /// Whether every link is perfect (no rule, no partition): then every packet
+    /// arrives once after its fault-free travel time, and [`Faults::judge`] draws
+    /// nothing.
+    pub(crate) fn perfect(&self) -> bool {
+        let r = &self.rules;
+        self.partitions.is_empty()
+            && r.loss <= 0.0
+            && r.delay.is_zero()
+            && r.jitter.is_zero()
+            && r.duplicate <= 0.0
+            && r.reorder <= 0.0
+    }
+
     /// The fate of one packet from `a` to `b` whose fault-free travel time is `base`.
     pub(crate) fn judge(&mut self, a: usize, b: usize, base: Duration) -> Verdict {
         if a == b {

@@ -3,7 +3,7 @@
 //! engine's outputs turn into fabric events.
 
 use super::client::{self, Outcome};
-use super::{Event, Sim, port_ref, us};
+use super::{Event, FanTarget, Fanout, Sim, UdPayload, port_ref, us};
 use crate::fabric::{self, FabricQp, QpTable, QpTables, UmadExpiry, UmadSend};
 use crate::rng::SimRng;
 use crate::spec::FabricSpec;
@@ -12,6 +12,7 @@ use acm_engine::io::{AddressVector, EndpointId, LocalIp, Mad, Output};
 use acm_engine::{ConnId, DeviceDesc, DeviceId, Engine, Instant};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::rc::Rc;
 use std::time::Duration;
 
 pub(crate) use crate::fabric::engine_port;
@@ -25,7 +26,7 @@ pub(crate) struct SimHost {
     pub(crate) qps: QpTable,
     next_qpn: u32,
     /// Open client connections and the request each carries.
-    pub(crate) conns: BTreeMap<ConnId, usize>,
+    pub(crate) conns: client::ConnTable,
     pub(crate) next_conn: u64,
     /// umad sends by TID as rewritten with the agent id.
     pub(crate) umad: BTreeMap<u64, UmadSend>,
@@ -46,8 +47,14 @@ impl QpTables for [SimHost] {
 }
 
 impl SimHost {
-    pub(crate) fn new(spec: &FabricSpec, h: usize, seed: u64, incarnation: u32) -> Self {
-        let config = fabric::engine_config(spec, h);
+    pub(crate) fn new(
+        spec: &FabricSpec,
+        h: usize,
+        seed: u64,
+        incarnation: u32,
+        config: Option<acm_engine::EngineConfig>,
+    ) -> Self {
+        let config = config.unwrap_or_else(|| fabric::engine_config(spec, h));
         let sa_depth = config.options.sa_depth.max(1);
         let addr_timeout = u32::try_from(config.options.addr_timeout).ok();
         let preloaded = config.hosts.iter().map(|e| e.address).collect();
@@ -61,7 +68,7 @@ impl SimHost {
             timer: None,
             qps: BTreeMap::new(),
             next_qpn: fabric::FIRST_QPN + incarnation * 0x100,
-            conns: BTreeMap::new(),
+            conns: client::ConnTable::default(),
             next_conn: 1,
             umad: BTreeMap::new(),
             agent: fabric::umad_agent(h, incarnation),
@@ -119,18 +126,21 @@ fn spec_devices(
 impl Sim {
     /// Carries out everything host `h`'s engine asked for.
     pub(crate) fn drain(&mut self, h: usize) {
+        // Outputs are carried out as they are drained (nothing here feeds host `h`'s
+        // engine, so its queue holds exactly what a collected batch would); the
+        // connections replied to are closed once the batch is done.
+        let mut closed = Vec::new();
         loop {
-            let outs: Vec<Output> =
-                std::iter::from_fn(|| self.hosts[h].engine.poll_output()).collect();
-            if outs.is_empty() {
-                break;
-            }
-            let mut closed = Vec::new();
-            for out in outs {
+            let mut any = false;
+            while let Some(out) = self.hosts[h].engine.poll_output() {
+                any = true;
                 self.output(h, out, &mut closed);
             }
+            if !any {
+                break;
+            }
             let now = self.now;
-            for conn in closed {
+            for conn in closed.drain(..) {
                 self.hosts[h]
                     .engine
                     .handle(now, acm_engine::Input::ClientClosed(conn));
@@ -143,6 +153,12 @@ impl Sim {
         let now = self.now;
         let inc = self.hosts[h].incarnation;
         match out {
+            Output::ClientReply { conn, .. } | Output::ClientClose { conn, .. }
+                if self.is_driver_conn(h, conn) =>
+            {
+                self.push_driver_output(out);
+            }
+            Output::Log(ev) if self.is_driver_host(h) => self.push_driver_output(Output::Log(ev)),
             Output::ClientReply { conn, reply } => {
                 self.trace.add(&[20, h as u8]);
                 self.trace.add(reply.as_bytes());
@@ -261,8 +277,14 @@ impl Sim {
 
     /// The source the host's routing picks for `dest` ([`fabric::route_source`]).
     fn route(&self, h: usize, dest: IpAddr) -> Result<IpAddr, u8> {
-        let ips = &self.spec.hosts[h].ips;
-        fabric::route_source(ips.iter().map(|ip| (ip.addr, ip.prefix)), dest)
+        let host = &self.spec.hosts[h];
+        fabric::route_source(host.ips.iter().map(|ip| (ip.addr, ip.prefix)), dest).or_else(
+            |errno| {
+                host.default_route
+                    .filter(|r| r.is_ipv4() == dest.is_ipv4())
+                    .ok_or(errno)
+            },
+        )
     }
 
     /// A UD send: to every QP attached to the group (multicast), or to the QP the AV
@@ -276,8 +298,54 @@ impl Sim {
             return;
         };
         self.inv.on_acm_send(self.now, h, &mad.0);
-        let grh = delivery.grh;
-        for t in delivery.targets {
+        let payload = Rc::new(UdPayload {
+            grh: delivery.grh,
+            mad: mad.0,
+            digest: super::trace::digest(&mad.0),
+        });
+        let targets = delivery.targets;
+        let wc = targets.first().map(|t| t.wc).unwrap_or_default();
+        // On fault-free links every copy arrives once, after the link's latency, and no
+        // random draw is made: the copies due at one instant go in one fan-out entry.
+        let fan_out = targets.len() > 1
+            && self.faults.perfect()
+            && targets.iter().all(|t| {
+                t.wc.slid == wc.slid
+                    && t.wc.src_qp == wc.src_qp
+                    && t.wc.dlid_path_bits == wc.dlid_path_bits
+            });
+        if fan_out {
+            let mut groups: Vec<(Duration, Vec<FanTarget>)> = Vec::new();
+            for t in &targets {
+                let delay = self.spec.latency(h, t.host);
+                let ft = FanTarget {
+                    host: t.host as u32,
+                    inc: self.hosts[t.host].incarnation,
+                    ep: t.ep,
+                    pkey_index: t.wc.pkey_index,
+                };
+                match groups.iter_mut().find(|(d, _)| *d == delay) {
+                    Some((_, g)) => g.push(ft),
+                    None => groups.push((delay, vec![ft])),
+                }
+            }
+            for (delay, g) in groups {
+                let fan = Fanout {
+                    payload: Rc::clone(&payload),
+                    wc,
+                    targets: g.into_boxed_slice(),
+                };
+                self.schedule(
+                    self.now + delay,
+                    Event::UdFanout {
+                        fan: Box::new(fan),
+                        next: 0,
+                    },
+                );
+            }
+            return;
+        }
+        for t in targets {
             let base = self.spec.latency(h, t.host);
             let inc = self.hosts[t.host].incarnation;
             for delay in self.faults.judge(h, t.host, base) {
@@ -286,8 +354,7 @@ impl Sim {
                     inc,
                     ep: t.ep,
                     wc: t.wc,
-                    grh,
-                    mad: Box::new(mad.0),
+                    payload: Rc::clone(&payload),
                 };
                 self.schedule(self.now + delay, ev);
             }

@@ -4,11 +4,11 @@
 //! in flight.
 
 use super::Sim;
+use super::fasthash::FastMap;
 use acm_engine::{Address, Instant};
 use acm_proto::Bytes64;
 use acm_proto::client::AddrType;
 use acm_proto::path_record::PathRecordRepr;
-use std::collections::HashMap;
 use std::fmt;
 use std::time::Duration;
 
@@ -35,9 +35,14 @@ pub(crate) struct Invariants {
     violations: Vec<Violation>,
     /// ACM requests by (requester, TID): content hash, destination, first sent.
     /// (Hash maps: never iterated in an order that matters, only looked up.)
-    requests: HashMap<(usize, u32), (u64, Address, Instant)>,
-    /// When each host last learned each address over the network.
-    learned: HashMap<(usize, Address), Instant>,
+    requests: FastMap<(usize, u32), (u64, Address, Instant)>,
+    /// Every address some host learned, numbered in order of first sight: hosts learn
+    /// the same few addresses, and a number indexes `learned` directly.
+    ids: FastMap<Address, u32>,
+    /// When each host last learned each address over the network: per host, by
+    /// address number, nanoseconds plus one (0: never). A storm on N hosts teaches
+    /// N² pairs, and each is recorded per ACM MAD received and checked per reply.
+    learned: Vec<Vec<u64>>,
 }
 
 fn fnv(bytes: &[u8]) -> u64 {
@@ -96,26 +101,44 @@ impl Invariants {
             return;
         }
         match mad[3] {
-            0x01 => {
-                self.learned.insert((h, addr(mad[18], &mad[88..152])), now);
-            }
+            0x01 => self.learn(h, addr(mad[18], &mad[88..152]), now),
             0x81 => {
                 if let Some(&(_, dest, _)) = self.requests.get(&(h, low_tid(mad))) {
-                    self.learned.insert((h, dest), now);
+                    self.learn(h, dest, now);
                 }
             }
             _ => {}
         }
     }
 
+    /// Host `h` learned address `a` at `now`.
+    fn learn(&mut self, h: usize, a: Address, now: Instant) {
+        let next = self.ids.len() as u32;
+        let id = *self.ids.entry(a).or_insert(next) as usize;
+        if self.learned.len() <= h {
+            self.learned.resize_with(h + 1, Vec::new);
+        }
+        let times = &mut self.learned[h];
+        if times.len() <= id {
+            times.resize(id + 1, 0);
+        }
+        times[id] = now.as_nanos().saturating_add(1);
+    }
+
     /// Host `h` restarted: it knows nothing, and its TIDs start over.
     pub(crate) fn host_restarted(&mut self, h: usize) {
         self.requests.retain(|&(x, _), _| x != h);
-        self.learned.retain(|&(x, _), _| x != h);
+        if let Some(times) = self.learned.get_mut(h) {
+            times.clear();
+        }
     }
 
     pub(crate) fn learned(&self, h: usize, a: &Address) -> Option<Instant> {
-        self.learned.get(&(h, *a)).copied()
+        let id = *self.ids.get(a)? as usize;
+        match self.learned.get(h)?.get(id)? {
+            0 => None,
+            &t => Some(Instant::from_nanos(t - 1)),
+        }
     }
 
     pub(crate) fn violations(&self) -> &[Violation] {
@@ -123,18 +146,16 @@ impl Invariants {
     }
 }
 
-/// Checks a successful RESOLVE reply on host `h` against the fabric.
-pub(crate) fn check_resolve(sim: &mut Sim, h: usize, req: &[u8], reply: &[u8]) {
+/// Checks a successful RESOLVE reply on host `h` against the fabric: what is wrong
+/// with it (nothing, almost always: the empty vector does not allocate).
+pub(crate) fn check_resolve(sim: &Sim, h: usize, req: &[u8], reply: &[u8]) -> Vec<String> {
+    let mut wrong = Vec::new();
     if req.len() < 88 || req[1] != 0x01 || reply.len() < 88 || reply[2] != 0 {
-        return;
+        return wrong;
     }
     let Ok(path) = PathRecordRepr::parse(&reply[24..88]) else {
-        let now = sim.now;
-        sim.inv.violate(
-            now,
-            format!("host {h}: unparsable path in a successful reply"),
-        );
-        return;
+        wrong.push(format!("host {h}: unparsable path in a successful reply"));
+        return wrong;
     };
     let now = sim.now;
     // The destination entry.
@@ -146,7 +167,7 @@ pub(crate) fn check_resolve(sim: &mut Sim, h: usize, req: &[u8], reply: &[u8]) {
             let ty = u16::from_ne_bytes([e[4], e[5]]);
             flags & 2 != 0 || ty == 0x10
         });
-    let Some(dest) = dest else { return };
+    let Some(dest) = dest else { return wrong };
     let ty = u16::from_ne_bytes([dest[4], dest[5]]);
     let truth = match ty {
         1..=3 => {
@@ -159,52 +180,46 @@ pub(crate) fn check_resolve(sim: &mut Sim, h: usize, req: &[u8], reply: &[u8]) {
         }
         _ => None,
     };
-    let Some(truth) = truth else { return };
+    let Some(truth) = truth else { return wrong };
     let Some(tp) = sim.topo.port(truth) else {
-        return;
+        return wrong;
     };
     if path.dgid != tp.gid || (path.dlid != 0 && (path.dlid & !((1u16 << tp.lmc) - 1)) != tp.lid) {
-        sim.inv.violate(
-            now,
-            format!(
-                "host {h}: path to {} has dgid {} dlid {}, truth {} {}",
-                truth.host, path.dgid, path.dlid, tp.gid, tp.lid
-            ),
-        );
+        wrong.push(format!(
+            "host {h}: path to {} has dgid {} dlid {}, truth {} {}",
+            truth.host, path.dgid, path.dlid, tp.gid, tp.lid
+        ));
     }
     let own = sim.topo.by_gid(&path.sgid).is_some_and(|p| p.host == h);
     if !own {
-        sim.inv.violate(
-            now,
-            format!("host {h}: path sgid {} is not one of its ports", path.sgid),
-        );
+        wrong.push(format!(
+            "host {h}: path sgid {} is not one of its ports",
+            path.sgid
+        ));
     }
     // Address freshness, for addresses learned over the network.
     if matches!(ty, 1..=3) && truth.host != h {
         let a = addr(ty as u8, &dest[8..72]);
         if sim.hosts[h].preloaded.contains(&a) {
-            return;
+            return wrong;
         }
         let limit = sim.hosts[h].addr_timeout;
         match sim.inv.learned(h, &a) {
-            None => sim.inv.violate(
-                now,
-                format!("host {h}: served {a} without ever learning it"),
-            ),
+            None => wrong.push(format!("host {h}: served {a} without ever learning it")),
             Some(at) => {
                 if let Some(minutes) = limit {
                     // Lookups compare whole minutes, so allow one minute of granularity.
                     let max = Duration::from_secs(60 * (u64::from(minutes) + 1));
                     if now.saturating_duration_since(at) > max {
-                        sim.inv.violate(
-                            now,
-                            format!("host {h}: served {a} learned at {at}, past addr_timeout"),
-                        );
+                        wrong.push(format!(
+                            "host {h}: served {a} learned at {at}, past addr_timeout"
+                        ));
                     }
                 }
             }
         }
     }
+    wrong
 }
 
 impl Sim {
@@ -243,9 +258,9 @@ impl Sim {
 /// it up per reply by scanning every host made large runs cubic.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Owners {
-    ips: HashMap<std::net::IpAddr, crate::topology::PortRef>,
+    ips: FastMap<std::net::IpAddr, crate::topology::PortRef>,
     /// Names lower-cased (names match case-insensitively); the first owner wins.
-    names: HashMap<Vec<u8>, crate::topology::PortRef>,
+    names: FastMap<Vec<u8>, crate::topology::PortRef>,
 }
 
 impl Owners {

@@ -8,6 +8,8 @@
 //! from the seed.
 
 mod client;
+mod driver;
+mod fasthash;
 mod faults;
 mod host;
 mod invariants;
@@ -15,6 +17,7 @@ mod seed;
 mod trace;
 
 pub use client::{Outcome, RequestId, ResolveResult, requests};
+pub use driver::DRIVER_CONN_BIT;
 pub use faults::LinkFaults;
 pub use invariants::Violation;
 pub use seed::{DEFAULT_SEED, run_seeded, seed_from_env};
@@ -27,19 +30,21 @@ use acm_engine::{ConnId, Instant};
 use faults::Faults;
 use host::SimHost;
 use invariants::Invariants;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::IpAddr;
+use std::rc::Rc;
 use std::time::Duration;
 use trace::Trace;
 
 /// What happens at an instant.
 #[derive(Debug, Clone)]
 pub(crate) enum Event {
-    /// A client writes a request on a new connection.
+    /// A client writes a request on a new connection (the bytes are shared with the
+    /// request's record).
     Client {
         host: usize,
         conn: ConnId,
-        bytes: Vec<u8>,
+        bytes: Rc<[u8]>,
     },
     /// A UD MAD arrives at an endpoint's QP.
     Ud {
@@ -47,9 +52,12 @@ pub(crate) enum Event {
         inc: u32,
         ep: EndpointId,
         wc: RecvInfo,
-        grh: [u8; 40],
-        mad: Box<[u8; 256]>,
+        payload: Rc<UdPayload>,
     },
+    /// Copies of one multicast send that arrive at this instant, one per step in target
+    /// order, from target `next` on: what one [`Event::Ud`] per target would do, without
+    /// one queue entry per receiver (a storm on N hosts sends N² copies at once).
+    UdFanout { fan: Box<Fanout>, next: u32 },
     /// A UD send completes.
     UdDone {
         host: usize,
@@ -95,10 +103,40 @@ pub(crate) enum Event {
     },
 }
 
+/// One UD MAD as sent: the GRH every copy carries, the MAD, and the MAD's trace digest
+/// (a multicast is received by every host: shared, and digested once).
+#[derive(Debug)]
+pub(crate) struct UdPayload {
+    pub(crate) grh: [u8; 40],
+    pub(crate) mad: [u8; 256],
+    pub(crate) digest: u64,
+}
+
+/// Copies of one multicast send due at one instant (see [`Event::UdFanout`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Fanout {
+    pub(crate) payload: Rc<UdPayload>,
+    /// The completion every copy carries, but for the receiver's pkey index.
+    pub(crate) wc: RecvInfo,
+    pub(crate) targets: Box<[FanTarget]>,
+}
+
+/// One receiver of a [`Fanout`], with its host's incarnation at send time (a copy for a
+/// host restarted since is dropped, as an [`Event::Ud`] would be).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FanTarget {
+    pub(crate) host: u32,
+    pub(crate) inc: u32,
+    pub(crate) ep: EndpointId,
+    pub(crate) pkey_index: u16,
+}
+
 /// Counts for reports and benchmarks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
-    /// Events processed (deliveries, completions, timer firings, requests).
+    /// Records added to the trace hash: about two per event processed (its kind and
+    /// host, then its payload), one per timer firing, two per client reply, one per
+    /// scripted change. Events the scheduler skips (for a restarted host) add none.
     pub events: u64,
     /// ACM MADs sent on UD QPs (requests, retransmissions and responses).
     pub acm_mads: u64,
@@ -122,7 +160,11 @@ pub struct Sim {
     /// QPs attached to each multicast group.
     pub(crate) mcast: BTreeMap<acm_proto::Gid, BTreeSet<(usize, EndpointId)>>,
     pub(crate) now: Instant,
-    queue: BTreeMap<(Instant, u64), Event>,
+    /// Events by (time, sequence number of the bucket): one FIFO bucket per instant,
+    /// which is (time, sequence) order, since a later schedule call has a larger
+    /// sequence number. Pushing and popping are O(1) within an instant; a storm puts
+    /// millions of events on a few instants.
+    queue: BTreeMap<(Instant, u64), VecDeque<Event>>,
     seq: u64,
     timers: BTreeSet<(Instant, usize)>,
     pub(crate) seed: u64,
@@ -136,12 +178,54 @@ pub struct Sim {
     /// Whether host logs are kept (off for large runs).
     pub(crate) keep_logs: bool,
     pub(crate) logs: Vec<String>,
+    /// Engine configurations that replace the spec's for some hosts (a daemon's own
+    /// option and address files), kept for restarts.
+    pub(crate) configs: BTreeMap<usize, acm_engine::EngineConfig>,
+    /// The host a driver serves clients for, and what its engine said to them.
+    pub(crate) driver: Option<driver::Driver>,
 }
 
 impl Sim {
     /// A fabric from `spec`, every host's engine started, driven by `seed`.
     #[must_use]
     pub fn new(spec: FabricSpec, seed: u64) -> Self {
+        Self::with_configs(spec, seed, BTreeMap::new())
+    }
+
+    /// [`Sim::new`], but the hosts named in `configs` run with that engine
+    /// configuration instead of the one [`crate::fabric::engine_config`] derives from the
+    /// spec (a daemon on the fabric brings its own files).
+    #[must_use]
+    pub fn with_configs(
+        spec: FabricSpec,
+        seed: u64,
+        configs: BTreeMap<usize, acm_engine::EngineConfig>,
+    ) -> Self {
+        Self::build(spec, seed, configs, None)
+    }
+
+    /// [`Sim::with_configs`], with host `driven` handed to a driver from the start
+    /// ([`Sim::drive_host`]), so that its engine's start-up log lines reach the driver
+    /// too.
+    ///
+    /// # Panics
+    /// If `driven` is not a host of `spec`.
+    #[must_use]
+    pub fn driving(
+        spec: FabricSpec,
+        seed: u64,
+        configs: BTreeMap<usize, acm_engine::EngineConfig>,
+        driven: usize,
+    ) -> Self {
+        Self::build(spec, seed, configs, Some(driven))
+    }
+
+    fn build(
+        spec: FabricSpec,
+        seed: u64,
+        configs: BTreeMap<usize, acm_engine::EngineConfig>,
+        driven: Option<usize>,
+    ) -> Self {
         let topo = Topology::new(&spec);
         let mut sim = Self {
             sm_lid: spec.sm.lid,
@@ -163,11 +247,16 @@ impl Sim {
             owners: invariants::Owners::new(&spec),
             keep_logs: false,
             logs: Vec::new(),
+            configs,
+            driver: None,
             spec,
         };
         for h in 0..sim.spec.hosts.len() {
-            let host = SimHost::new(&sim.spec, h, seed, 0);
+            let host = SimHost::new(&sim.spec, h, seed, 0, sim.configs.get(&h).cloned());
             sim.hosts.push(host);
+        }
+        if let Some(h) = driven {
+            sim.drive_host(h);
         }
         for h in 0..sim.hosts.len() {
             sim.boot(h);
@@ -249,7 +338,45 @@ impl Sim {
 
     pub(crate) fn schedule(&mut self, at: Instant, ev: Event) {
         self.seq += 1;
-        self.queue.insert((at, self.seq), ev);
+        match self.queue.range_mut((at, 0)..=(at, u64::MAX)).next_back() {
+            Some((_, bucket)) => bucket.push_back(ev),
+            None => {
+                self.queue.insert((at, self.seq), VecDeque::from([ev]));
+            }
+        }
+    }
+
+    /// Takes the next event due (the front of the first bucket). A fan-out yields its
+    /// next copy as an [`Event::Ud`] and stays in front until its last.
+    fn pop_event(&mut self) -> Option<Event> {
+        let mut first = self.queue.first_entry()?;
+        let bucket = first.get_mut();
+        let ev = match bucket.front_mut() {
+            Some(Event::UdFanout { fan, next }) => {
+                let i = *next as usize;
+                *next += 1;
+                let t = fan.targets[i];
+                let ev = Event::Ud {
+                    host: t.host as usize,
+                    inc: t.inc,
+                    ep: t.ep,
+                    wc: RecvInfo {
+                        pkey_index: t.pkey_index,
+                        ..fan.wc
+                    },
+                    payload: Rc::clone(&fan.payload),
+                };
+                if i + 1 >= fan.targets.len() {
+                    bucket.pop_front();
+                }
+                Some(ev)
+            }
+            _ => bucket.pop_front(),
+        };
+        if bucket.is_empty() {
+            first.remove();
+        }
+        ev
     }
 
     /// Re-files host `h`'s engine timer in the index.
@@ -284,7 +411,7 @@ impl Sim {
         }
         self.now = self.now.max(t);
         if take_event {
-            if let Some((_, ev)) = self.queue.pop_first() {
+            if let Some(ev) = self.pop_event() {
                 self.process(ev);
             }
         } else if let Some((_, h)) = self.timers.first().copied() {
@@ -344,25 +471,26 @@ impl Sim {
                 inc,
                 ep,
                 wc,
-                grh,
-                mad,
+                payload,
             } => {
                 if self.hosts[host].incarnation != inc {
                     return;
                 }
                 self.trace.add(&[2, host as u8, ep.0 as u8]);
-                self.trace.add(&mad[..]);
-                self.on_ud_arrival(host, &mad[..]);
+                self.trace.add(&payload.digest.to_le_bytes());
+                self.on_ud_arrival(host, &payload.mad[..]);
                 self.input(
                     host,
                     acm_engine::Input::UdReceive {
                         ep,
                         wc,
-                        grh: Some(&grh),
-                        mad: &mad[..],
+                        grh: Some(&payload.grh),
+                        mad: &payload.mad[..],
                     },
                 );
             }
+            // `pop_event` hands out a fan-out's copies one by one.
+            Event::UdFanout { .. } => {}
             Event::UdDone {
                 host,
                 inc,
@@ -431,8 +559,12 @@ impl Sim {
         crate::fabric::sm_port(&self.topo, self.sm_lid).map(|p| (p.host, p))
     }
 
-    /// Brings host `h`'s engine up: its IPs, then its devices.
+    /// Brings host `h`'s engine up: its IPs, then its devices. A host that runs no
+    /// daemon (`daemon = false`) is left alone: its engine never hears of a device.
     fn boot(&mut self, h: usize) {
+        if !self.spec.hosts[h].daemon {
+            return;
+        }
         let ips = self.hosts[h].ips.clone();
         for ip in ips {
             self.input(h, acm_engine::Input::LocalIpAdded(ip));
@@ -573,7 +705,7 @@ impl Sim {
         }
         let old = std::mem::replace(
             &mut self.hosts[h],
-            SimHost::new(&self.spec, h, self.seed, inc),
+            SimHost::new(&self.spec, h, self.seed, inc, self.configs.get(&h).cloned()),
         );
         for (ep, qp) in old.qps {
             for m in qp.mcast {
@@ -582,7 +714,7 @@ impl Sim {
                 }
             }
         }
-        for (_, idx) in old.conns {
+        for (_, idx) in old.conns.into_open() {
             client::finish(self, idx, Outcome::Reset);
         }
         self.inv.host_restarted(h);

@@ -1,0 +1,350 @@
+//! `ibacm`'s command line: the reference's short options plus our long ones.
+//!
+//! Parsed by hand rather than with clap so that the reference's contract holds exactly:
+//! an unknown option prints the usage text and exits 1, `-A`/`-O` take their value
+//! attached (`-Afile`) or as the next word, and single-letter flags may be grouped
+//! (`-DP`).
+
+use std::path::PathBuf;
+use thiserror::Error;
+
+/// The usage text, printed for `--help` and for every usage error.
+pub const USAGE: &str = "\
+usage: ibacm [-D] [-P] [-A addr_file] [-O option_file] [--systemd]
+             [--fabric sim[:FILE[:HOST]] | --fabric hub:SOCKET:HOST]
+             [--run-dir DIR] [--socket-mode OCTAL] [--log-file FILE] [--log-level N]
+   -D                 run as a daemon (the default)
+   -P                 run in the foreground
+   -A addr_file       address file (default /etc/rdma/ibacm_addr.cfg)
+   -O option_file     options file (default /etc/rdma/ibacm_opts.cfg)
+   --systemd          run under systemd: foreground, socket activation, sd_notify
+   --fabric sim[:FILE[:HOST]]
+                      run as host HOST (default: the first) of the simulated fabric
+                      described by FILE (default: a built-in three-host demo fabric)
+   --fabric hub:SOCKET:HOST
+                      attach as host HOST to the fabric hub listening on SOCKET
+   --run-dir DIR      put the socket, port files and lock file in DIR instead of /run
+   --socket-mode OCTAL
+                      permissions of the unix socket (default 0777: every local user's
+                      RDMA programs resolve through it, as with the reference)
+   --log-file FILE    log here (or stdout, stderr), overriding the options file
+   --log-level N      log level 0..2, overriding the options file
+   --help             this text
+   --version          the version
+Without --fabric, ibacm uses the InfiniBand hardware of this machine.";
+
+/// Which fabric the daemon serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FabricArg {
+    /// The machine's InfiniBand hardware.
+    Hardware,
+    /// An in-process simulated fabric, this daemon being one of its hosts.
+    Sim {
+        /// The fabric description; `None` is the built-in demo fabric.
+        file: Option<PathBuf>,
+        /// The host this daemon is; `None` is the first host.
+        host: Option<String>,
+    },
+    /// A fabric hub shared with other processes.
+    Hub {
+        /// The hub's socket.
+        socket: PathBuf,
+        /// The host to attach as.
+        host: String,
+    },
+}
+
+/// Everything the command line says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Args {
+    /// `-P` or `--systemd`: stay in the foreground.
+    pub foreground: bool,
+    /// `--systemd`.
+    pub systemd: bool,
+    /// `-A`.
+    pub addr_file: Option<PathBuf>,
+    /// `-O`.
+    pub opts_file: Option<PathBuf>,
+    /// `--fabric`.
+    pub fabric: FabricArg,
+    /// `--run-dir`.
+    pub run_dir: Option<PathBuf>,
+    /// `--log-file`.
+    pub log_file: Option<String>,
+    /// `--log-level`.
+    pub log_level: Option<i32>,
+    /// `--socket-mode`: the unix socket's permission bits.
+    pub socket_mode: u32,
+}
+
+/// The unix socket's default permissions: librdmacm in every user's process connects to
+/// it, so any local user must be able to (the reference binds with umask 0).
+pub const DEFAULT_SOCKET_MODE: u32 = 0o777;
+
+/// What the command line asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Run the daemon.
+    Run(Box<Args>),
+    /// Print the usage text and exit 0.
+    Help,
+    /// Print the version and exit 0.
+    Version,
+}
+
+/// A command line that cannot be run; the caller prints it and the usage text and
+/// exits 1, as the reference does.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ArgError {
+    /// An option nobody knows.
+    #[error("unknown option {0}")]
+    Unknown(String),
+    /// An option without its value.
+    #[error("option {0} needs a value")]
+    MissingValue(String),
+    /// A value that does not parse.
+    #[error("bad value for {option}: {value:?} ({why})")]
+    BadValue {
+        /// The option.
+        option: String,
+        /// Its value.
+        value: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// A positional argument (ibacm takes none).
+    #[error("unexpected argument {0:?}")]
+    Positional(String),
+}
+
+/// Parses the arguments after the program name.
+///
+/// # Errors
+/// See [`ArgError`].
+pub fn parse<I, S>(args: I) -> Result<Command, ArgError>
+where
+    I: IntoIterator<Item = S>,
+    S: Into<String>,
+{
+    let mut a = Args {
+        foreground: false,
+        systemd: false,
+        addr_file: None,
+        opts_file: None,
+        fabric: FabricArg::Hardware,
+        run_dir: None,
+        log_file: None,
+        log_level: None,
+        socket_mode: DEFAULT_SOCKET_MODE,
+    };
+    let mut it = args.into_iter().map(Into::into);
+    while let Some(arg) = it.next() {
+        if let Some(long) = arg.strip_prefix("--") {
+            let (name, inline) = match long.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_owned())),
+                None => (long, None),
+            };
+            let mut value = |opt: &str| {
+                inline
+                    .clone()
+                    .or_else(|| it.next())
+                    .ok_or_else(|| ArgError::MissingValue(opt.to_owned()))
+            };
+            match name {
+                "systemd" => {
+                    a.systemd = true;
+                    a.foreground = true;
+                }
+                "help" => return Ok(Command::Help),
+                "version" => return Ok(Command::Version),
+                "fabric" => a.fabric = parse_fabric(&value("--fabric")?)?,
+                "run-dir" => a.run_dir = Some(PathBuf::from(value("--run-dir")?)),
+                "log-file" => a.log_file = Some(value("--log-file")?),
+                "socket-mode" => {
+                    let v = value("--socket-mode")?;
+                    a.socket_mode = u32::from_str_radix(&v, 8)
+                        .ok()
+                        .filter(|m| *m <= 0o777)
+                        .ok_or_else(|| ArgError::BadValue {
+                            option: "--socket-mode".into(),
+                            value: v.clone(),
+                            why: "expected octal permission bits such as 0770",
+                        })?;
+                }
+                "log-level" => {
+                    let v = value("--log-level")?;
+                    let n = v.parse::<i32>().map_err(|_| ArgError::BadValue {
+                        option: "--log-level".into(),
+                        value: v.clone(),
+                        why: "not a number",
+                    })?;
+                    a.log_level = Some(n);
+                }
+                _ => return Err(ArgError::Unknown(arg)),
+            }
+            continue;
+        }
+        let Some(flags) = arg.strip_prefix('-').filter(|f| !f.is_empty()) else {
+            return Err(ArgError::Positional(arg));
+        };
+        for (i, c) in flags.char_indices() {
+            match c {
+                'D' => {}
+                'P' => a.foreground = true,
+                'A' | 'O' => {
+                    let rest = &flags[i + c.len_utf8()..];
+                    let v = if rest.is_empty() {
+                        it.next()
+                            .ok_or_else(|| ArgError::MissingValue(format!("-{c}")))?
+                    } else {
+                        rest.to_owned()
+                    };
+                    let slot = if c == 'A' {
+                        &mut a.addr_file
+                    } else {
+                        &mut a.opts_file
+                    };
+                    *slot = Some(PathBuf::from(v));
+                    break;
+                }
+                _ => return Err(ArgError::Unknown(format!("-{c}"))),
+            }
+        }
+    }
+    Ok(Command::Run(Box::new(a)))
+}
+
+/// `sim`, `sim:FILE`, `sim:FILE:HOST`, `hub:SOCKET:HOST`.
+fn parse_fabric(v: &str) -> Result<FabricArg, ArgError> {
+    let bad = |why| ArgError::BadValue {
+        option: "--fabric".into(),
+        value: v.to_owned(),
+        why,
+    };
+    let (kind, rest) = v.split_once(':').unwrap_or((v, ""));
+    match kind {
+        "sim" => {
+            let (file, host) = match rest.rsplit_once(':') {
+                Some((f, h)) if !h.is_empty() => (f, Some(h.to_owned())),
+                Some((f, _)) => (f, None),
+                None => (rest, None),
+            };
+            Ok(FabricArg::Sim {
+                file: (!file.is_empty()).then(|| PathBuf::from(file)),
+                host,
+            })
+        }
+        "hub" => {
+            let (socket, host) = rest
+                .rsplit_once(':')
+                .ok_or_else(|| bad("expected hub:SOCKET:HOST"))?;
+            if socket.is_empty() || host.is_empty() {
+                return Err(bad("expected hub:SOCKET:HOST"));
+            }
+            Ok(FabricArg::Hub {
+                socket: PathBuf::from(socket),
+                host: host.to_owned(),
+            })
+        }
+        _ => Err(bad("expected sim[:FILE[:HOST]] or hub:SOCKET:HOST")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str]) -> Args {
+        match parse(args.iter().copied()) {
+            Ok(Command::Run(a)) => *a,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn reference_options() {
+        let a = run(&["-D", "-P", "-A", "/a.cfg", "-O/o.cfg"]);
+        assert!(a.foreground && !a.systemd);
+        assert_eq!(a.addr_file, Some(PathBuf::from("/a.cfg")));
+        assert_eq!(a.opts_file, Some(PathBuf::from("/o.cfg")));
+        assert_eq!(a.fabric, FabricArg::Hardware);
+        let a = run(&["-DPA", "x"]);
+        assert!(a.foreground);
+        assert_eq!(a.addr_file, Some(PathBuf::from("x")));
+        let a = run(&["--systemd"]);
+        assert!(a.systemd && a.foreground);
+        assert!(!run(&[]).foreground, "daemon mode is the default");
+    }
+
+    #[test]
+    fn long_options() {
+        let a = run(&[
+            "--fabric",
+            "sim",
+            "--run-dir=/tmp/r",
+            "--log-file",
+            "stderr",
+            "--log-level",
+            "2",
+        ]);
+        assert_eq!(
+            a.fabric,
+            FabricArg::Sim {
+                file: None,
+                host: None
+            }
+        );
+        assert_eq!(a.run_dir, Some(PathBuf::from("/tmp/r")));
+        assert_eq!(a.log_file.as_deref(), Some("stderr"));
+        assert_eq!(a.log_level, Some(2));
+        assert_eq!(a.socket_mode, DEFAULT_SOCKET_MODE);
+        assert_eq!(run(&["--socket-mode", "0660"]).socket_mode, 0o660);
+        assert!(matches!(
+            parse(["--socket-mode", "999"]),
+            Err(ArgError::BadValue { .. })
+        ));
+        assert_eq!(
+            run(&["--fabric", "sim:/f.toml:node2"]).fabric,
+            FabricArg::Sim {
+                file: Some(PathBuf::from("/f.toml")),
+                host: Some("node2".into())
+            }
+        );
+        assert_eq!(
+            run(&["--fabric", "sim:/f.toml"]).fabric,
+            FabricArg::Sim {
+                file: Some(PathBuf::from("/f.toml")),
+                host: None
+            }
+        );
+        assert_eq!(
+            run(&["--fabric", "hub:/run/hub.sock:node3"]).fabric,
+            FabricArg::Hub {
+                socket: PathBuf::from("/run/hub.sock"),
+                host: "node3".into()
+            }
+        );
+        assert_eq!(parse(["--help"]), Ok(Command::Help));
+        assert_eq!(parse(["--version"]), Ok(Command::Version));
+    }
+
+    #[test]
+    fn errors() {
+        assert_eq!(parse(["-x"]), Err(ArgError::Unknown("-x".into())));
+        assert_eq!(parse(["--nope"]), Err(ArgError::Unknown("--nope".into())));
+        assert_eq!(parse(["-A"]), Err(ArgError::MissingValue("-A".into())));
+        assert_eq!(parse(["stray"]), Err(ArgError::Positional("stray".into())));
+        assert!(matches!(
+            parse(["--fabric", "hub:/only-socket"]),
+            Err(ArgError::BadValue { .. })
+        ));
+        assert!(matches!(
+            parse(["--fabric", "wire"]),
+            Err(ArgError::BadValue { .. })
+        ));
+        assert!(matches!(
+            parse(["--log-level", "high"]),
+            Err(ArgError::BadValue { .. })
+        ));
+    }
+}

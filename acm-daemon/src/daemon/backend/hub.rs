@@ -1,0 +1,138 @@
+//! `--fabric hub:SOCKET:HOST`: this host's engine in this process, its fabric traffic
+//! (UD MADs, SA MADs, QPs, multicast) through a fabric hub that other daemon
+//! processes share. Real time, like a real fabric.
+
+use super::{Backend, BackendError};
+use acm_engine::{ConnId, Engine, EngineConfig, Input, Instant, Output};
+use acm_io_sim::hub::{HostSetup, HubClient, HubError};
+use mio::unix::SourceFd;
+use mio::{Interest, Registry, Token};
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd};
+use std::path::Path;
+use std::time::Duration;
+
+/// An engine attached to a fabric hub.
+pub struct HubBackend {
+    engine: Engine,
+    client: HubClient,
+    /// Outputs for the event loop (client, netlink and log ones).
+    out: VecDeque<Output>,
+    label: String,
+    /// A fabric error seen while draining, reported by the next `advance`.
+    failed: Option<HubError>,
+}
+
+impl HubBackend {
+    /// Attaches to the hub at `hub` as `host` through our own socket `my_socket`, and
+    /// brings the engine up with the host's devices and addresses.
+    ///
+    /// # Errors
+    /// The hub cannot be reached or refuses the host.
+    pub fn attach(
+        hub: &Path,
+        my_socket: &Path,
+        host: &str,
+        config: impl FnOnce(&HostSetup) -> EngineConfig,
+        seed: u64,
+        now: Instant,
+    ) -> Result<Self, HubError> {
+        let (client, setup) = HubClient::attach(hub, my_socket, host)?;
+        let mut b = Self {
+            engine: Engine::new(config(&setup), seed, now),
+            client,
+            out: VecDeque::new(),
+            label: format!("fabric hub {}, host {host}", hub.display()),
+            failed: None,
+        };
+        b.drain();
+        for ip in setup.ips {
+            b.input(now, Input::LocalIpAdded(ip));
+        }
+        for dev in setup.devices {
+            b.input(now, Input::DeviceAdded(dev));
+        }
+        b.pump(now);
+        match b.failed.take() {
+            Some(e) => Err(e),
+            None => Ok(b),
+        }
+    }
+
+    fn input(&mut self, now: Instant, input: Input<'_>) {
+        self.engine.handle(now, input);
+        self.drain();
+    }
+
+    /// Feeds the engine everything waiting: answers to its source lookups (made
+    /// locally while draining) and whatever the hub sent.
+    fn pump(&mut self, now: Instant) {
+        while self.failed.is_none() {
+            match self.client.recv_input(Duration::ZERO) {
+                Ok(Some(input)) => {
+                    self.engine.handle(now, input.as_input());
+                    self.drain();
+                }
+                Ok(None) => break,
+                Err(e) => self.failed = Some(e),
+            }
+        }
+    }
+
+    /// Carries the engine's fabric outputs to the hub and keeps the rest.
+    fn drain(&mut self) {
+        while let Some(out) = self.engine.poll_output() {
+            match self.client.send_output(&out) {
+                Ok(true) => {}
+                Ok(false) => self.out.push_back(out),
+                Err(e) => {
+                    self.failed.get_or_insert(e);
+                }
+            }
+        }
+    }
+}
+
+impl Backend for HubBackend {
+    fn describe(&self) -> String {
+        self.label.clone()
+    }
+
+    fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        let fd = self.client.as_fd().as_raw_fd();
+        registry.register(&mut SourceFd(&fd), token, Interest::READABLE)
+    }
+
+    fn client_request(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) {
+        self.input(now, Input::ClientRequest { conn, bytes });
+        self.pump(now);
+    }
+
+    fn client_closed(&mut self, now: Instant, conn: ConnId) {
+        self.input(now, Input::ClientClosed(conn));
+        self.pump(now);
+    }
+
+    fn netlink(&mut self, now: Instant, bytes: &[u8]) {
+        self.input(now, Input::Netlink(bytes));
+        self.pump(now);
+    }
+
+    fn advance(&mut self, now: Instant) -> Result<(), BackendError> {
+        self.input(now, Input::Tick);
+        self.pump(now);
+        match self.failed.take() {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
+    }
+
+    fn poll_output(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.engine.poll_timeout()
+    }
+}

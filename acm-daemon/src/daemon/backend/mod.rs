@@ -1,0 +1,61 @@
+//! Where the engine's fabric lives. Each backend takes client requests for this host's
+//! engine and gives back what the engine says to clients (replies, closes), to the
+//! kernel (netlink replies) and to the log; everything else (UD and SA traffic, QPs,
+//! multicast, source lookups) it carries out itself.
+//!
+//! - [`sim::SimBackend`]: an in-process simulated fabric; this host's engine runs inside
+//!   the simulator with every other host's, on a clock kept in step with real time.
+//! - [`hub::HubBackend`]: this host's engine, its fabric traffic going through a fabric
+//!   hub shared with other processes.
+//!
+//! The hardware backend (umad and verbs) comes with acm-io-verbs.
+
+pub mod hub;
+pub mod sim;
+
+use acm_engine::{ConnId, Instant, Output};
+use mio::{Registry, Token};
+use std::io;
+
+/// The engine and its fabric, as the event loop sees them.
+pub trait Backend {
+    /// A short description for the start-up message ("simulated fabric demo, host
+    /// node1").
+    fn describe(&self) -> String;
+
+    /// Registers the backend's own socket, if it has one, for readability.
+    ///
+    /// # Errors
+    /// The poller refused it.
+    fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()>;
+
+    /// A request read from client connection `conn`.
+    fn client_request(&mut self, now: Instant, conn: ConnId, bytes: &[u8]);
+
+    /// Client connection `conn` is gone (closed by its peer or by us).
+    fn client_closed(&mut self, now: Instant, conn: ConnId);
+
+    /// A kernel RDMA_NL_LS request.
+    fn netlink(&mut self, now: Instant, bytes: &[u8]);
+
+    /// Runs everything due by `now`: timers, and whatever the backend's socket has.
+    ///
+    /// # Errors
+    /// The fabric is gone (the hub ended the attachment); the daemon stops.
+    fn advance(&mut self, now: Instant) -> Result<(), BackendError>;
+
+    /// The next output for the event loop: `ClientReply`, `ClientClose`,
+    /// `NetlinkReply` or `Log`.
+    fn poll_output(&mut self) -> Option<Output>;
+
+    /// When [`Backend::advance`] must run next, if nothing arrives before.
+    fn poll_timeout(&self) -> Option<Instant>;
+}
+
+/// A fabric failure that ends the daemon.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// The fabric hub failed or ended the attachment.
+    #[error("fabric hub: {0}")]
+    Hub(#[from] acm_io_sim::hub::HubError),
+}

@@ -1,0 +1,85 @@
+//! `--fabric sim[:FILE[:HOST]]`: the whole fabric in this process. Every host's engine
+//! runs in the simulator; this daemon serves one host's clients. The simulator's clock
+//! is moved to the daemon's elapsed real time before each input, so timeouts and
+//! retries take as long as they would on a real fabric.
+
+use super::{Backend, BackendError};
+use acm_engine::{ConnId, EngineConfig, Instant, Output};
+use acm_io_sim::{FabricSpec, Sim};
+use mio::{Registry, Token};
+use std::collections::BTreeMap;
+use std::io;
+
+/// The demo fabric `--fabric sim` runs without a file (`testdata/fabrics/demo.toml`).
+pub const DEMO_FABRIC: &str = include_str!("../../../../testdata/fabrics/demo.toml");
+
+/// The simulator, driven for one host.
+pub struct SimBackend {
+    sim: Sim,
+    host: usize,
+    label: String,
+}
+
+impl SimBackend {
+    /// Starts `spec` with this daemon as host `host`, running with `config` (the
+    /// daemon's own option and address files) instead of the spec's.
+    #[must_use]
+    pub fn new(
+        spec: FabricSpec,
+        host: usize,
+        config: EngineConfig,
+        seed: u64,
+        label: String,
+    ) -> Self {
+        let sim = Sim::driving(spec, seed, BTreeMap::from([(host, config)]), host);
+        Self { sim, host, label }
+    }
+
+    /// The host this daemon is.
+    #[must_use]
+    pub fn host(&self) -> usize {
+        self.host
+    }
+}
+
+impl Backend for SimBackend {
+    fn describe(&self) -> String {
+        format!(
+            "{}, host {}",
+            self.label,
+            self.sim.spec().hosts[self.host].name
+        )
+    }
+
+    fn register(&mut self, _registry: &Registry, _token: Token) -> io::Result<()> {
+        // Nothing to wait for but the clock.
+        Ok(())
+    }
+
+    fn client_request(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) {
+        self.sim.run_until(now);
+        self.sim.driver_request(conn, bytes);
+    }
+
+    fn client_closed(&mut self, now: Instant, conn: ConnId) {
+        self.sim.run_until(now);
+        self.sim.driver_closed(conn);
+    }
+
+    fn netlink(&mut self, _now: Instant, _bytes: &[u8]) {
+        // The kernel has no simulated devices, so it never asks about them.
+    }
+
+    fn advance(&mut self, now: Instant) -> Result<(), BackendError> {
+        self.sim.run_until(now);
+        Ok(())
+    }
+
+    fn poll_output(&mut self) -> Option<Output> {
+        self.sim.poll_driver_output()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.sim.next_due()
+    }
+}

@@ -1,0 +1,359 @@
+//! Reading the daemon's files into an engine configuration: the options file, the
+//! address file (generated when missing), and the preload files the options name. Every
+//! file goes through the engine's parsers, whose diagnostics name the file and line.
+
+use super::args::Args;
+use acm_engine::config::{
+    AddrFile, AddrPreload, Diagnostic, Options, RouteData, RoutePreload, ServerMode, parse_hosts,
+};
+use acm_engine::{DeviceDesc, EngineConfig, PortState};
+use core::fmt::Write as _;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// The reference's options file.
+pub const DEFAULT_OPTS_FILE: &str = "/etc/rdma/ibacm_opts.cfg";
+/// The reference's address file.
+pub const DEFAULT_ADDR_FILE: &str = "/etc/rdma/ibacm_addr.cfg";
+
+/// The options with the command line's overrides applied, and where they came from.
+#[derive(Debug, Clone)]
+pub struct LoadedOptions {
+    /// The options.
+    pub options: Options,
+    /// The options file's text as read (`None`: it does not exist, defaults apply).
+    pub text: Option<String>,
+    /// The file.
+    pub path: PathBuf,
+    /// What its parser said.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Reads the options file at `path` (a missing file means every default, as on Debian,
+/// which ships none) and applies `--log-file`, `--log-level` and `--systemd`.
+///
+/// # Errors
+/// The file exists but cannot be read.
+pub fn load_options(path: &Path, args: &Args) -> io::Result<LoadedOptions> {
+    let text = read_optional(path)?;
+    let (mut options, diagnostics) =
+        Options::parse(&path.display().to_string(), text.as_deref().unwrap_or(""));
+    apply_overrides(&mut options, args);
+    Ok(LoadedOptions {
+        options,
+        text,
+        path: path.to_path_buf(),
+        diagnostics,
+    })
+}
+
+/// `--log-file`, `--log-level`; `--systemd` forces the unix server mode.
+pub fn apply_overrides(options: &mut Options, args: &Args) {
+    if let Some(f) = &args.log_file {
+        options.log_file.clone_from(f);
+    }
+    if let Some(l) = args.log_level {
+        options.log_level = l;
+    }
+    if args.systemd {
+        options.server_mode = ServerMode::Unix;
+    }
+}
+
+/// `path`'s text, `None` when it does not exist.
+///
+/// # Errors
+/// Any other read error.
+pub fn read_optional(path: &Path) -> io::Result<Option<String>> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The engine configuration from loaded options, the address file's text (`None`:
+/// missing), and the preload files the options name (read from disk).
+pub fn engine_config(
+    opts: &LoadedOptions,
+    addr: Option<(&str, &str)>,
+    log: &mut dyn FnMut(String),
+) -> EngineConfig {
+    let mut diagnostics = opts.diagnostics.clone();
+    let addr_file = addr.map(|(name, text)| {
+        let (file, d) = AddrFile::parse(name, text);
+        diagnostics.extend(d);
+        file
+    });
+    let o = &opts.options;
+    let hosts = if o.addr_preload == AddrPreload::AcmHosts {
+        match read_optional(Path::new(&o.addr_data_file)) {
+            Ok(Some(text)) => {
+                let (entries, d) = parse_hosts(&o.addr_data_file, &text);
+                diagnostics.extend(d);
+                entries
+            }
+            Ok(None) => {
+                log(format!("address data file {} not found", o.addr_data_file));
+                Vec::new()
+            }
+            Err(e) => {
+                log(format!("cannot read {}: {e}", o.addr_data_file));
+                Vec::new()
+            }
+        }
+    } else {
+        Vec::new()
+    };
+    let route_data = if o.route_preload == RoutePreload::OpensmFullV1 {
+        match read_optional(Path::new(&o.route_data_file)) {
+            Ok(Some(text)) => {
+                let (data, d) = RouteData::parse(&o.route_data_file, &text);
+                diagnostics.extend(d);
+                Some(data)
+            }
+            Ok(None) => {
+                log(format!("route data file {} not found", o.route_data_file));
+                None
+            }
+            Err(e) => {
+                log(format!("cannot read {}: {e}", o.route_data_file));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    EngineConfig {
+        options: opts.options.clone(),
+        addr_file,
+        hosts,
+        route_data,
+        diagnostics,
+        netlink_pid: std::process::id(),
+        ..EngineConfig::default()
+    }
+}
+
+/// The address file for a host named `host` with `devices` (what `ib_acme -A` writes):
+/// the host name on the first active InfiniBand port, then `host-N` on every port.
+#[must_use]
+pub fn generated_addr_file(host: &str, devices: &[DeviceDesc]) -> String {
+    let host = host.split('.').next().unwrap_or(host);
+    let mut out = String::from(
+        "# InfiniBand Communication Management Assistant address file,\n\
+         # generated by ibacm because none existed. Each line is\n\
+         #   address device port pkey\n\
+         # where address is a name (IP addresses are found automatically), device a\n\
+         # verbs device name, port its port number, and pkey a partition key in hex\n\
+         # or `default` for the port's first one.\n",
+    );
+    let ib_ports = || {
+        devices.iter().flat_map(|d| {
+            d.ports
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.link_layer_ib)
+                .map(move |(i, p)| (d.name.as_str(), i + 1, p.state == PortState::Active))
+        })
+    };
+    if let Some((dev, port, _)) = ib_ports().find(|&(_, _, active)| active) {
+        let _ = writeln!(out, "{host} {dev} {port} default");
+    }
+    for (i, (dev, port, _)) in ib_ports().enumerate() {
+        let _ = writeln!(out, "{host}-{} {dev} {port} default", i + 1);
+    }
+    out
+}
+
+/// The address file: read from `path`; when missing, generated there for `host` and
+/// `devices` (unlike the reference, which always writes the default path). A file that
+/// can be neither read nor written leaves the engine with only its IP addresses, as the
+/// reference when generation fails.
+pub fn load_or_generate_addr_file(
+    path: &Path,
+    host: &str,
+    devices: &[DeviceDesc],
+    log: &mut dyn FnMut(String),
+) -> Option<String> {
+    match read_optional(path) {
+        Ok(Some(text)) => return Some(text),
+        Ok(None) => {}
+        Err(e) => {
+            log(format!("cannot read address file {}: {e}", path.display()));
+            return None;
+        }
+    }
+    log(format!("generating address file {}", path.display()));
+    let text = generated_addr_file(host, devices);
+    match std::fs::write(path, &text) {
+        Ok(()) => Some(text),
+        Err(e) => {
+            log(format!(
+                "address file {} not found and cannot be generated: {e}",
+                path.display()
+            ));
+            None
+        }
+    }
+}
+
+/// The core options as the reference logs them at start (level 0).
+#[must_use]
+pub fn core_option_lines(o: &Options, opts_file: &Path, addr_file: &str) -> Vec<String> {
+    let mode = match o.server_mode {
+        ServerMode::Unix => "unix",
+        ServerMode::Loop => "loop",
+        ServerMode::Open => "open",
+    };
+    vec![
+        format!("log file {}", o.log_file),
+        format!("log level {}", o.log_level),
+        format!("umad debug level {}", o.umad_debug_level),
+        format!("lock file {}", o.lock_file),
+        format!("server_port {}", o.server_port),
+        format!("server_mode {mode}"),
+        format!(
+            "acme_plus_kernel_only {}",
+            if o.acme_plus_kernel_only { "yes" } else { "no" }
+        ),
+        format!("timeout {} ms", o.timeout_ms),
+        format!("retries {}", o.retries),
+        format!("sa depth {}", o.sa_depth),
+        format!("options file {}", opts_file.display()),
+        format!("addr file {addr_file}"),
+        format!("provider lib path {}", o.provider_lib_path),
+        format!(
+            "support IP's in ibacm_addr.cfg {}",
+            u8::from(o.support_ips_in_addr_cfg)
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use acm_engine::PortAttrs;
+
+    fn device(name: &str, states: &[(PortState, bool)]) -> DeviceDesc {
+        DeviceDesc {
+            id: acm_engine::DeviceId(0),
+            name: name.into(),
+            guid: 1,
+            ports: states
+                .iter()
+                .map(|&(state, ib)| PortAttrs {
+                    state,
+                    link_layer_ib: ib,
+                    ..PortAttrs::default()
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn generated_file_names_the_first_active_port_then_every_port() {
+        let devs = [
+            device(
+                "mlx5_0",
+                &[(PortState::Down, true), (PortState::Active, true)],
+            ),
+            device(
+                "mlx5_1",
+                &[(PortState::Active, false), (PortState::Active, true)],
+            ),
+        ];
+        let text = generated_addr_file("node1.example.com", &devs);
+        let lines: Vec<_> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(
+            lines,
+            [
+                "node1 mlx5_0 2 default",
+                "node1-1 mlx5_0 1 default",
+                "node1-2 mlx5_0 2 default",
+                "node1-3 mlx5_1 2 default",
+            ]
+        );
+        let (file, diags) = AddrFile::parse("gen", &text);
+        assert!(diags.is_empty(), "{diags:?}");
+        assert_eq!(file.lines.len(), 4);
+    }
+
+    #[test]
+    fn overrides_and_missing_files() {
+        let args = match super::super::args::parse([
+            "--systemd",
+            "--log-level",
+            "2",
+            "--log-file",
+            "stderr",
+        ]) {
+            Ok(super::super::args::Command::Run(a)) => *a,
+            other => panic!("{other:?}"),
+        };
+        let dir = std::env::temp_dir().join(format!("acm-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let opts = dir.join("opts.cfg");
+        std::fs::write(&opts, "server_mode loop\nlog_level 0\nbogus_option 1\n").unwrap();
+        let l = load_options(&opts, &args).unwrap();
+        assert_eq!(
+            l.options.server_mode,
+            ServerMode::Unix,
+            "--systemd forces unix"
+        );
+        assert_eq!(l.options.log_level, 2);
+        assert_eq!(l.options.log_file, "stderr");
+        let missing = load_options(&dir.join("none.cfg"), &args).unwrap();
+        assert!(missing.text.is_none());
+        assert_eq!(missing.options.server_port, 6125, "defaults");
+        let mut logs = Vec::new();
+        let addr = dir.join("addr.cfg");
+        let text = load_or_generate_addr_file(
+            &addr,
+            "node9",
+            &[device("mlx5_0", &[(PortState::Active, true)])],
+            &mut |l| logs.push(l),
+        )
+        .expect("generated");
+        assert_eq!(std::fs::read_to_string(&addr).unwrap(), text);
+        assert!(logs[0].contains("generating"));
+        let unwritable = load_or_generate_addr_file(
+            Path::new("/nonexistent-dir/addr.cfg"),
+            "n",
+            &[],
+            &mut |l| logs.push(l),
+        );
+        assert!(unwritable.is_none());
+        assert!(logs.last().unwrap().contains("cannot be generated"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn preload_files_come_from_the_paths_the_options_name() {
+        let dir = std::env::temp_dir().join(format!("acm-cfg-pre-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let hosts = dir.join("hosts.data");
+        std::fs::write(&hosts, "10.0.0.2 fe80::2:c903:a0:b002\n").unwrap();
+        let (options, diagnostics) = Options::parse(
+            "o",
+            &format!(
+                "addr_preload acm_hosts\naddr_data_file {}\n",
+                hosts.display()
+            ),
+        );
+        let l = LoadedOptions {
+            options,
+            text: None,
+            path: dir.join("o"),
+            diagnostics,
+        };
+        let mut logs = Vec::new();
+        let c = engine_config(&l, Some(("addr", "h mlx5_0 1 default\n")), &mut |m| {
+            logs.push(m);
+        });
+        assert_eq!(c.hosts.len(), 1);
+        assert!(c.addr_file.is_some());
+        assert!(logs.is_empty(), "{logs:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,300 @@
+//! One client connection: framing of the byte stream into requests, and a bounded
+//! queue of replies for a client that does not read them fast enough.
+//!
+//! Framing reads the 16-byte header, then the rest of what its length field announces
+//! (host order for RESOLVE, big-endian otherwise; spec 1.2). A header that no request
+//! can have (wrong version, unknown operation, a length under 16 or over 592) is handed
+//! to the engine as it is, and the engine closes the connection without a reply, as the
+//! reference does. A peer that stops halfway through a message only ever delays itself.
+
+use super::listen::Stream;
+use std::io::{self, Read, Write};
+
+/// The client header's size.
+pub const HEADER: usize = 16;
+/// The largest request (`sizeof(struct acm_msg)`).
+pub const MAX_MESSAGE: usize = 592;
+/// Replies waiting for a slow reader, in bytes, beyond which the daemon stops reading
+/// that client's requests until it catches up. Every request already read still gets
+/// its reply, so the queue's growth is bounded by the engine's per-connection limit.
+pub const BACKLOG_LIMIT: usize = 64 * 1024;
+
+/// What a read produced.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ReadOutcome {
+    /// The peer closed its side (or the connection failed).
+    pub closed: bool,
+    /// Reading stopped before the socket ran dry (the budget was spent or the reply
+    /// backlog is over its limit): the caller must come back, since the poller will
+    /// not report the socket readable again.
+    pub paused: bool,
+}
+
+/// A connected client.
+#[derive(Debug)]
+pub struct Conn {
+    stream: Stream,
+    inbuf: Vec<u8>,
+    outbuf: Vec<u8>,
+    /// Set once the engine asked to close: nothing more is read or written.
+    pub closing: bool,
+}
+
+impl Conn {
+    /// A new connection on `stream`.
+    #[must_use]
+    pub fn new(stream: Stream) -> Self {
+        Self {
+            stream,
+            inbuf: Vec::with_capacity(MAX_MESSAGE),
+            outbuf: Vec::new(),
+            closing: false,
+        }
+    }
+
+    /// The socket, for registration with the poller.
+    pub fn stream_mut(&mut self) -> &mut Stream {
+        &mut self.stream
+    }
+
+    /// Whether requests should be read now (the reply backlog is under its limit).
+    #[must_use]
+    pub fn wants_read(&self) -> bool {
+        !self.closing && self.outbuf.len() < BACKLOG_LIMIT
+    }
+
+    /// Whether replies are waiting for the socket to become writable.
+    #[must_use]
+    pub fn wants_write(&self) -> bool {
+        !self.outbuf.is_empty()
+    }
+
+    /// Reads what the socket has, handing each complete request to `on_request`, at
+    /// most `budget` of them so that one busy client cannot starve the others.
+    pub fn read_requests(
+        &mut self,
+        budget: usize,
+        mut on_request: impl FnMut(&[u8]),
+    ) -> ReadOutcome {
+        let mut left = budget;
+        let mut chunk = [0u8; 4096];
+        loop {
+            left -= self.deliver(left, &mut on_request);
+            if left == 0 || !self.wants_read() {
+                return ReadOutcome {
+                    closed: false,
+                    paused: !self.closing,
+                };
+            }
+            match read(&mut self.stream, &mut chunk) {
+                Ok(0) => {
+                    return ReadOutcome {
+                        closed: true,
+                        paused: false,
+                    };
+                }
+                Ok(n) => self.inbuf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    return ReadOutcome::default();
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    return ReadOutcome {
+                        closed: true,
+                        paused: false,
+                    };
+                }
+            }
+        }
+    }
+
+    /// Hands up to `max` complete messages in the input buffer to `on_request`;
+    /// returns how many.
+    fn deliver(&mut self, max: usize, on_request: &mut impl FnMut(&[u8])) -> usize {
+        let (mut start, mut n) = (0, 0);
+        while n < max && self.inbuf.len() - start >= HEADER {
+            let header = &self.inbuf[start..start + HEADER];
+            // A header no request can have goes to the engine as it is (it closes).
+            let len = message_len(header).unwrap_or(HEADER);
+            if self.inbuf.len() - start < len {
+                break;
+            }
+            on_request(&self.inbuf[start..start + len]);
+            start += len;
+            n += 1;
+        }
+        self.inbuf.drain(..start);
+        n
+    }
+
+    /// Queues `reply`, writing it at once when nothing is queued before it (one write
+    /// per reply in the usual case).
+    ///
+    /// # Errors
+    /// The socket failed; the connection must be dropped.
+    pub fn send(&mut self, reply: &[u8]) -> io::Result<()> {
+        if self.closing {
+            return Ok(());
+        }
+        if self.outbuf.is_empty() {
+            match write(&mut self.stream, reply) {
+                Ok(n) if n == reply.len() => return Ok(()),
+                Ok(n) => self.outbuf.extend_from_slice(&reply[n..]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.outbuf.extend_from_slice(reply);
+                }
+                Err(e) => return Err(e),
+            }
+        } else {
+            self.outbuf.extend_from_slice(reply);
+        }
+        Ok(())
+    }
+
+    /// Writes queued replies while the socket takes them.
+    ///
+    /// # Errors
+    /// The socket failed; the connection must be dropped.
+    pub fn flush(&mut self) -> io::Result<()> {
+        while !self.outbuf.is_empty() {
+            match write(&mut self.stream, &self.outbuf) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    self.outbuf.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The length a request header announces, if a request can have it.
+#[must_use]
+pub fn message_len(header: &[u8]) -> Option<usize> {
+    if header.len() < HEADER || header[0] != 1 || !matches!(header[1] & 0x0F, 1..=3) {
+        return None;
+    }
+    let raw = [header[6], header[7]];
+    // RESOLVE (exactly opcode 1) carries its length in host order, the others
+    // big-endian (spec 1.3).
+    let len = if header[1] == 1 {
+        u16::from_ne_bytes(raw)
+    } else {
+        u16::from_be_bytes(raw)
+    };
+    let len = usize::from(len);
+    (HEADER..=MAX_MESSAGE).contains(&len).then_some(len)
+}
+
+fn read(s: &mut Stream, buf: &mut [u8]) -> io::Result<usize> {
+    match s {
+        Stream::Unix(u) => u.read(buf),
+        Stream::Tcp(t) => t.read(buf),
+    }
+}
+
+fn write(s: &mut Stream, buf: &[u8]) -> io::Result<usize> {
+    match s {
+        Stream::Unix(u) => u.write(buf),
+        Stream::Tcp(t) => t.write(buf),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(version: u8, opcode: u8, len: u16) -> [u8; 16] {
+        let mut h = [0u8; 16];
+        h[0] = version;
+        h[1] = opcode;
+        let b = if opcode == 1 {
+            len.to_ne_bytes()
+        } else {
+            len.to_be_bytes()
+        };
+        h[6..8].copy_from_slice(&b);
+        h
+    }
+
+    #[test]
+    fn lengths_follow_the_opcode_byte_order() {
+        assert_eq!(message_len(&header(1, 1, 88)), Some(88));
+        assert_eq!(message_len(&header(1, 2, 16)), Some(16));
+        assert_eq!(message_len(&header(1, 3, 16)), Some(16));
+        // A RESOLVE response opcode (0x81) is not exactly 1: big-endian.
+        assert_eq!(message_len(&header(1, 0x81, 88)), Some(88));
+        assert_eq!(message_len(&header(2, 1, 88)), None, "version");
+        assert_eq!(message_len(&header(1, 4, 16)), None, "opcode");
+        assert_eq!(message_len(&header(1, 1, 15)), None, "short");
+        assert_eq!(message_len(&header(1, 1, 593)), None, "oversized");
+    }
+
+    #[test]
+    fn a_stream_is_split_into_messages_across_reads() {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        let mut conn = Conn::new(Stream::Unix(mio::net::UnixStream::from_std(a)));
+        let mut b = b;
+        let mut msg = header(1, 2, 16).to_vec();
+        msg.extend_from_slice(&header(1, 1, 24));
+        msg.extend_from_slice(&[7; 8]);
+        // Half of the second message now, the rest later.
+        b.write_all(&msg[..20]).unwrap();
+        let mut got = Vec::new();
+        let r = conn.read_requests(64, |m| got.push(m.to_vec()));
+        assert_eq!(r, ReadOutcome::default());
+        assert_eq!(got.len(), 1);
+        b.write_all(&msg[20..]).unwrap();
+        let r = conn.read_requests(64, |m| got.push(m.to_vec()));
+        assert!(!r.closed);
+        assert_eq!(got, vec![msg[..16].to_vec(), msg[16..].to_vec()]);
+        // A budget of one: the second of two messages waits for the next call.
+        b.write_all(&msg[..16]).unwrap();
+        b.write_all(&msg[..16]).unwrap();
+        got.clear();
+        assert!(conn.read_requests(1, |m| got.push(m.to_vec())).paused);
+        assert_eq!(got.len(), 1);
+        assert!(!conn.read_requests(1, |m| got.push(m.to_vec())).closed);
+        assert_eq!(got.len(), 2);
+        drop(b);
+        assert!(conn.read_requests(64, |_| {}).closed);
+    }
+
+    #[test]
+    fn replies_queue_when_the_peer_does_not_read() {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        let mut conn = Conn::new(Stream::Unix(mio::net::UnixStream::from_std(a)));
+        let reply = [0x55u8; 600];
+        let mut sent = 0;
+        while !conn.wants_write() {
+            conn.send(&reply).unwrap();
+            sent += 1;
+        }
+        while conn.outbuf.len() < BACKLOG_LIMIT {
+            conn.send(&reply).unwrap();
+            sent += 1;
+        }
+        assert!(!conn.wants_read(), "reading pauses over the limit");
+        // The peer reads everything; every byte arrives in order.
+        let mut b = b;
+        b.set_nonblocking(false).unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut all = Vec::new();
+            b.read_to_end(&mut all).unwrap();
+            all
+        });
+        while conn.wants_write() {
+            conn.flush().unwrap();
+            std::thread::yield_now();
+        }
+        drop(conn);
+        let all = reader.join().unwrap();
+        assert_eq!(all.len(), sent * reply.len());
+        assert!(all.iter().all(|&x| x == 0x55));
+    }
+}

@@ -1,0 +1,297 @@
+//! The client listener for each `server_mode`, with the reference's socket files, port
+//! files and symlinks, or the stream socket systemd passed in.
+
+use super::paths::RunPaths;
+use acm_engine::config::ServerMode;
+use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// A listener that cannot be set up; the daemon exits.
+#[derive(Debug, Error)]
+pub enum ListenError {
+    /// The socket cannot be bound.
+    #[error("cannot listen on {what}: {source}")]
+    Bind {
+        /// The address or path.
+        what: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// The public symlink for librdmacm cannot be made (fatal in unix mode, as in the
+    /// reference).
+    #[error("cannot create symlink {path}: {source}")]
+    Symlink {
+        /// The link.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The port file cannot be written.
+    #[error("cannot write {path}: {source}")]
+    PortFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// systemd passed something that is neither a listening stream socket nor a netlink
+    /// socket.
+    #[error("systemd passed fd {0}, which is neither a listening stream socket nor netlink")]
+    Inherited(usize),
+}
+
+/// A listening socket.
+#[derive(Debug)]
+pub enum Listener {
+    /// `server_mode unix`.
+    Unix(UnixListener),
+    /// `server_mode loop` or `open`.
+    Tcp(TcpListener),
+}
+
+/// An accepted client connection.
+#[derive(Debug)]
+pub enum Stream {
+    /// Over the unix socket.
+    Unix(UnixStream),
+    /// Over TCP.
+    Tcp(TcpStream),
+}
+
+impl Listener {
+    /// Accepts one pending connection.
+    ///
+    /// # Errors
+    /// `WouldBlock` when none is pending; the accept error otherwise.
+    pub fn accept(&self) -> io::Result<Stream> {
+        match self {
+            Self::Unix(l) => l.accept().map(|(s, _)| Stream::Unix(s)),
+            Self::Tcp(l) => l.accept().map(|(s, _)| Stream::Tcp(s)),
+        }
+    }
+
+    /// Where clients connect, for the start-up message.
+    #[must_use]
+    pub fn describe(&self, paths: &RunPaths) -> String {
+        match self {
+            Self::Unix(l) => l
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_pathname().map(|p| p.display().to_string()))
+                .unwrap_or_else(|| paths.unix_socket().display().to_string()),
+            Self::Tcp(l) => l
+                .local_addr()
+                .map_or_else(|_| "tcp".to_owned(), |a| format!("tcp {a}")),
+        }
+    }
+}
+
+/// What systemd passed in: a client listener, a netlink socket, or both.
+#[derive(Debug, Default)]
+pub struct Inherited {
+    /// The `ListenStream=` socket.
+    pub listener: Option<std::os::unix::net::UnixListener>,
+    /// The `ListenNetlink=` socket.
+    pub netlink: Option<OwnedFd>,
+}
+
+/// Takes the sockets systemd passed (`LISTEN_FDS`, at most two). Unlike the reference,
+/// each fd is inspected itself (the reference always looks at fd 3).
+///
+/// # Errors
+/// An fd that is neither kind.
+pub fn inherit_from_systemd() -> Result<Inherited, ListenError> {
+    let mut fds = listenfd::ListenFd::from_env();
+    let mut got = Inherited::default();
+    for idx in 0..fds.len().min(2) {
+        if let Ok(Some(l)) = fds.take_unix_listener(idx) {
+            got.listener = Some(l);
+            continue;
+        }
+        match fds.take_custom::<OwnedFd>(
+            idx,
+            nix::libc::AF_NETLINK,
+            nix::libc::SOCK_RAW,
+            "netlink socket",
+        ) {
+            Ok(Some(fd)) => got.netlink = Some(fd),
+            _ => return Err(ListenError::Inherited(idx)),
+        }
+    }
+    // The LISTEN_* variables stay set (removing them is `unsafe` in edition 2024);
+    // children cannot use them, since listenfd marks the fds close-on-exec.
+    Ok(got)
+}
+
+/// Opens the listener for `mode`, creating and removing the rendezvous files as the
+/// reference does (spec 1.1). `public` is false with `acme_plus_kernel_only`: the
+/// librdmacm symlinks are then not created.
+///
+/// # Errors
+/// See [`ListenError`]; in TCP modes a symlink failure is only returned in the
+/// warnings.
+pub fn open(
+    mode: ServerMode,
+    port: u16,
+    paths: &RunPaths,
+    socket_mode: u32,
+    public: bool,
+    inherited: Option<std::os::unix::net::UnixListener>,
+    warnings: &mut Vec<String>,
+) -> Result<Listener, ListenError> {
+    match mode {
+        ServerMode::Unix => {
+            remove_quietly(&paths.tcp_port_file());
+            remove_quietly(&paths.public_port_file());
+            let listener = match inherited {
+                Some(l) => {
+                    l.set_nonblocking(true)
+                        .map_err(|source| ListenError::Bind {
+                            what: "the socket systemd passed".into(),
+                            source,
+                        })?;
+                    UnixListener::from_std(l)
+                }
+                None => bind_unix(&paths.unix_socket(), socket_mode)?,
+            };
+            if public {
+                relink(&paths.public_socket(), "ibacm-unix.sock").map_err(|source| {
+                    ListenError::Symlink {
+                        path: paths.public_socket(),
+                        source,
+                    }
+                })?;
+            }
+            Ok(Listener::Unix(listener))
+        }
+        ServerMode::Loop | ServerMode::Open => {
+            remove_quietly(&paths.unix_socket());
+            remove_quietly(&paths.public_socket());
+            let ip = if mode == ServerMode::Loop {
+                Ipv4Addr::LOCALHOST
+            } else {
+                Ipv4Addr::UNSPECIFIED
+            };
+            let addr = SocketAddr::from((ip, port));
+            let listener = TcpListener::bind(addr).map_err(|source| ListenError::Bind {
+                what: addr.to_string(),
+                source,
+            })?;
+            let bound = listener.local_addr().map_or(port, |a| a.port());
+            std::fs::write(paths.tcp_port_file(), format!("{bound}\n")).map_err(|source| {
+                ListenError::PortFile {
+                    path: paths.tcp_port_file(),
+                    source,
+                }
+            })?;
+            if public && let Err(e) = relink(&paths.public_port_file(), "ibacm-tcp.port") {
+                warnings.push(format!(
+                    "cannot create symlink {}: {e}",
+                    paths.public_port_file().display()
+                ));
+            }
+            Ok(Listener::Tcp(listener))
+        }
+    }
+}
+
+/// Binds `path` with permissions `mode` (0777 by default: any local user may connect,
+/// as with the reference's umask 0), replacing a stale socket file.
+fn bind_unix(path: &Path, mode: u32) -> Result<UnixListener, ListenError> {
+    use std::os::unix::fs::PermissionsExt;
+    remove_quietly(path);
+    let l = UnixListener::bind(path).map_err(|source| ListenError::Bind {
+        what: path.display().to_string(),
+        source,
+    })?;
+    // chmod after bind rather than umask(0) around it: the same result without touching
+    // process-wide state.
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|source| {
+        ListenError::Bind {
+            what: path.display().to_string(),
+            source,
+        }
+    })?;
+    Ok(l)
+}
+
+/// Replaces `link` with a relative symlink to `target`.
+fn relink(link: &Path, target: &str) -> io::Result<()> {
+    remove_quietly(link);
+    std::os::unix::fs::symlink(target, link)
+}
+
+fn remove_quietly(path: &Path) {
+    let _ = std::fs::remove_file(path);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("acm-listen-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn unix_mode_makes_the_socket_and_public_link_and_removes_port_files() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = dir("unix");
+        let p = RunPaths::new(&d);
+        std::fs::write(p.tcp_port_file(), "6125\n").unwrap();
+        let mut w = Vec::new();
+        let l = open(ServerMode::Unix, 6125, &p, 0o777, true, None, &mut w).unwrap();
+        assert!(matches!(l, Listener::Unix(_)));
+        assert!(!p.tcp_port_file().exists());
+        let mode = std::fs::metadata(p.unix_socket())
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o777);
+        assert_eq!(
+            std::fs::read_link(p.public_socket()).unwrap(),
+            Path::new("ibacm-unix.sock")
+        );
+        drop(l);
+        // acme_plus_kernel_only: no public link.
+        std::fs::remove_file(p.public_socket()).unwrap();
+        let _l = open(ServerMode::Unix, 6125, &p, 0o700, false, None, &mut w).unwrap();
+        assert!(std::fs::symlink_metadata(p.public_socket()).is_err());
+        let mode = std::fs::metadata(p.unix_socket())
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700, "--socket-mode");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn loop_mode_writes_the_port_file_and_link() {
+        let d = dir("loop");
+        let p = RunPaths::new(&d);
+        let mut w = Vec::new();
+        let l = open(ServerMode::Loop, 0, &p, 0o777, true, None, &mut w).unwrap();
+        let Listener::Tcp(t) = &l else { panic!() };
+        let addr = t.local_addr().unwrap();
+        assert!(addr.ip().is_loopback());
+        assert_eq!(
+            std::fs::read_to_string(p.tcp_port_file()).unwrap(),
+            format!("{}\n", addr.port())
+        );
+        assert_eq!(
+            std::fs::read_to_string(p.public_port_file()).unwrap(),
+            format!("{}\n", addr.port()),
+            "the link resolves to the port file"
+        );
+        assert!(w.is_empty());
+        assert!(!p.unix_socket().exists());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}

@@ -1,0 +1,292 @@
+//! The event loop: accept clients, frame their requests into the engine, write its
+//! replies back, run its timers, log what it says.
+//!
+//! One thread and one poller (mio, edge-triggered). After every input the backend's
+//! outputs are drained before waiting again (str0m's rule). No client can hold up
+//! another: reads and writes never block, each connection gets at most
+//! [`READ_BUDGET`] requests per turn, and a client that does not read its replies
+//! only stops its own requests from being read (see [`super::conn`]).
+
+use super::backend::{Backend, BackendError};
+use super::conn::Conn;
+use super::listen::{Listener, Stream};
+use super::log::Logger;
+use acm_engine::{ConnId, Instant, Output};
+use mio::{Events, Interest, Poll, Token};
+use std::collections::HashMap;
+use std::io;
+use std::time::Duration;
+
+const LISTENER: Token = Token(0);
+const BACKEND: Token = Token(1);
+/// Connection ids start here, so that a connection's token is its id.
+const FIRST_CONN: u64 = 16;
+
+/// Requests read from one connection before the others get their turn.
+pub const READ_BUDGET: usize = 64;
+
+/// Why the loop ended.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The poller failed.
+    #[error("poll: {0}")]
+    Poll(#[from] io::Error),
+    /// The fabric failed.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+}
+
+/// The daemon's state while it serves.
+pub struct Server<B: Backend> {
+    poll: Poll,
+    listener: Listener,
+    backend: B,
+    log: Logger,
+    conns: HashMap<u64, Conn>,
+    next_conn: u64,
+    /// Connections whose reading stopped before their socket ran dry.
+    paused: Vec<u64>,
+    epoch: std::time::Instant,
+}
+
+impl<B: Backend> Server<B> {
+    /// A server for `listener` and `backend`, timing the engine from `epoch`.
+    ///
+    /// # Errors
+    /// The poller cannot be created or refuses a socket.
+    pub fn new(
+        mut listener: Listener,
+        mut backend: B,
+        log: Logger,
+        epoch: std::time::Instant,
+    ) -> io::Result<Self> {
+        let poll = Poll::new()?;
+        match &mut listener {
+            Listener::Unix(l) => poll.registry().register(l, LISTENER, Interest::READABLE)?,
+            Listener::Tcp(l) => poll.registry().register(l, LISTENER, Interest::READABLE)?,
+        }
+        backend.register(poll.registry(), BACKEND)?;
+        Ok(Self {
+            poll,
+            listener,
+            backend,
+            log,
+            conns: HashMap::new(),
+            next_conn: FIRST_CONN,
+            paused: Vec::new(),
+            epoch,
+        })
+    }
+
+    fn now(&self) -> Instant {
+        Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// Serves until the fabric fails.
+    ///
+    /// # Errors
+    /// The poller or the fabric failed.
+    pub fn run(&mut self) -> Result<(), ServerError> {
+        let mut events = Events::with_capacity(256);
+        let now = self.now();
+        self.backend.advance(now)?;
+        self.dispatch();
+        loop {
+            let timeout = self.timeout();
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e.into());
+            }
+            for ev in &events {
+                match ev.token() {
+                    LISTENER => self.accept_all(),
+                    BACKEND => {}
+                    Token(t) => {
+                        let id = t as u64;
+                        if ev.is_writable() || ev.is_write_closed() {
+                            self.flush(id);
+                        }
+                        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                            self.read(id);
+                        }
+                    }
+                }
+                self.dispatch();
+            }
+            self.revisit_paused();
+            let now = self.now();
+            self.backend.advance(now)?;
+            self.dispatch();
+        }
+    }
+
+    /// How long the poller may sleep: until the backend's next deadline, or not at all
+    /// while a paused connection can be read.
+    fn timeout(&self) -> Option<Duration> {
+        if self
+            .paused
+            .iter()
+            .any(|id| self.conns.get(id).is_some_and(Conn::wants_read))
+        {
+            return Some(Duration::ZERO);
+        }
+        let now = self.now();
+        self.backend
+            .poll_timeout()
+            .map(|t| t.saturating_duration_since(now))
+    }
+
+    fn accept_all(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok(stream) => self.add(stream),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // Out of descriptors, say: log it and wait for the next event
+                    // rather than spinning.
+                    self.log
+                        .log(0, "acm_server", &format!("accept failed: {e}"));
+                    return;
+                }
+            }
+        }
+    }
+
+    fn add(&mut self, mut stream: Stream) {
+        let id = self.next_conn;
+        self.next_conn += 1;
+        let interest = Interest::READABLE | Interest::WRITABLE;
+        let token = Token(id as usize);
+        let registered = match &mut stream {
+            Stream::Unix(s) => {
+                if self.log.level() >= 2 {
+                    let who = peer_credentials(s);
+                    self.log.log(
+                        2,
+                        "acm_svr_accept",
+                        &format!("client {id} connected, {who}"),
+                    );
+                }
+                self.poll.registry().register(s, token, interest)
+            }
+            Stream::Tcp(s) => {
+                if self.log.level() >= 2 {
+                    let peer = s
+                        .peer_addr()
+                        .map_or_else(|_| "unknown peer".into(), |a| a.to_string());
+                    self.log.log(
+                        2,
+                        "acm_svr_accept",
+                        &format!("client {id} connected from {peer}"),
+                    );
+                }
+                self.poll.registry().register(s, token, interest)
+            }
+        };
+        if let Err(e) = registered {
+            self.log
+                .log(0, "acm_svr_accept", &format!("cannot watch client: {e}"));
+            return;
+        }
+        self.conns.insert(id, Conn::new(stream));
+        // Anything already sent is read on the first readiness event.
+    }
+
+    fn read(&mut self, id: u64) {
+        let now = self.now();
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let backend = &mut self.backend;
+        let r = conn.read_requests(READ_BUDGET, |bytes| {
+            backend.client_request(now, ConnId(id), bytes);
+        });
+        if r.paused && !self.paused.contains(&id) {
+            self.paused.push(id);
+        }
+        if r.closed {
+            self.close(id, "connection closed by the client");
+        }
+    }
+
+    fn flush(&mut self, id: u64) {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        if let Err(e) = conn.flush() {
+            self.close(id, &format!("send failed: {e}"));
+        }
+    }
+
+    fn revisit_paused(&mut self) {
+        let ids = std::mem::take(&mut self.paused);
+        for id in ids {
+            match self.conns.get(&id) {
+                Some(c) if c.wants_read() => {
+                    self.read(id);
+                    self.dispatch();
+                }
+                Some(_) => self.paused.push(id),
+                None => {}
+            }
+        }
+    }
+
+    /// Drops connection `id` and tells the engine.
+    fn close(&mut self, id: u64, why: &str) {
+        if let Some(mut conn) = self.conns.remove(&id) {
+            let _ = match conn.stream_mut() {
+                Stream::Unix(s) => self.poll.registry().deregister(s),
+                Stream::Tcp(s) => self.poll.registry().deregister(s),
+            };
+            self.log
+                .log(2, "acm_svr_receive", &format!("client {id}: {why}"));
+            let now = self.now();
+            self.backend.client_closed(now, ConnId(id));
+        }
+    }
+
+    /// Carries out everything the backend has for us.
+    fn dispatch(&mut self) {
+        while let Some(out) = self.backend.poll_output() {
+            match out {
+                Output::ClientReply { conn, reply } => {
+                    let Some(c) = self.conns.get_mut(&conn.0) else {
+                        continue;
+                    };
+                    if let Err(e) = c.send(reply.as_bytes()) {
+                        self.close(conn.0, &format!("send failed: {e}"));
+                    }
+                }
+                Output::ClientClose { conn, .. } => {
+                    // The engine logged why.
+                    if let Some(c) = self.conns.get_mut(&conn.0) {
+                        c.closing = true;
+                    }
+                    self.close(conn.0, "closed after a malformed request");
+                }
+                Output::Log(ev) => self.log.event(&ev),
+                // The simulated and hub fabrics have no kernel channel.
+                Output::NetlinkReply(_) => {}
+                other => {
+                    self.log.log(
+                        0,
+                        "acm_server",
+                        &format!("unexpected output from the backend: {other:?}"),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The peer's pid, uid and gid, for the verbose log.
+fn peer_credentials(s: &mio::net::UnixStream) -> String {
+    match nix::sys::socket::getsockopt(s, nix::sys::socket::sockopt::PeerCredentials) {
+        Ok(c) => format!("pid {} uid {} gid {}", c.pid(), c.uid(), c.gid()),
+        Err(e) => format!("peer credentials unavailable ({e})"),
+    }
+}

@@ -1,0 +1,269 @@
+//! Debian's `ib_acme` against our daemon on the reference fabric: for every shared
+//! real-ibacm case, the same command (service name substituted) must print what it
+//! printed against the real daemon, exit status included, with the cases run in the
+//! recorded order so that the perf counters match.
+//!
+//! The daemon runs through `testdata/reference-fabric/run-daemon.sh`, as a user
+//! would. Debian's `ib_acme` comes from the `ibacm` package, which `.ci/run` installs.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const DEBIAN_IB_ACME: &str = "/usr/bin/ib_acme";
+/// The service name the captures were recorded through.
+const CAPTURED_SERVICE: &str = "/tmp/acmproxy.sock";
+
+/// The cases in the order the capture run made them (testdata/captures/README.md).
+const ORDER: &[&str] = &[
+    "resolve_loopback_ip",
+    "resolve_loopback_ip6",
+    "resolve_loopback_name",
+    "resolve_preloaded_ip",
+    "resolve_preloaded_ip6",
+    "resolve_preloaded_ip_repeat2",
+    "resolve_preloaded_ip_verify",
+    "resolve_preloaded_name",
+    "resolve_nosrc_ip",
+    "resolve_unknown_dest_nodelay",
+    "resolve_unknown_name_nodelay",
+    "resolve_unknown_src",
+    UNSHIPPED,
+    "resolve_lid",
+    "resolve_lid_nosrc",
+    "resolve_lid_verify",
+    "resolve_gid",
+    "resolve_gid_nosrc",
+    "perf_all",
+    "perf_col",
+    "perf_index1",
+    "perf_index2_missing",
+    "perf_row",
+    "perf_src_ip",
+    "perf_src_ip6",
+    "perf_src_name",
+    "perf_src_unknown",
+    "ep_all",
+    "ep_missing",
+    "ep_one",
+    "combined_resolve_perf_ep",
+];
+
+/// Requests the capture run made whose captures are not shipped; the perf counters
+/// need them (acm-engine/tests/replay.rs explains the count): one RESOLVE that times
+/// out in the provider and three the core rejects.
+const UNSHIPPED: &str = "(unshipped)";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A daemon started by run-daemon.sh, killed on drop.
+struct Daemon {
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Daemon {
+    fn start(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("acm-ref-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("run dir");
+        let child = Command::new(repo().join("testdata/reference-fabric/run-daemon.sh"))
+            .arg(&dir)
+            .env("IBACM", env!("CARGO_BIN_EXE_ibacm"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("run-daemon.sh starts");
+        let d = Self { child, dir };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while UnixStream::connect(d.socket()).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the daemon did not listen in 20 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The endpoint joins its multicast groups within a few SA round trips.
+        std::thread::sleep(Duration::from_millis(200));
+        d
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.join("ibacm-unix.sock")
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("ibacm.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The captured command's arguments, its output and its exit status.
+struct Case {
+    args: Vec<String>,
+    output: String,
+    status: i32,
+}
+
+fn case(name: &str) -> Case {
+    let path = repo().join(format!(
+        "testdata/captures/real-ibacm/{name}.client-output.txt"
+    ));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    let mut lines: Vec<&str> = text.lines().collect();
+    let cmd = lines
+        .remove(0)
+        .strip_prefix("$ ib_acme ")
+        .expect("command line");
+    let last = lines.pop().expect("status line");
+    let status = last
+        .strip_prefix("[exit status: ")
+        .and_then(|s| s.split(',').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{name}: status line {last:?}"));
+    let mut output = lines.join("\n");
+    output.push('\n');
+    Case {
+        args: cmd.split_whitespace().map(str::to_owned).collect(),
+        output,
+        status,
+    }
+}
+
+/// Runs Debian's ib_acme with the case's arguments against `socket`; stdout and stderr
+/// interleaved as the capture recorded them.
+fn run_ib_acme(args: &[String], socket: &Path) -> (String, i32) {
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.replace(CAPTURED_SERVICE, &socket.display().to_string()))
+        .collect();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("exec {DEBIAN_IB_ACME} \"$@\" 2>&1"))
+        .arg("ib_acme")
+        .args(&args)
+        .output()
+        .expect("ib_acme runs");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        out.status.code().unwrap_or(-1),
+    )
+}
+
+fn check_case(d: &Daemon, name: &str) {
+    let c = case(name);
+    let (got, status) = run_ib_acme(&c.args, &d.socket());
+    let want = c
+        .output
+        .replace(CAPTURED_SERVICE, &d.socket().display().to_string());
+    assert_eq!(
+        (got.as_str(), status),
+        (want.as_str(), c.status),
+        "{name}: output differs\ndaemon log:\n{}",
+        d.log()
+    );
+}
+
+/// One raw request on its own connection; returns the reply.
+fn raw_request(socket: &Path, msg: &[u8]) -> Vec<u8> {
+    let mut s = UnixStream::connect(socket).expect("connect");
+    // Behind the NODELAY cases' lookups, which still retry (resolve_depth 1).
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(msg).unwrap();
+    let mut hdr = [0u8; 16];
+    s.read_exact(&mut hdr).expect("reply header");
+    // The daemon writes a reply's length as the reference does, in host order for
+    // some replies (error replies to RESOLVE among them) and big-endian for others;
+    // only one reading is a message size.
+    let raw = [hdr[6], hdr[7]];
+    let host = usize::from(u16::from_ne_bytes(raw));
+    let len = if (16..=592).contains(&host) {
+        host
+    } else {
+        usize::from(u16::from_be_bytes(raw))
+    };
+    let mut body = vec![0u8; len.saturating_sub(16)];
+    s.read_exact(&mut body).expect("reply body");
+    let mut all = hdr.to_vec();
+    all.extend(body);
+    all
+}
+
+/// A RESOLVE from `src` to `dst` (IPv4), as ib_acme builds it.
+fn resolve_ip(src: [u8; 4], dst: [u8; 4]) -> Vec<u8> {
+    let mut m = vec![0u8; 160];
+    m[0] = 1;
+    m[1] = 1;
+    m[6..8].copy_from_slice(&160u16.to_ne_bytes());
+    m[16] = 1; // SOURCE
+    m[20] = 2; // IP
+    m[24..28].copy_from_slice(&src);
+    m[88] = 2; // DEST
+    m[92] = 2;
+    m[96..100].copy_from_slice(&dst);
+    m
+}
+
+fn unshipped(d: &Daemon) {
+    let r = raw_request(&d.socket(), &resolve_ip([10, 0, 0, 1], [10, 0, 0, 8]));
+    assert_eq!(r[2], 6, "ETIMEDOUT\n{}", d.log());
+    for _ in 0..3 {
+        let r = raw_request(&d.socket(), &resolve_ip([10, 9, 9, 9], [10, 0, 0, 2]));
+        assert_eq!(r[2], 7, "ESRCADDR");
+    }
+}
+
+fn require_ib_acme() {
+    assert!(
+        Path::new(DEBIAN_IB_ACME).exists(),
+        "{DEBIAN_IB_ACME} is missing: install Debian's `ibacm` package (.ci/run does)"
+    );
+}
+
+#[test]
+fn debian_ib_acme_prints_the_captured_output_for_every_case() {
+    require_ib_acme();
+    let d = Daemon::start("all");
+    for name in ORDER {
+        if *name == UNSHIPPED {
+            unshipped(&d);
+        } else {
+            check_case(&d, name);
+        }
+        // The capture run's commands came one after another; let background lookups
+        // (an ACM request still retrying after a NODELAY reply) settle as they did.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_fresh_daemon_reports_the_captured_first_perf_row() {
+    require_ib_acme();
+    let d = Daemon::start("fresh");
+    check_case(&d, "perf_row_fresh");
+}
+
+#[test]
+fn every_shipped_case_is_run() {
+    let dir = repo().join("testdata/captures/real-ibacm");
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if let Some(case) = name.strip_suffix(".client-output.txt") {
+            assert!(
+                ORDER.contains(&case) || case == "perf_row_fresh",
+                "{case} is not run"
+            );
+        }
+    }
+}

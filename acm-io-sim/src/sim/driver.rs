@@ -1,0 +1,117 @@
+//! Serving one host's clients from outside the simulator.
+//!
+//! `ibacm --fabric sim` is one host of a simulated fabric: the simulator runs every
+//! engine, this one included, and the daemon feeds its host's client connections in and
+//! takes the replies, closes and log lines out. The daemon moves the virtual clock in
+//! step with real time ([`Sim::run_until`] with the elapsed time, sleeping until
+//! [`Sim::next_due`]), so the fabric behaves like a real one, only without hardware.
+//!
+//! Connection ids are the driver's own; the simulator marks them with
+//! [`DRIVER_CONN_BIT`] so they never meet the ids of [`Sim::submit`]'s one-shot
+//! connections on the same host.
+
+use super::Sim;
+use acm_engine::io::Output;
+use acm_engine::{ConnId, Input, Instant};
+use std::collections::VecDeque;
+
+/// Set in the engine-side id of every driver connection.
+pub const DRIVER_CONN_BIT: u64 = 1 << 63;
+
+/// The driven host and its engine's outputs for the driver.
+#[derive(Debug)]
+pub(crate) struct Driver {
+    host: usize,
+    out: VecDeque<Output>,
+}
+
+impl Sim {
+    /// Hands host `h`'s clients to a driver: from now on its engine's log lines, and
+    /// its replies and closes on connections fed through [`Sim::driver_request`], wait
+    /// in [`Sim::poll_driver_output`] instead of going to the test client API.
+    ///
+    /// # Panics
+    /// If `h` is not a host of the fabric.
+    pub fn drive_host(&mut self, h: usize) {
+        assert!(h < self.hosts.len(), "no host {h}");
+        self.driver = Some(Driver {
+            host: h,
+            out: VecDeque::new(),
+        });
+    }
+
+    /// The host [`Sim::drive_host`] chose.
+    #[must_use]
+    pub fn driven_host(&self) -> Option<usize> {
+        self.driver.as_ref().map(|d| d.host)
+    }
+
+    /// A request read from driver connection `conn` (whose high bit must be clear),
+    /// handed to the driven host's engine now.
+    ///
+    /// # Panics
+    /// Without a driven host.
+    pub fn driver_request(&mut self, conn: ConnId, bytes: &[u8]) {
+        let h = self.driven();
+        let conn = ConnId(conn.0 | DRIVER_CONN_BIT);
+        self.input(h, Input::ClientRequest { conn, bytes });
+    }
+
+    /// Driver connection `conn` is gone.
+    ///
+    /// # Panics
+    /// Without a driven host.
+    pub fn driver_closed(&mut self, conn: ConnId) {
+        let h = self.driven();
+        self.input(h, Input::ClientClosed(ConnId(conn.0 | DRIVER_CONN_BIT)));
+    }
+
+    /// The next reply, close or log line for the driver (connection ids as the driver
+    /// gave them).
+    #[must_use]
+    pub fn poll_driver_output(&mut self) -> Option<Output> {
+        self.driver.as_mut()?.out.pop_front()
+    }
+
+    /// When the next event or engine timer is due, if anything is scheduled.
+    #[must_use]
+    pub fn next_due(&self) -> Option<Instant> {
+        let ev = self.queue.first_key_value().map(|(&(t, _), _)| t);
+        let timer = self.timers.first().map(|&(t, _)| t);
+        match (ev, timer) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn driven(&self) -> usize {
+        self.driven_host()
+            .expect("no driven host: call Sim::drive_host first")
+    }
+
+    pub(crate) fn is_driver_host(&self, h: usize) -> bool {
+        self.driven_host() == Some(h)
+    }
+
+    pub(crate) fn is_driver_conn(&self, h: usize, conn: ConnId) -> bool {
+        conn.0 & DRIVER_CONN_BIT != 0 && self.is_driver_host(h)
+    }
+
+    /// Queues an output for the driver, its connection id back in the driver's terms.
+    pub(crate) fn push_driver_output(&mut self, out: Output) {
+        let out = match out {
+            Output::ClientReply { conn, reply } => Output::ClientReply {
+                conn: ConnId(conn.0 & !DRIVER_CONN_BIT),
+                reply,
+            },
+            Output::ClientClose { conn, reason } => Output::ClientClose {
+                conn: ConnId(conn.0 & !DRIVER_CONN_BIT),
+                reason,
+            },
+            other => other,
+        };
+        if let Some(d) = self.driver.as_mut() {
+            d.out.push_back(out);
+        }
+    }
+}
