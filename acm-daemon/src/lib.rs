@@ -1,8 +1,11 @@
-//! `acm-daemon`: the user-facing binaries.
+//! `acm-daemon`: the user-facing binaries, drop-in for rdma-core's.
 //!
-//! Today: `acmdump`, which decodes raw ACM messages field by field. To come (issue 5):
-//! `ibacm`, the daemon (mio event loop, client sockets, config, logging, systemd,
-//! netlink) and `ib_acme`, both drop-in for rdma-core's.
+//! - `ibacm` ([`daemon`]): the daemon; a mio event loop around the engine, its client
+//!   sockets, files, log and systemd integration, on a simulated or hub fabric (the
+//!   hardware backend comes with acm-io-verbs).
+//! - `ib_acme` ([`acme`]): the test and configuration tool.
+//! - `acmdump` ([`dump`]): decodes raw ACM messages field by field.
 
+pub mod acme;
 pub mod daemon;
 pub mod dump;

@@ -1,7 +1,8 @@
-//! Debian's `ib_acme` against our daemon on the reference fabric: for every shared
-//! real-ibacm case, the same command (service name substituted) must print what it
-//! printed against the real daemon, exit status included, with the cases run in the
-//! recorded order so that the perf counters match.
+//! Debian's `ib_acme`, and ours, against our daemon on the reference fabric: for every
+//! shared real-ibacm case, the same command (service name substituted) must print what
+//! Debian's printed against the real daemon, exit status included, with the cases run
+//! in the recorded order so that the perf counters match. Each client gets a daemon of
+//! its own, so both see the same counters.
 //!
 //! The daemon runs through `testdata/reference-fabric/run-daemon.sh`, as a user
 //! would. Debian's `ib_acme` comes from the `ibacm` package, which `.ci/run` installs.
@@ -141,16 +142,16 @@ fn case(name: &str) -> Case {
     }
 }
 
-/// Runs Debian's ib_acme with the case's arguments against `socket`; stdout and stderr
-/// interleaved as the capture recorded them.
-fn run_ib_acme(args: &[String], socket: &Path) -> (String, i32) {
+/// Runs ib_acme binary `bin` with the case's arguments against `socket`; stdout and
+/// stderr interleaved as the capture recorded them.
+fn run_ib_acme(bin: &str, args: &[String], socket: &Path) -> (String, i32) {
     let args: Vec<String> = args
         .iter()
         .map(|a| a.replace(CAPTURED_SERVICE, &socket.display().to_string()))
         .collect();
     let out = Command::new("sh")
         .arg("-c")
-        .arg(format!("exec {DEBIAN_IB_ACME} \"$@\" 2>&1"))
+        .arg(format!("exec {bin} \"$@\" 2>&1"))
         .arg("ib_acme")
         .args(&args)
         .output()
@@ -161,16 +162,16 @@ fn run_ib_acme(args: &[String], socket: &Path) -> (String, i32) {
     )
 }
 
-fn check_case(d: &Daemon, name: &str) {
+fn check_case(bin: &str, d: &Daemon, name: &str) {
     let c = case(name);
-    let (got, status) = run_ib_acme(&c.args, &d.socket());
+    let (got, status) = run_ib_acme(bin, &c.args, &d.socket());
     let want = c
         .output
         .replace(CAPTURED_SERVICE, &d.socket().display().to_string());
     assert_eq!(
         (got.as_str(), status),
         (want.as_str(), c.status),
-        "{name}: output differs\ndaemon log:\n{}",
+        "{name} with {bin}: output differs\ndaemon log:\n{}",
         d.log()
     );
 }
@@ -231,15 +232,13 @@ fn require_ib_acme() {
     );
 }
 
-#[test]
-fn debian_ib_acme_prints_the_captured_output_for_every_case() {
-    require_ib_acme();
-    let d = Daemon::start("all");
+fn replay_all(bin: &str, tag: &str) {
+    let d = Daemon::start(tag);
     for name in ORDER {
         if *name == UNSHIPPED {
             unshipped(&d);
         } else {
-            check_case(&d, name);
+            check_case(bin, &d, name);
         }
         // The capture run's commands came one after another; let background lookups
         // (an ACM request still retrying after a NODELAY reply) settle as they did.
@@ -248,10 +247,26 @@ fn debian_ib_acme_prints_the_captured_output_for_every_case() {
 }
 
 #[test]
+fn debian_ib_acme_prints_the_captured_output_for_every_case() {
+    require_ib_acme();
+    replay_all(DEBIAN_IB_ACME, "debian");
+}
+
+#[test]
+fn our_ib_acme_prints_the_captured_output_for_every_case() {
+    replay_all(env!("CARGO_BIN_EXE_ib_acme"), "ours");
+}
+
+#[test]
 fn a_fresh_daemon_reports_the_captured_first_perf_row() {
     require_ib_acme();
-    let d = Daemon::start("fresh");
-    check_case(&d, "perf_row_fresh");
+    for (bin, tag) in [
+        (DEBIAN_IB_ACME, "fresh-debian"),
+        (env!("CARGO_BIN_EXE_ib_acme"), "fresh-ours"),
+    ] {
+        let d = Daemon::start(tag);
+        check_case(bin, &d, "perf_row_fresh");
+    }
 }
 
 #[test]

@@ -36,8 +36,9 @@ pub struct Conn {
     stream: Stream,
     inbuf: Vec<u8>,
     outbuf: Vec<u8>,
-    /// Set once the engine asked to close: nothing more is read or written.
-    pub closing: bool,
+    /// Set after a header no request can have: nothing more is read (replies owed to
+    /// earlier requests still go out until the engine's close arrives).
+    closing: bool,
 }
 
 impl Conn {
@@ -114,8 +115,15 @@ impl Conn {
         let (mut start, mut n) = (0, 0);
         while n < max && self.inbuf.len() - start >= HEADER {
             let header = &self.inbuf[start..start + HEADER];
-            // A header no request can have goes to the engine as it is (it closes).
-            let len = message_len(header).unwrap_or(HEADER);
+            let Some(len) = message_len(header) else {
+                // A header no request can have goes to the engine as it is, which
+                // closes the connection; nothing after it is read.
+                on_request(header);
+                self.closing = true;
+                start += HEADER;
+                n += 1;
+                break;
+            };
             if self.inbuf.len() - start < len {
                 break;
             }
@@ -133,9 +141,6 @@ impl Conn {
     /// # Errors
     /// The socket failed; the connection must be dropped.
     pub fn send(&mut self, reply: &[u8]) -> io::Result<()> {
-        if self.closing {
-            return Ok(());
-        }
         if self.outbuf.is_empty() {
             match write(&mut self.stream, reply) {
                 Ok(n) if n == reply.len() => return Ok(()),

@@ -261,11 +261,8 @@ impl<B: Backend> Server<B> {
                         self.close(conn.0, &format!("send failed: {e}"));
                     }
                 }
+                // The engine logged why.
                 Output::ClientClose { conn, .. } => {
-                    // The engine logged why.
-                    if let Some(c) = self.conns.get_mut(&conn.0) {
-                        c.closing = true;
-                    }
                     self.close(conn.0, "closed after a malformed request");
                 }
                 Output::Log(ev) => self.log.event(&ev),

@@ -1,0 +1,205 @@
+//! Performance counters (`-P`, spec §1.9, §6.5): the global or per-endpoint query, the
+//! `all` walk over endpoints, and the query by source address (`-P s`).
+//!
+//! `-P N` and `-e N` share one endpoint index in Debian's `ib_acme` (the last one given
+//! wins, and `-P` alone after `-e 2` asks for endpoint 2); [`Options::ep_index`] keeps
+//! that behaviour.
+
+use super::addr::{self, AddrFormat};
+use super::cli::{Options, PerfMode};
+use super::client::{self, ClientError, Connection};
+use super::errno;
+use super::format::Report;
+use acm_proto::client::{EpFlags, HeaderRepr, Opcode, PerfQueryRepr};
+use thiserror::Error;
+
+/// Highest endpoint index the one-byte field can name; `-P all` stops there at the latest.
+pub const MAX_INDEX: i32 = 255;
+
+/// Counter names, in the daemon's order (spec §5.12).
+pub const COUNTER_NAMES: [&str; 7] = [
+    "Error Count",
+    "Resolve Count",
+    "No Data",
+    "Addr Query Count",
+    "Addr Cache Count",
+    "Route Query Count",
+    "Route Cache Count",
+];
+
+/// Keys for JSON output, in the same order.
+pub const COUNTER_KEYS: [&str; 7] = [
+    "error_count",
+    "resolve_count",
+    "no_data",
+    "addr_query_count",
+    "addr_cache_count",
+    "route_query_count",
+    "route_cache_count",
+];
+
+/// The display name of counter `i`; counters past the known seven (which Debian's
+/// `ib_acme` crashes on) are "Unknown".
+#[must_use]
+pub fn counter_name(i: usize) -> &'static str {
+    COUNTER_NAMES.get(i).copied().unwrap_or("Unknown")
+}
+
+/// Why a perf query failed; `text` gives the lines `ib_acme` prints for it.
+#[derive(Debug, Error)]
+pub enum PerfFailure {
+    /// `-P s` with a source of a format that has no wire type (LID, GID).
+    #[error("Unsupported src_type {0}")]
+    UnsupportedSrcType(u8),
+    /// `-P s -f i` with a source that is not an IP address.
+    #[error("inet_pton error on src address ({0}): 0x0")]
+    BadSrcAddress(String),
+    /// The by-address query itself failed (reported twice by `ib_acme`).
+    #[error("ib_acm_query_perf failed: {}", errno::strerror(.0.errno()))]
+    ByAddress(ClientError),
+    /// A global or by-index query failed.
+    #[error("{}", errno::strerror(.0.errno()))]
+    Query(ClientError),
+}
+
+impl PerfFailure {
+    /// The errno `ib_acme` prints after "Failed to query perf data:".
+    #[must_use]
+    pub fn errno(&self) -> i32 {
+        match self {
+            Self::ByAddress(e) | Self::Query(e) => e.errno(),
+            Self::UnsupportedSrcType(_) | Self::BadSrcAddress(_) => errno::UNSET,
+        }
+    }
+
+    /// The lines `ib_acme` prints for this failure on service `svc`.
+    #[must_use]
+    pub fn text(&self, svc: &str) -> Vec<String> {
+        let last = format!(
+            "{svc}: Failed to query perf data: {}",
+            errno::strerror(self.errno())
+        );
+        match self {
+            Self::Query(_) => vec![last],
+            _ => vec![self.to_string(), last],
+        }
+    }
+}
+
+/// Runs `-P` on one service.
+pub fn run(conn: &mut Connection, svc: &str, opts: &Options, report: &mut dyn Report) {
+    let Some(mode) = opts.perf else {
+        return;
+    };
+    match mode {
+        PerfMode::Row | PerfMode::Column => {
+            let endpoint = (opts.ep_index != 0).then_some(opts.ep_index);
+            match query_index(conn, opts.ep_index) {
+                Ok(c) => report.perf_counters(svc, mode, endpoint, &c),
+                Err(e) => report.perf_failed(svc, &PerfFailure::Query(e)),
+            }
+        }
+        PerfMode::All => {
+            for index in 1..=MAX_INDEX {
+                match query_index(conn, index) {
+                    Ok(c) => report.perf_counters(svc, mode, Some(index), &c),
+                    // The first endpoint the daemon does not know ends the walk quietly.
+                    Err(ClientError::Status(_)) => break,
+                    Err(e) => {
+                        report.perf_failed(svc, &PerfFailure::Query(e));
+                        break;
+                    }
+                }
+            }
+        }
+        PerfMode::BySource => {
+            let src = opts.src.as_deref().unwrap_or_default();
+            match query_by_source(conn, src, opts.format) {
+                Ok(c) => report.perf_counters(svc, mode, None, &c),
+                Err(f) => report.perf_failed(svc, &f),
+            }
+        }
+    }
+}
+
+/// The global counters (`index` 0) or those of endpoint `index`; the index goes out in
+/// one byte, truncated as Debian does (`-P 300` asks for endpoint 44).
+///
+/// # Errors
+/// [`ClientError`].
+pub fn query_index(conn: &mut Connection, index: i32) -> Result<Vec<u64>, ClientError> {
+    let mut header = HeaderRepr::new(Opcode::PERF_QUERY);
+    header.data = [0, index as u8, 0];
+    conn.perf(PerfQueryRepr {
+        header,
+        entry: None,
+        trailing: Default::default(),
+    })
+}
+
+/// The counters of the endpoint owning address `src` (`-P s`), detected like a
+/// destination when `-f` is missing.
+///
+/// # Errors
+/// [`PerfFailure`].
+pub fn query_by_source(
+    conn: &mut Connection,
+    src: &str,
+    format: AddrFormat,
+) -> Result<Vec<u64>, PerfFailure> {
+    let (format, text) = match format {
+        AddrFormat::Unspecified => addr::detect(src),
+        f => (f, src.to_owned()),
+    };
+    let entry = match format {
+        AddrFormat::Ip => match addr::parse_ip(&text) {
+            Some(ip) => client::ip_entry(EpFlags::SOURCE, ip),
+            None => return Err(PerfFailure::BadSrcAddress(text)),
+        },
+        AddrFormat::Name => {
+            client::name_entry(EpFlags::SOURCE, &text).map_err(PerfFailure::ByAddress)?
+        }
+        other => return Err(PerfFailure::UnsupportedSrcType(other.letter())),
+    };
+    conn.perf(PerfQueryRepr {
+        header: HeaderRepr::new(Opcode::PERF_QUERY),
+        entry: Some(entry),
+        trailing: Default::default(),
+    })
+    .map_err(PerfFailure::ByAddress)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_failure_lines() {
+        assert_eq!(counter_name(0), "Error Count");
+        assert_eq!(counter_name(6), "Route Cache Count");
+        assert_eq!(counter_name(7), "Unknown");
+        let f = PerfFailure::ByAddress(ClientError::Status(7));
+        assert_eq!(
+            f.text("/tmp/a.sock"),
+            [
+                "ib_acm_query_perf failed: Cannot assign requested address",
+                "/tmp/a.sock: Failed to query perf data: Cannot assign requested address"
+            ]
+        );
+        assert_eq!(
+            PerfFailure::Query(ClientError::Status(7)).text("s"),
+            ["s: Failed to query perf data: Cannot assign requested address"]
+        );
+        assert_eq!(
+            PerfFailure::UnsupportedSrcType(b'l').text("s"),
+            [
+                "Unsupported src_type 108",
+                "s: Failed to query perf data: No such file or directory"
+            ]
+        );
+        assert_eq!(
+            PerfFailure::BadSrcAddress("junk".into()).text("s")[0],
+            "inet_pton error on src address (junk): 0x0"
+        );
+    }
+}
