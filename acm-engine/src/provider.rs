@@ -14,6 +14,7 @@ use crate::io::{EndpointId, Mad, Output, RecvInfo, SendToken};
 use crate::log::{Level, LogEvent};
 use crate::time::Instant;
 use acm_proto::client::EpFlags;
+use alloc::boxed::Box;
 
 /// Who a pending reply goes to, and what it must echo. Providers keep these in their
 /// queues and hand them back through [`Ctx::complete`]; the core builds the bytes.
@@ -21,9 +22,18 @@ use acm_proto::client::EpFlags;
 pub struct PendingReply {
     pub(crate) to: crate::core::ReplyTo,
     pub(crate) hdr: [u8; 16],
-    /// The scratch source entry to echo (`src_out`), or the query's entry.
-    pub(crate) entry: [u8; 72],
+    /// The scratch source entry to echo (`src_out`), or the query's entry; `None`
+    /// reads as zeros. Boxed: most resolves name their source and need none, and a
+    /// storm keeps one pending reply per destination.
+    pub(crate) entry: Option<Box<[u8; 72]>>,
     pub(crate) kind: ReplyKind,
+}
+
+impl PendingReply {
+    /// The entry, zeros when there is none.
+    pub(crate) fn entry(&self) -> [u8; 72] {
+        self.entry.as_deref().copied().unwrap_or([0; 72])
+    }
 }
 
 /// What kind of reply a [`PendingReply`] becomes.

@@ -1,20 +1,26 @@
 //! The destination cache (spec 4.2): one entry per (address type, 64 address bytes),
 //! each with its state, path, address vector and queue of waiting requests.
 //!
-//! Memory: entries live in fixed chunks of slots indexed by a hash table of `u32` slot
+//! Memory: entries live in fixed chunks of slots indexed by a hash table of slot
 //! numbers, so the 66-byte key is stored once and growth never doubles the storage.
 //! `size_of::<Option<Dest>>()` plus the index's share is what one cached destination
 //! costs; `tests::entry_fits_budget` checks it against the 256-byte budget, and
 //! `BENCHMARKS.md` gives the figure measured with a counting allocator over large
 //! caches (`examples/dest_memory.rs`).
+//!
+//! Speed: a lookup reads one cache line of the index (eight entries, each a slot
+//! number with 32 bits of its key's hash) and then the slot. With many large caches
+//! (a simulated fabric runs one per host, each with an entry per host) neither is in
+//! the cache, and a table whose tags and slot numbers live apart missed twice.
 
 use crate::addr::Address;
 use crate::fxhash::fx_hash;
 use crate::io::AddressVector;
 use crate::provider::PendingReply;
 use alloc::boxed::Box;
+use alloc::vec;
 use alloc::vec::Vec;
-use hashbrown::HashTable;
+use core::cell::Cell;
 
 /// Where a destination stands (spec 4.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,23 +120,152 @@ impl Slots {
     }
 }
 
+/// Eight index entries: one cache line.
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(align(64))]
+struct Group([u64; 8]);
+
+/// The hash index of the slots: open addressing over groups of eight entries, probed
+/// group after group from the one the hash picks. An entry is the upper 32 bits of
+/// its key's hash (which also pick its home group, so a table can grow without
+/// rehashing keys) and its slot number plus two: 0 is empty, 1 a removed entry.
+#[derive(Debug, Default)]
+struct Index {
+    groups: Vec<Group>,
+    /// Entries, and entries plus removed ones (the load that decides growth).
+    len: usize,
+    used: usize,
+}
+
+const EMPTY: u64 = 0;
+const REMOVED: u64 = 1;
+
+impl Index {
+    fn tag(hash: u64) -> u32 {
+        (hash >> 32) as u32
+    }
+
+    /// The groups to probe for `tag`, in order (all of them, once).
+    fn probe(&self, tag: u32) -> impl Iterator<Item = usize> + use<> {
+        let n = self.groups.len();
+        let home = tag as usize & n.wrapping_sub(1);
+        (0..n).map(move |i| (home + i) & (n - 1))
+    }
+
+    fn find(&self, hash: u64, mut eq: impl FnMut(DestIdx) -> bool) -> Option<DestIdx> {
+        let tag = Self::tag(hash);
+        for g in self.probe(tag) {
+            for &e in &self.groups[g].0 {
+                if e == EMPTY {
+                    return None;
+                }
+                if e != REMOVED && (e >> 32) as u32 == tag {
+                    let i = (e as u32).wrapping_sub(2);
+                    if eq(i) {
+                        return Some(i);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Adds slot `idx` (not in the index) under `hash`.
+    fn insert(&mut self, hash: u64, idx: DestIdx) {
+        if (self.used + 1) * 8 > self.groups.len() * 8 * 7 {
+            self.rebuild((self.len + 1) * 8 / 7 + 1);
+        }
+        if Self::place(&mut self.groups, hash, idx) {
+            self.used += 1;
+        }
+        self.len += 1;
+    }
+
+    /// Puts the entry in the first free place of its probe sequence; whether that
+    /// place was empty (not a removed entry's).
+    fn place(groups: &mut [Group], hash: u64, idx: DestIdx) -> bool {
+        let tag = Self::tag(hash);
+        let entry = (u64::from(tag) << 32) | u64::from(idx + 2);
+        let n = groups.len();
+        let home = tag as usize & (n - 1);
+        for i in 0..n {
+            let g = &mut groups[(home + i) & (n - 1)];
+            if let Some(e) = g.0.iter_mut().find(|e| **e == EMPTY || **e == REMOVED) {
+                let was_empty = *e == EMPTY;
+                *e = entry;
+                return was_empty;
+            }
+        }
+        unreachable!("the index is never full")
+    }
+
+    /// Rebuilds the table with room for `entries` (dropping removed entries).
+    fn rebuild(&mut self, entries: usize) {
+        let groups = entries.div_ceil(8).next_power_of_two().max(1);
+        let old = core::mem::replace(&mut self.groups, vec![Group::default(); groups]);
+        for g in &old {
+            for &e in &g.0 {
+                if e != EMPTY && e != REMOVED {
+                    Self::place(&mut self.groups, e, (e as u32).wrapping_sub(2));
+                }
+            }
+        }
+        self.used = self.len;
+    }
+
+    /// Removes slot `idx`'s entry (filed under `hash`).
+    fn remove(&mut self, hash: u64, idx: DestIdx) {
+        let tag = Self::tag(hash);
+        let entry = (u64::from(tag) << 32) | u64::from(idx + 2);
+        for g in self.probe(tag) {
+            for e in &mut self.groups[g].0 {
+                if *e == EMPTY {
+                    return;
+                }
+                if *e == entry {
+                    *e = REMOVED;
+                    self.len -= 1;
+                    return;
+                }
+            }
+        }
+    }
+}
+
 /// The cache of one endpoint.
 #[derive(Debug, Default)]
 pub(crate) struct DestCache {
-    index: HashTable<DestIdx>,
+    index: Index,
     slots: Slots,
     free: Vec<DestIdx>,
+    /// The slot last found or inserted.
+    last: Cell<DestIdx>,
 }
 
 impl DestCache {
     /// The slot of `addr`, if cached.
+    ///
+    /// Lookups often come in the order the entries were made (a host that asked for
+    /// many destinations in turn hears from them in turn, and its waiting requests are
+    /// in that order too), or repeat the last one, so the last slot found and the one
+    /// after it are tried first: the index, which every other lookup reads, is then not
+    /// touched.
     pub(crate) fn find(&self, addr: &Address) -> Option<DestIdx> {
+        let last = self.last.get();
+        for guess in [last, last.wrapping_add(1)] {
+            if self.slots.get(guess).is_some_and(|d| d.addr == *addr) {
+                self.last.set(guess);
+                return Some(guess);
+            }
+        }
         let slots = &self.slots;
-        self.index
-            .find(fx_hash(addr), |&i| {
-                slots.get(i).is_some_and(|d| d.addr == *addr)
-            })
-            .copied()
+        let found = self.index.find(fx_hash(addr), |i| {
+            slots.get(i).is_some_and(|d| d.addr == *addr)
+        });
+        if let Some(i) = found {
+            self.last.set(i);
+        }
+        found
     }
 
     /// Caches a new entry (the caller checked it is absent and under the limit).
@@ -145,9 +280,8 @@ impl DestCache {
             }
             None => self.slots.push(dest),
         };
-        let slots = &self.slots;
-        self.index
-            .insert_unique(hash, idx, |&i| slots.get(i).map_or(0, |d| fx_hash(&d.addr)));
+        self.index.insert(hash, idx);
+        self.last.set(idx);
         idx
     }
 
@@ -165,9 +299,7 @@ impl DestCache {
     /// Removes an entry, returning it.
     pub(crate) fn remove(&mut self, idx: DestIdx) -> Option<Dest> {
         let dest = self.slots.get_mut(idx)?.take()?;
-        if let Ok(e) = self.index.find_entry(fx_hash(&dest.addr), |&i| i == idx) {
-            e.remove();
-        }
+        self.index.remove(fx_hash(&dest.addr), idx);
         self.free.push(idx);
         Some(dest)
     }
@@ -196,9 +328,9 @@ mod tests {
 
     #[test]
     fn entry_fits_budget() {
-        // The slot, plus the index: a u32 and a control byte per bucket, at the table's
-        // worst load just after it doubles (7/16 full: under 2.3 buckets per entry).
-        let per_entry = core::mem::size_of::<Option<Dest>>() + (23usize * (4 + 1)).div_ceil(10);
+        // The slot, plus the index: an 8-byte entry per place, at the table's worst load
+        // just after it doubles (7/16 full: under 2.3 places per entry).
+        let per_entry = core::mem::size_of::<Option<Dest>>() + (23usize * 8).div_ceil(10);
         assert!(
             per_entry <= 256,
             "one cached destination costs {per_entry} bytes"
@@ -222,5 +354,41 @@ mod tests {
         assert_eq!(again, ia, "freed slots are reused");
         assert_eq!(c.acquire(&Address::name("c"), 2), None, "full");
         assert_eq!(c.iter_mut().count(), 2);
+    }
+
+    #[test]
+    fn index_grows_and_forgets() {
+        let mut c = DestCache::default();
+        let n = 5000u16;
+        for i in 0..n {
+            assert_eq!(
+                c.acquire(&Address::lid(i), usize::MAX),
+                Some(DestIdx::from(i))
+            );
+        }
+        // In order, in reverse (the slot after the last found is tried first), and
+        // absent keys.
+        for i in (0..n).chain((0..n).rev()) {
+            assert_eq!(c.find(&Address::lid(i)), Some(DestIdx::from(i)));
+        }
+        assert_eq!(c.find(&Address::lid(n)), None);
+        // Removing every other entry keeps the rest findable; freed slots are reused.
+        for i in (0..n).step_by(2) {
+            assert!(c.remove(DestIdx::from(i)).is_some());
+        }
+        for i in 0..n {
+            let found = c.find(&Address::lid(i));
+            assert_eq!(found.is_some(), i % 2 == 1, "lid {i}: {found:?}");
+        }
+        assert_eq!(c.len(), usize::from(n / 2));
+        for i in 0..n / 2 {
+            let idx = c.acquire(&Address::name(&alloc::format!("n{i}")), usize::MAX);
+            assert!(idx.is_some_and(|x| x < DestIdx::from(n)), "{idx:?}");
+        }
+        assert_eq!(c.len(), usize::from(n));
+        for i in 0..n / 2 {
+            assert!(c.find(&Address::name(&alloc::format!("n{i}"))).is_some());
+        }
+        assert_eq!(c.find(&Address::lid(1)), Some(1));
     }
 }

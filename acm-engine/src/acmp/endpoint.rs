@@ -1,7 +1,7 @@
 //! ibacmp's per-endpoint state: multicast groups, the destination cache, the two send
 //! queues with their credits, outstanding ACM requests and counters.
 
-use super::dest::DestCache;
+use super::dest::{DestCache, DestIdx};
 use crate::addr::Address;
 use crate::counters::Counters;
 use crate::device::PortId;
@@ -9,6 +9,7 @@ use crate::io::{AddressVector, Mad, SendToken};
 use crate::time::Instant;
 use acm_proto::acm_mad::ACM_MAD_MAX_GIDS;
 use acm_proto::{Gid, Mtu, Rate};
+use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::rc::Rc;
 use alloc::vec::Vec;
@@ -89,11 +90,22 @@ pub(crate) struct Waiting {
     /// Its TID, taken when it was queued (TIDs stay in queue order).
     pub(crate) tid: u64,
     /// The destination it resolves.
-    pub(crate) dest: Address,
+    pub(crate) dest: WaitFor,
     /// The source the client named, shared with the other requests naming it.
     pub(crate) src: Rc<Address>,
     /// The groups joined when it was queued (bit `i`: `groups[i]`), which it advertises.
     pub(crate) joined: u32,
+}
+
+/// The destination a waiting request resolves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum WaitFor {
+    /// The cache entry it was queued for, which holds its address: an entry that is
+    /// removed first gives its waiting requests their address ([`Ep::unlink_waiting`]),
+    /// so this never names a slot that was emptied or reused since.
+    Slot(DestIdx),
+    /// Its address, once its cache entry was removed.
+    Addr(Box<Address>),
 }
 
 /// An entry of the resolve queue.
@@ -121,6 +133,16 @@ pub(crate) struct SendQueue<T> {
     pub(crate) credits: u32,
     /// Waiting for a credit, FIFO.
     pub(crate) pending: VecDeque<T>,
+}
+
+impl<T> SendQueue<T> {
+    /// Gives back the room of an emptied queue, unless it is small: a burst of cold
+    /// destinations can queue thousands, and the queue would keep room for them.
+    pub(crate) fn free_if_empty(&mut self) {
+        if self.pending.is_empty() && self.pending.capacity() > 64 {
+            self.pending = VecDeque::new();
+        }
+    }
 }
 
 /// One endpoint as ibacmp sees it.
@@ -179,22 +201,22 @@ impl Ep {
     /// is in TID order (TIDs are taken as requests are queued) except across a wrap
     /// of the counter, where it is searched in full.
     pub(crate) fn answer_waiting(&mut self, tid: u64) -> Option<Address> {
-        let q = &mut self.resolve_q.pending;
-        let sorted = q
-            .front()
-            .zip(q.back())
-            .is_none_or(|(f, b)| f.tid() <= b.tid());
-        let i = if sorted {
-            q.binary_search_by_key(&tid, Queued::tid).ok()?
-        } else {
-            q.iter().position(|e| e.tid() == tid)?
-        };
-        let Queued::Request(w) = q.get(i)? else {
-            return None;
-        };
-        let dest = w.dest;
-        q[i] = Queued::Answered(tid);
-        Some(dest)
+        let dest = answer_in(&mut self.resolve_q.pending, tid)?;
+        self.waiting_dest(&dest).map(|(a, _)| a)
+    }
+
+    /// The address a waiting request resolves, and its cache entry if it has one.
+    pub(crate) fn waiting_dest(&self, dest: &WaitFor) -> Option<(Address, Option<DestIdx>)> {
+        match dest {
+            WaitFor::Slot(i) => self.dests.get(*i).map(|d| (d.addr, Some(*i))),
+            WaitFor::Addr(a) => Some((**a, self.dests.find(a))),
+        }
+    }
+
+    /// Cache entry `idx`, for `addr`, was removed: the requests waiting for it keep
+    /// the address instead.
+    pub(crate) fn unlink_waiting(&mut self, idx: DestIdx, addr: &Address) {
+        unlink_in(&mut self.resolve_q.pending, idx, addr);
     }
 
     /// `src`, shared with the latest request's source when it is the same.
@@ -220,5 +242,89 @@ impl Ep {
         peer.iter()
             .rev()
             .find_map(|m| self.groups.iter().position(|g| g.joined && g.mgid == *m))
+    }
+}
+
+/// The requests of queue `q` waiting for cache entry `idx` wait for `addr` instead
+/// ([`Ep::unlink_waiting`]).
+fn unlink_in(q: &mut VecDeque<Queued>, idx: DestIdx, addr: &Address) {
+    for e in q {
+        if let Queued::Request(w) = e
+            && w.dest == WaitFor::Slot(idx)
+        {
+            w.dest = WaitFor::Addr(Box::new(*addr));
+        }
+    }
+}
+
+/// Marks the waiting request `tid` of queue `q` answered ([`Ep::answer_waiting`]);
+/// what it waited for.
+fn answer_in(q: &mut VecDeque<Queued>, tid: u64) -> Option<WaitFor> {
+    let sorted = q
+        .front()
+        .zip(q.back())
+        .is_none_or(|(f, b)| f.tid() <= b.tid());
+    let i = if sorted {
+        q.binary_search_by_key(&tid, Queued::tid).ok()?
+    } else {
+        q.iter().position(|e| e.tid() == tid)?
+    };
+    match core::mem::replace(q.get_mut(i)?, Queued::Answered(tid)) {
+        Queued::Request(w) => Some(w.dest),
+        Queued::Answered(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue(tids: &[u64]) -> VecDeque<Queued> {
+        let src = Rc::new(Address::name("src"));
+        tids.iter()
+            .map(|&tid| {
+                Queued::Request(Waiting {
+                    tid,
+                    dest: WaitFor::Slot(tid as DestIdx),
+                    src: Rc::clone(&src),
+                    joined: 1,
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn waiting_requests_are_found_by_tid_once() {
+        let mut q = queue(&[5, 6, 9, 12]);
+        assert_eq!(answer_in(&mut q, 9), Some(WaitFor::Slot(9)));
+        assert!(matches!(q[2], Queued::Answered(9)));
+        assert_eq!(answer_in(&mut q, 9), None, "answered already");
+        assert_eq!(answer_in(&mut q, 7), None);
+        assert_eq!(q.len(), 4, "answered requests keep their place");
+        // Across a wrap of the TID counter the queue is searched in full.
+        let mut q = queue(&[0xFFFF_FFFE, 0xFFFF_FFFF, 1, 2]);
+        assert_eq!(answer_in(&mut q, 1), Some(WaitFor::Slot(1)));
+        assert_eq!(
+            answer_in(&mut q, 0xFFFF_FFFF),
+            Some(WaitFor::Slot(u32::MAX))
+        );
+        assert_eq!(answer_in(&mut VecDeque::new(), 1), None);
+    }
+
+    #[test]
+    fn removed_entries_leave_their_address_to_waiting_requests() {
+        let mut q = queue(&[3, 4, 3]);
+        q.push_back(Queued::Answered(3));
+        let a = Address::name("gone");
+        unlink_in(&mut q, 3, &a);
+        let dests: Vec<Option<WaitFor>> = q
+            .iter()
+            .map(|e| match e {
+                Queued::Request(w) => Some(w.dest.clone()),
+                Queued::Answered(_) => None,
+            })
+            .collect();
+        let gone = Some(WaitFor::Addr(Box::new(a)));
+        assert_eq!(dests, [gone.clone(), Some(WaitFor::Slot(4)), gone, None]);
     }
 }

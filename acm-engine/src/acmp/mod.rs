@@ -320,6 +320,7 @@ impl Provider for Acmp {
             && let Some(i) = ep.dests.find(addr)
         {
             if let Some(mut d) = ep.dests.remove(i) {
+                ep.unlink_waiting(i, &d.addr);
                 let queue = core::mem::take(&mut d.queue);
                 for r in queue {
                     Self::finish(Some(ep), cx, r, Outcome::Failed(Status::ENODATA.0));

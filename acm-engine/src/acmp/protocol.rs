@@ -2,7 +2,7 @@
 //! queue, retransmission and timeout, answering peers' requests, and matching
 //! responses.
 
-use super::endpoint::{Ep, Queued, Request, SendKind, Waiting};
+use super::endpoint::{Ep, Queued, Request, SendKind, WaitFor, Waiting};
 use super::{Acmp, DestState, Timer};
 use crate::addr::Address;
 use crate::counters::Counter;
@@ -28,6 +28,7 @@ impl Acmp {
         id: EndpointId,
         src: &Address,
         dest: &Address,
+        slot: super::dest::DestIdx,
     ) -> Result<(), u8> {
         let limit = self.opts.send_queue;
         let Some(ep) = self.eps.get_mut(&id) else {
@@ -53,7 +54,7 @@ impl Acmp {
             let src = ep.shared_src(src);
             ep.resolve_q.pending.push_back(Queued::Request(Waiting {
                 tid,
-                dest: *dest,
+                dest: WaitFor::Slot(slot),
                 src,
                 joined,
             }));
@@ -162,17 +163,20 @@ impl Acmp {
             // While it waited for a credit, the destination may have become known (a
             // peer's request taught us its address): then there is nothing to ask. The
             // reference sends it anyway; on a large fabric that is most of the traffic.
-            let still_asking = ep
-                .dests
-                .find(&w.dest)
+            let Some((dest, slot)) = ep.waiting_dest(&w.dest) else {
+                continue;
+            };
+            let still_asking = slot
                 .and_then(|i| ep.dests.get(i))
                 .is_some_and(|d| d.state == DestState::QueryAddr);
             if !still_asking {
                 continue;
             }
-            self.start_request(cx, id, w.tid, &w.dest, &w.src, w.joined);
+            ep.resolve_q.free_if_empty();
+            self.start_request(cx, id, w.tid, &dest, &w.src, w.joined);
             return;
         }
+        ep.resolve_q.free_if_empty();
         ep.resolve_q.credits += 1;
     }
 

@@ -123,7 +123,7 @@ impl Acmp {
                 }
             }
             DestState::Init => {
-                if let Err(e) = self.send_request(cx, id, &src, &dest) {
+                if let Err(e) = self.send_request(cx, id, &src, &dest, idx) {
                     return self.fail(cx, id, reply, e);
                 }
                 if let Some(d) = self.eps.get_mut(&id).and_then(|e| e.dests.get_mut(idx)) {

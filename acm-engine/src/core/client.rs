@@ -10,6 +10,7 @@ use crate::log::{Level, log};
 use crate::provider::{PendingReply, ReplyKind, Resolve};
 use acm_proto::Bytes64;
 use acm_proto::client::{AddrType, Direction, EpFlags, LengthOrder, Opcode, Status};
+use alloc::boxed::Box;
 use core::net::IpAddr;
 
 const HDR: usize = 16;
@@ -108,7 +109,13 @@ impl Engine {
 
     pub(crate) fn client_closed(&mut self, conn: ConnId) {
         // Replies still owed to it are dropped when they come (`Core::deliver`).
-        self.core.conns.remove(&conn);
+        let conns = &mut self.core.conns;
+        conns.remove(&conn);
+        // A table that held many connections gives room back as they close (halving
+        // when under a quarter full: the rehash is paid for by the closes since).
+        if conns.capacity() > 64 && conns.len() * 4 < conns.capacity() {
+            conns.shrink_to(conns.len() * 2);
+        }
     }
 
     /// A RESOLVE from a client or built from a kernel request (spec 1.7, 1.8).
@@ -326,7 +333,7 @@ impl Engine {
         let reply = PendingReply {
             to,
             hdr,
-            entry: scratch.unwrap_or([0; 72]),
+            entry: scratch.map(Box::new),
             kind: ReplyKind::Resolve {
                 src_out: scratch.is_some(),
             },
@@ -391,7 +398,7 @@ impl Engine {
         let reply = PendingReply {
             to,
             hdr,
-            entry: [0; 72],
+            entry: None,
             kind: ReplyKind::Resolve { src_out: false },
         };
         self.track(to);
@@ -433,7 +440,7 @@ impl Engine {
         let reply = PendingReply {
             to,
             hdr,
-            entry,
+            entry: Some(Box::new(entry)),
             kind: ReplyKind::Query,
         };
         self.track(to);

@@ -11,7 +11,7 @@ mod topology;
 
 use crate::counters::Counters;
 use crate::device::{DeviceId, PortAttrs, PortId};
-use crate::fxhash::FxHashMap;
+use crate::fxhash::SeqHashMap;
 use crate::io::{ConnId, EndpointId, LookupId, Output, Reply};
 use crate::log::{Level, LogEvent, log};
 use crate::provider::{Outcome, PendingReply, ReplyKind};
@@ -118,7 +118,8 @@ pub(crate) struct Core {
     pub(crate) devices: Vec<Device>,
     /// Every endpoint ever made, by id; `None` once closed.
     pub(crate) endpoints: Vec<Option<Endpoint>>,
-    pub(crate) conns: FxHashMap<ConnId, ConnState>,
+    /// By id, kept in id order ([`crate::fxhash::SeqHasher`]).
+    pub(crate) conns: SeqHashMap<ConnId, ConnState>,
     pub(crate) next_epoch: u64,
     pub(crate) lookups: BTreeMap<LookupId, ParkedResolve>,
     pub(crate) next_lookup: u64,
@@ -145,7 +146,7 @@ impl Core {
             tid: first_tid(seed),
             devices: Vec::new(),
             endpoints: Vec::new(),
-            conns: FxHashMap::default(),
+            conns: SeqHashMap::default(),
             next_epoch: 1,
             lookups: BTreeMap::new(),
             next_lookup: 1,
@@ -256,6 +257,7 @@ impl Core {
 
     /// Builds and routes the reply of a pending request.
     pub(crate) fn complete(&mut self, reply: PendingReply, outcome: Outcome<'_>) {
+        let entry = reply.entry();
         match reply.kind {
             ReplyKind::Query => {
                 let (status, path) = match outcome {
@@ -263,7 +265,7 @@ impl Core {
                     Outcome::Path(p) => (0, *p),
                     Outcome::Failed(s) => {
                         let mut p = [0u8; 64];
-                        p.copy_from_slice(&reply.entry[8..72]);
+                        p.copy_from_slice(&entry[8..72]);
                         (s, p)
                     }
                 };
@@ -271,7 +273,7 @@ impl Core {
                 buf[..16].copy_from_slice(&reply.hdr);
                 buf[1] |= 0x80;
                 buf[2] = status;
-                buf[16..24].copy_from_slice(&reply.entry[..8]);
+                buf[16..24].copy_from_slice(&entry[..8]);
                 buf[24..88].copy_from_slice(&path);
                 self.reply_to(reply.to, &buf, None, status);
             }
@@ -292,7 +294,7 @@ impl Core {
                         buf[20..22].copy_from_slice(&AddrType::PATH.0.to_ne_bytes());
                         buf[24..88].copy_from_slice(path);
                         if src_out {
-                            buf[88..160].copy_from_slice(&reply.entry);
+                            buf[88..160].copy_from_slice(&entry);
                             160
                         } else {
                             88

@@ -4,10 +4,10 @@
 
 use super::Event;
 use super::Sim;
+use super::invariants::CheckKey;
 use acm_engine::{ConnId, Instant};
 use acm_proto::path_record::PathRecordRepr;
 use std::collections::VecDeque;
-use std::rc::Rc;
 
 /// A submitted request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -43,9 +43,9 @@ pub struct ResolveResult {
 #[derive(Debug, Clone)]
 pub(crate) struct Request {
     pub(crate) host: usize,
-    /// The request, shared with its [`Event::Client`], until it is answered (only the
-    /// check of the answer reads it).
-    pub(crate) bytes: Option<Rc<[u8]>>,
+    /// What checking its answer needs from it (the bytes go to the engine with its
+    /// [`Event::Client`] and are not kept).
+    pub(crate) check: CheckKey,
     pub(crate) outcome: Outcome,
 }
 
@@ -123,10 +123,10 @@ impl Sim {
     /// Submits `bytes` on host `host` at `at`.
     pub fn submit_at(&mut self, at: Instant, host: usize, bytes: Vec<u8>) -> RequestId {
         let idx = self.requests.len();
-        let bytes: Rc<[u8]> = bytes.into();
+        let check = self.inv.check_key(&bytes);
         self.requests.push(Request {
             host,
-            bytes: Some(Rc::clone(&bytes)),
+            check,
             outcome: Outcome::Pending,
         });
         let h = &mut self.hosts[host];
@@ -198,10 +198,10 @@ pub(crate) fn finish(sim: &mut Sim, idx: usize, outcome: Outcome) {
         return;
     }
     req.outcome = outcome;
-    let (host, bytes) = (req.host, req.bytes.take());
-    let violations = match (&bytes, &sim.requests[idx].outcome) {
-        (Some(bytes), Outcome::Reply { bytes: reply, .. }) => {
-            super::invariants::check_resolve(sim, host, bytes, reply)
+    let (host, check) = (req.host, req.check);
+    let violations = match &sim.requests[idx].outcome {
+        Outcome::Reply { bytes: reply, .. } => {
+            super::invariants::check_resolve(sim, host, check, reply)
         }
         _ => Vec::new(),
     };
@@ -296,5 +296,43 @@ pub mod requests {
         let mut b = header(2);
         b[6..8].copy_from_slice(&16u16.to_be_bytes());
         b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conn_table_is_a_window_of_open_connections() {
+        let mut t = ConnTable::default();
+        for c in 1..=5 {
+            t.insert(ConnId(c), c as usize * 10);
+        }
+        assert_eq!(t.remove(&ConnId(3)), Some(30));
+        assert_eq!(t.remove(&ConnId(3)), None, "closed already");
+        assert_eq!(t.remove(&ConnId(1)), Some(10));
+        assert_eq!(t.remove(&ConnId(9)), None, "never opened");
+        t.insert(ConnId(6), 60);
+        let open: Vec<_> = t.into_open().collect();
+        assert_eq!(
+            open,
+            [
+                (ConnId(2), 20),
+                (ConnId(4), 40),
+                (ConnId(5), 50),
+                (ConnId(6), 60)
+            ]
+        );
+        // Emptied, it starts again wherever the next id is.
+        let mut t = ConnTable::default();
+        t.insert(ConnId(7), 1);
+        assert_eq!(t.remove(&ConnId(7)), Some(1));
+        t.insert(ConnId(100), 2);
+        t.insert(ConnId(98), 3);
+        assert_eq!(
+            t.into_open().collect::<Vec<_>>(),
+            [(ConnId(98), 3), (ConnId(100), 2)]
+        );
     }
 }

@@ -3,7 +3,8 @@
 //! engine's outputs turn into fabric events.
 
 use super::client::{self, Outcome};
-use super::{Event, FanTarget, Fanout, Sim, UdPayload, port_ref, us};
+use super::mcast::Receivers;
+use super::{Event, Sim, UdPayload, port_ref, us};
 use crate::fabric::{self, FabricQp, QpTable, QpTables, UmadExpiry, UmadSend};
 use crate::rng::SimRng;
 use crate::spec::FabricSpec;
@@ -204,6 +205,7 @@ impl Sim {
                 pkey_index,
                 ..
             } => {
+                self.mcast_cache.clear();
                 let host = &mut self.hosts[h];
                 let qpn = host.next_qpn;
                 host.next_qpn += 1;
@@ -228,6 +230,7 @@ impl Sim {
                 );
             }
             Output::CloseQp { ep } => {
+                self.mcast_cache.clear();
                 fabric::close_qp(&mut self.hosts[h].qps, &mut self.mcast, h, ep);
             }
             Output::UdSend { ep, token, av, mad } => {
@@ -243,9 +246,11 @@ impl Sim {
                 );
             }
             Output::McastAttach { ep, mgid, .. } => {
+                self.mcast_cache.clear();
                 fabric::mcast_attach(&mut self.hosts[h].qps, &mut self.mcast, h, ep, mgid);
             }
             Output::McastDetach { ep, mgid, .. } => {
+                self.mcast_cache.clear();
                 fabric::mcast_detach(&mut self.hosts[h].qps, &mut self.mcast, h, ep, mgid);
             }
             Output::SaSend {
@@ -292,62 +297,29 @@ impl Sim {
     /// ([`fabric::ud_delivery`]); each copy then meets the link's faults.
     fn ud_send(&mut self, h: usize, ep: EndpointId, av: &AddressVector, mad: &Mad) {
         self.stats.acm_mads += 1;
-        let Some(delivery) =
-            fabric::ud_delivery(&self.topo, &self.hosts[..], &self.mcast, h, ep, av)
-        else {
+        let Some((grh, targets)) = self.receivers(h, ep, av) else {
             return;
         };
         self.inv.on_acm_send(self.now, h, &mad.0);
         let payload = Rc::new(UdPayload {
-            grh: delivery.grh,
+            grh,
             mad: mad.0,
             digest: super::trace::digest(&mad.0),
+            requester: self.inv.requester(&mad.0),
         });
-        let targets = delivery.targets;
-        let wc = targets.first().map(|t| t.wc).unwrap_or_default();
         // On fault-free links every copy arrives once, after the link's latency, and no
-        // random draw is made: the copies due at one instant go in one fan-out entry.
-        let fan_out = targets.len() > 1
+        // random draw is made: a multicast's copies due at one instant go in one
+        // fan-out entry.
+        if matches!(targets, Receivers::Members { .. })
             && self.faults.perfect()
-            && targets.iter().all(|t| {
-                t.wc.slid == wc.slid
-                    && t.wc.src_qp == wc.src_qp
-                    && t.wc.dlid_path_bits == wc.dlid_path_bits
-            });
-        if fan_out {
-            let mut groups: Vec<(Duration, Vec<FanTarget>)> = Vec::new();
-            for t in &targets {
-                let delay = self.spec.latency(h, t.host);
-                let ft = FanTarget {
-                    host: t.host as u32,
-                    inc: self.hosts[t.host].incarnation,
-                    ep: t.ep,
-                    pkey_index: t.wc.pkey_index,
-                };
-                match groups.iter_mut().find(|(d, _)| *d == delay) {
-                    Some((_, g)) => g.push(ft),
-                    None => groups.push((delay, vec![ft])),
-                }
-            }
-            for (delay, g) in groups {
-                let fan = Fanout {
-                    payload: Rc::clone(&payload),
-                    wc,
-                    targets: g.into_boxed_slice(),
-                };
-                self.schedule(
-                    self.now + delay,
-                    Event::UdFanout {
-                        fan: Box::new(fan),
-                        next: 0,
-                    },
-                );
-            }
+            && targets.iter().nth(1).is_some()
+        {
+            self.schedule_fanouts(&payload, &targets);
             return;
         }
-        for t in targets {
+        for r in targets.iter() {
+            let (t, inc) = (r.target, r.inc);
             let base = self.spec.latency(h, t.host);
-            let inc = self.hosts[t.host].incarnation;
             for delay in self.faults.judge(h, t.host, base) {
                 let ev = Event::Ud {
                     host: t.host,
@@ -532,7 +504,11 @@ impl Sim {
     }
 
     /// Records what a UD MAD arriving at host `h` teaches it (for the cache invariant).
-    pub(crate) fn on_ud_arrival(&mut self, h: usize, mad: &[u8]) {
-        self.inv.on_acm_arrival(self.now, h, mad);
+    pub(crate) fn on_ud_arrival(&mut self, h: usize, payload: &UdPayload) {
+        let hosts = self.hosts.len();
+        match payload.requester {
+            Some(id) => self.inv.learn_number(h, hosts, id, self.now),
+            None => self.inv.on_acm_arrival(self.now, h, hosts, &payload.mad),
+        }
     }
 }

@@ -33,15 +33,23 @@ const TID_WINDOW: Duration = Duration::from_secs(60);
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Invariants {
     violations: Vec<Violation>,
+    /// While a batch runs ([`super::batch`]), the run the violations found go to, and
+    /// those kept, by run.
+    run: Option<usize>,
+    kept: Vec<Vec<Violation>>,
     /// ACM requests by (requester, TID): content hash, destination, first sent.
     /// (Hash maps: never iterated in an order that matters, only looked up.)
     requests: FastMap<(usize, u32), (u64, Address, Instant)>,
-    /// Every address some host learned, numbered in order of first sight: hosts learn
-    /// the same few addresses, and a number indexes `learned` directly.
+    /// Every address some host learned or some request asked for, numbered in order
+    /// of first sight (hosts deal in the same few addresses): a number indexes
+    /// `addrs` and `learned` directly.
     ids: FastMap<Address, u32>,
-    /// When each host last learned each address over the network: per host, by
-    /// address number, nanoseconds plus one (0: never). A storm on N hosts teaches
-    /// N² pairs, and each is recorded per ACM MAD received and checked per reply.
+    addrs: Vec<Address>,
+    /// When each host last learned each address over the network: per host, by address
+    /// number, nanoseconds plus one (0: never). A storm on N hosts teaches N² pairs,
+    /// each recorded per ACM MAD received and checked per reply; a host takes a storm's
+    /// copies from many senders in turn ([`super::batch`]), and the numbers of their
+    /// addresses follow one another.
     learned: Vec<Vec<u64>>,
 }
 
@@ -66,7 +74,27 @@ fn low_tid(mad: &[u8]) -> u32 {
 
 impl Invariants {
     pub(crate) fn violate(&mut self, at: Instant, what: String) {
-        self.violations.push(Violation { at, what });
+        let v = Violation { at, what };
+        match self.run {
+            Some(run) => self.kept[run].push(v),
+            None => self.violations.push(v),
+        }
+    }
+
+    /// Keeps the violations found from now on in run `run`.
+    pub(crate) fn capture(&mut self, run: usize) {
+        if self.kept.len() <= run {
+            self.kept.resize_with(run + 1, Vec::new);
+        }
+        self.run = Some(run);
+    }
+
+    /// Stops keeping violations, and records those kept run after run.
+    pub(crate) fn release(&mut self) {
+        self.run = None;
+        for run in &mut self.kept {
+            self.violations.append(run);
+        }
     }
 
     /// Host `h` sends an ACM MAD.
@@ -94,33 +122,60 @@ impl Invariants {
         self.requests.insert((h, tid), (content, dest, first));
     }
 
-    /// An ACM MAD reaches host `h`: a request teaches it the requester's address; a
-    /// response teaches it the address it asked for.
-    pub(crate) fn on_acm_arrival(&mut self, now: Instant, h: usize, mad: &[u8]) {
+    /// An ACM MAD reaches host `h` (of `hosts`): a request teaches it the requester's
+    /// address; a response teaches it the address it asked for.
+    pub(crate) fn on_acm_arrival(&mut self, now: Instant, h: usize, hosts: usize, mad: &[u8]) {
         if mad.len() < 152 {
             return;
         }
         match mad[3] {
-            0x01 => self.learn(h, addr(mad[18], &mad[88..152]), now),
+            0x01 => self.learn(h, hosts, addr(mad[18], &mad[88..152]), now),
             0x81 => {
                 if let Some(&(_, dest, _)) = self.requests.get(&(h, low_tid(mad))) {
-                    self.learn(h, dest, now);
+                    self.learn(h, hosts, dest, now);
                 }
             }
             _ => {}
         }
     }
 
-    /// Host `h` learned address `a` at `now`.
-    fn learn(&mut self, h: usize, a: Address, now: Instant) {
-        let next = self.ids.len() as u32;
-        let id = *self.ids.entry(a).or_insert(next) as usize;
-        if self.learned.len() <= h {
-            self.learned.resize_with(h + 1, Vec::new);
+    /// The number of address `a`.
+    fn number(&mut self, a: Address) -> u32 {
+        let next = self.addrs.len() as u32;
+        let id = *self.ids.entry(a).or_insert(next);
+        if id == next {
+            self.addrs.push(a);
         }
+        id
+    }
+
+    /// Address number `id`.
+    pub(crate) fn address(&self, id: u32) -> &Address {
+        &self.addrs[id as usize]
+    }
+
+    /// The number of the requester's address in ACM MAD `mad`, if it is a request:
+    /// what every host it reaches learns ([`Invariants::on_acm_arrival`]). Found once
+    /// per send, not once per receiver.
+    pub(crate) fn requester(&mut self, mad: &[u8]) -> Option<u32> {
+        (mad.len() >= 152 && mad[3] == 0x01).then(|| self.number(addr(mad[18], &mad[88..152])))
+    }
+
+    /// Host `h` (of `hosts`) learned address `a` at `now`.
+    fn learn(&mut self, h: usize, hosts: usize, a: Address, now: Instant) {
+        let id = self.number(a);
+        self.learn_number(h, hosts, id, now);
+    }
+
+    /// Host `h` (of `hosts`) learned address number `id` at `now`.
+    pub(crate) fn learn_number(&mut self, h: usize, hosts: usize, id: u32, now: Instant) {
+        if self.learned.len() <= h {
+            self.learned.resize_with(hosts.max(h + 1), Vec::new);
+        }
+        let id = id as usize;
         let times = &mut self.learned[h];
         if times.len() <= id {
-            times.resize(id + 1, 0);
+            times.resize(self.addrs.len().max(id + 1), 0);
         }
         times[id] = now.as_nanos().saturating_add(1);
     }
@@ -133,9 +188,9 @@ impl Invariants {
         }
     }
 
-    pub(crate) fn learned(&self, h: usize, a: &Address) -> Option<Instant> {
-        let id = *self.ids.get(a)? as usize;
-        match self.learned.get(h)?.get(id)? {
+    /// When host `h` last learned address number `id`.
+    pub(crate) fn learned_by_number(&self, h: usize, id: u32) -> Option<Instant> {
+        match self.learned.get(h)?.get(id as usize)? {
             0 => None,
             &t => Some(Instant::from_nanos(t - 1)),
         }
@@ -146,11 +201,52 @@ impl Invariants {
     }
 }
 
-/// Checks a successful RESOLVE reply on host `h` against the fabric: what is wrong
-/// with it (nothing, almost always: the empty vector does not allocate).
-pub(crate) fn check_resolve(sim: &Sim, h: usize, req: &[u8], reply: &[u8]) -> Vec<String> {
+/// What the check of a successful answer needs from its request, found when the
+/// request is submitted (so the request's bytes need not be kept).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CheckKey {
+    /// Not a RESOLVE (or too short to be one): nothing to check.
+    None,
+    /// A RESOLVE without a destination this check knows how to find the owner of.
+    NoDest,
+    /// A RESOLVE of a name or IP address (type 1..=3): the address, by number.
+    Addr(u32),
+    /// A path RESOLVE: the destination GID, if the record has a valid one.
+    Gid(Option<acm_proto::Gid>),
+}
+
+impl Invariants {
+    /// The check key of request `req`, numbering its destination address.
+    pub(crate) fn check_key(&mut self, req: &[u8]) -> CheckKey {
+        if req.len() < 88 || req[1] != 0x01 {
+            return CheckKey::None;
+        }
+        // The destination entry.
+        let entries = (req.len() - 16) / 72;
+        let dest = (0..entries)
+            .map(|i| &req[16 + 72 * i..88 + 72 * i])
+            .find(|e| {
+                let flags = u32::from_ne_bytes([e[0], e[1], e[2], e[3]]);
+                let ty = u16::from_ne_bytes([e[4], e[5]]);
+                flags & 2 != 0 || ty == 0x10
+            });
+        let Some(dest) = dest else {
+            return CheckKey::NoDest;
+        };
+        match u16::from_ne_bytes([dest[4], dest[5]]) {
+            ty @ 1..=3 => CheckKey::Addr(self.number(addr(ty as u8, &dest[8..72]))),
+            0x10 => CheckKey::Gid(acm_proto::Gid::read(&dest[16..32])),
+            _ => CheckKey::NoDest,
+        }
+    }
+}
+
+/// Checks a successful RESOLVE reply on host `h` against the fabric (`key` from its
+/// request): what is wrong with it (nothing, almost always: the empty vector does not
+/// allocate).
+pub(crate) fn check_resolve(sim: &Sim, h: usize, key: CheckKey, reply: &[u8]) -> Vec<String> {
     let mut wrong = Vec::new();
-    if req.len() < 88 || req[1] != 0x01 || reply.len() < 88 || reply[2] != 0 {
+    if key == CheckKey::None || reply.len() < 88 || reply[2] != 0 {
         return wrong;
     }
     let Ok(path) = PathRecordRepr::parse(&reply[24..88]) else {
@@ -158,27 +254,13 @@ pub(crate) fn check_resolve(sim: &Sim, h: usize, req: &[u8], reply: &[u8]) -> Ve
         return wrong;
     };
     let now = sim.now;
-    // The destination entry.
-    let entries = (req.len() - 16) / 72;
-    let dest = (0..entries)
-        .map(|i| &req[16 + 72 * i..88 + 72 * i])
-        .find(|e| {
-            let flags = u32::from_ne_bytes([e[0], e[1], e[2], e[3]]);
-            let ty = u16::from_ne_bytes([e[4], e[5]]);
-            flags & 2 != 0 || ty == 0x10
-        });
-    let Some(dest) = dest else { return wrong };
-    let ty = u16::from_ne_bytes([dest[4], dest[5]]);
-    let truth = match ty {
-        1..=3 => {
-            let a = addr(ty as u8, &dest[8..72]);
-            sim.owner_of(&a)
+    let (truth, learned_addr) = match key {
+        CheckKey::Addr(id) => {
+            let a = sim.inv.address(id);
+            (sim.owner_of(a), Some((id, a)))
         }
-        0x10 => {
-            let d = acm_proto::Gid::read(&dest[16..32]);
-            d.and_then(|g| sim.topo.by_gid(&g))
-        }
-        _ => None,
+        CheckKey::Gid(d) => (d.and_then(|g| sim.topo.by_gid(&g)), None),
+        CheckKey::None | CheckKey::NoDest => (None, None),
     };
     let Some(truth) = truth else { return wrong };
     let Some(tp) = sim.topo.port(truth) else {
@@ -198,13 +280,14 @@ pub(crate) fn check_resolve(sim: &Sim, h: usize, req: &[u8], reply: &[u8]) -> Ve
         ));
     }
     // Address freshness, for addresses learned over the network.
-    if matches!(ty, 1..=3) && truth.host != h {
-        let a = addr(ty as u8, &dest[8..72]);
-        if sim.hosts[h].preloaded.contains(&a) {
+    if let Some((id, a)) = learned_addr
+        && truth.host != h
+    {
+        if sim.hosts[h].preloaded.contains(a) {
             return wrong;
         }
         let limit = sim.hosts[h].addr_timeout;
-        match sim.inv.learned(h, &a) {
+        match sim.inv.learned_by_number(h, id) {
             None => wrong.push(format!("host {h}: served {a} without ever learning it")),
             Some(at) => {
                 if let Some(minutes) = limit {

@@ -3,16 +3,21 @@
 //! umad sends with the kernel's timeout, retries and TID rewrite, the SA), faults, and
 //! the invariants every scenario checks.
 //!
-//! Events are ordered by (time, sequence number); engine timers are kept in an ordered
-//! index so a step costs O(log n) however many hosts there are. All randomness comes
-//! from the seed.
+//! Events are ordered by (time, sequence number), in one FIFO bucket per instant;
+//! engine timers are kept in an ordered index so a step costs O(log n) however many
+//! hosts there are. All randomness comes from the seed. A multicast on fault-free links
+//! is one queue entry per latency, not one per receiver, and the runs to idle or to an
+//! instant take a storm's multicasts in batches, host by host ([`batch`]), with the
+//! outcome of taking them one by one.
 
+mod batch;
 mod client;
 mod driver;
 mod fasthash;
 mod faults;
 mod host;
 mod invariants;
+mod mcast;
 mod seed;
 mod trace;
 
@@ -30,6 +35,7 @@ use acm_engine::{ConnId, Instant};
 use faults::Faults;
 use host::SimHost;
 use invariants::Invariants;
+use mcast::Fanout;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::IpAddr;
 use std::rc::Rc;
@@ -39,12 +45,11 @@ use trace::Trace;
 /// What happens at an instant.
 #[derive(Debug, Clone)]
 pub(crate) enum Event {
-    /// A client writes a request on a new connection (the bytes are shared with the
-    /// request's record).
+    /// A client writes a request on a new connection.
     Client {
         host: usize,
         conn: ConnId,
-        bytes: Rc<[u8]>,
+        bytes: Vec<u8>,
     },
     /// A UD MAD arrives at an endpoint's QP.
     Ud {
@@ -54,10 +59,11 @@ pub(crate) enum Event {
         wc: RecvInfo,
         payload: Rc<UdPayload>,
     },
-    /// Copies of one multicast send that arrive at this instant, one per step in target
-    /// order, from target `next` on: what one [`Event::Ud`] per target would do, without
-    /// one queue entry per receiver (a storm on N hosts sends N² copies at once).
-    UdFanout { fan: Box<Fanout>, next: u32 },
+    /// The copies of one multicast send that arrive at this instant, handed out one per
+    /// step as [`Event::Ud`]s in receiver order ([`Fanout`]): what one [`Event::Ud`] per
+    /// receiver would do, without one queue entry each (a storm on N hosts sends N²
+    /// copies at once).
+    UdFanout(Box<Fanout>),
     /// A UD send completes.
     UdDone {
         host: usize,
@@ -110,25 +116,9 @@ pub(crate) struct UdPayload {
     pub(crate) grh: [u8; 40],
     pub(crate) mad: [u8; 256],
     pub(crate) digest: u64,
-}
-
-/// Copies of one multicast send due at one instant (see [`Event::UdFanout`]).
-#[derive(Debug, Clone)]
-pub(crate) struct Fanout {
-    pub(crate) payload: Rc<UdPayload>,
-    /// The completion every copy carries, but for the receiver's pkey index.
-    pub(crate) wc: RecvInfo,
-    pub(crate) targets: Box<[FanTarget]>,
-}
-
-/// One receiver of a [`Fanout`], with its host's incarnation at send time (a copy for a
-/// host restarted since is dropped, as an [`Event::Ud`] would be).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct FanTarget {
-    pub(crate) host: u32,
-    pub(crate) inc: u32,
-    pub(crate) ep: EndpointId,
-    pub(crate) pkey_index: u16,
+    /// For an ACM request, the number of the requester's address, which every receiver
+    /// learns (see [`invariants::Invariants::requester`]).
+    pub(crate) requester: Option<u32>,
 }
 
 /// Counts for reports and benchmarks.
@@ -159,6 +149,9 @@ pub struct Sim {
     pub(crate) hosts: Vec<SimHost>,
     /// QPs attached to each multicast group.
     pub(crate) mcast: BTreeMap<acm_proto::Gid, BTreeSet<(usize, EndpointId)>>,
+    /// Multicast receivers found so far; cleared whenever a QP, a group attachment, a
+    /// port or a host changes.
+    pub(crate) mcast_cache: mcast::McastCache,
     pub(crate) now: Instant,
     /// Events by (time, sequence number of the bucket): one FIFO bucket per instant,
     /// which is (time, sequence) order, since a later schedule call has a larger
@@ -166,6 +159,10 @@ pub struct Sim {
     /// millions of events on a few instants.
     queue: BTreeMap<(Instant, u64), VecDeque<Event>>,
     seq: u64,
+    /// While a batch runs ([`batch`]), the run the events scheduled go to, and those
+    /// kept, by run.
+    batch_run: Option<usize>,
+    batched: Vec<Vec<(Instant, Event)>>,
     timers: BTreeSet<(Instant, usize)>,
     pub(crate) seed: u64,
     pub(crate) faults: Faults,
@@ -234,9 +231,12 @@ impl Sim {
             sa: SubnetAdmin::new(),
             hosts: Vec::new(),
             mcast: BTreeMap::new(),
+            mcast_cache: mcast::McastCache::default(),
             now: Instant::ZERO,
             queue: BTreeMap::new(),
             seq: 0,
+            batch_run: None,
+            batched: Vec::new(),
             timers: BTreeSet::new(),
             seed,
             faults: Faults::new(seed),
@@ -337,6 +337,10 @@ impl Sim {
     }
 
     pub(crate) fn schedule(&mut self, at: Instant, ev: Event) {
+        if let Some(run) = self.batch_run {
+            self.batched[run].push((at, ev));
+            return;
+        }
         self.seq += 1;
         match self.queue.range_mut((at, 0)..=(at, u64::MAX)).next_back() {
             Some((_, bucket)) => bucket.push_back(ev),
@@ -352,21 +356,9 @@ impl Sim {
         let mut first = self.queue.first_entry()?;
         let bucket = first.get_mut();
         let ev = match bucket.front_mut() {
-            Some(Event::UdFanout { fan, next }) => {
-                let i = *next as usize;
-                *next += 1;
-                let t = fan.targets[i];
-                let ev = Event::Ud {
-                    host: t.host as usize,
-                    inc: t.inc,
-                    ep: t.ep,
-                    wc: RecvInfo {
-                        pkey_index: t.pkey_index,
-                        ..fan.wc
-                    },
-                    payload: Rc::clone(&fan.payload),
-                };
-                if i + 1 >= fan.targets.len() {
+            Some(Event::UdFanout(fan)) => {
+                let (ev, more) = fan.take(&self.spec);
+                if !more {
                     bucket.pop_front();
                 }
                 Some(ev)
@@ -375,6 +367,11 @@ impl Sim {
         };
         if bucket.is_empty() {
             first.remove();
+        } else if bucket.capacity() > 1024 && bucket.len() * 4 < bucket.capacity() {
+            // A bucket gives its room back as it drains (halving when under a quarter
+            // full): a storm's first instant holds one request per pair, and the
+            // engines fill up as it empties.
+            bucket.shrink_to(bucket.len() * 2);
         }
         ev
     }
@@ -426,9 +423,11 @@ impl Sim {
     /// # Panics
     /// After `max_steps` steps ("livelock at t=…").
     pub fn run_until_idle(&mut self, max_steps: u64) {
-        for _ in 0..max_steps {
-            if !self.step(Instant::from_nanos(u64::MAX)) {
-                return;
+        let mut steps = 0;
+        while steps < max_steps {
+            match self.step_batch(Instant::from_nanos(u64::MAX)) {
+                0 => return,
+                n => steps += n,
             }
         }
         panic!("livelock at {} after {max_steps} steps", self.now);
@@ -436,7 +435,7 @@ impl Sim {
 
     /// Runs everything due up to `t`, then moves the clock to `t`.
     pub fn run_until(&mut self, t: Instant) {
-        while self.step(t) {}
+        while self.step_batch(t) > 0 {}
         self.now = self.now.max(t);
     }
 
@@ -478,7 +477,7 @@ impl Sim {
                 }
                 self.trace.add(&[2, host as u8, ep.0 as u8]);
                 self.trace.add(&payload.digest.to_le_bytes());
-                self.on_ud_arrival(host, &payload.mad[..]);
+                self.on_ud_arrival(host, &payload);
                 self.input(
                     host,
                     acm_engine::Input::UdReceive {
@@ -490,7 +489,7 @@ impl Sim {
                 );
             }
             // `pop_event` hands out a fan-out's copies one by one.
-            Event::UdFanout { .. } => {}
+            Event::UdFanout(_) => {}
             Event::UdDone {
                 host,
                 inc,
@@ -579,6 +578,7 @@ impl Sim {
 
     /// Takes a port down (PORT_ERR on its host; the SM drops it from every group).
     pub fn port_down(&mut self, p: PortRef) {
+        self.mcast_cache.clear();
         if let Some(lp) = self.topo.port_mut(p) {
             lp.up = false;
         }
@@ -595,6 +595,7 @@ impl Sim {
 
     /// Brings a port back (PORT_ACTIVE).
     pub fn port_up(&mut self, p: PortRef) {
+        self.mcast_cache.clear();
         if let Some(lp) = self.topo.port_mut(p) {
             lp.up = true;
         }
@@ -613,6 +614,7 @@ impl Sim {
     /// SM failover: the SM moves to the port with LID `new_lid`. The new SM knows no
     /// group memberships; every active port sees SM_CHANGE and CLIENT_REREGISTER.
     pub fn sm_failover(&mut self, new_lid: u16) {
+        self.mcast_cache.clear();
         self.sm_lid = new_lid;
         self.sa.forget_all_members();
         self.trace.add(&[12, new_lid as u8]);
@@ -657,6 +659,7 @@ impl Sim {
 
     /// Replaces a port's pkey table (PKEY_CHANGE).
     pub fn set_pkeys(&mut self, p: PortRef, pkeys: Vec<u16>) {
+        self.mcast_cache.clear();
         if let Some(lp) = self.topo.port_mut(p) {
             lp.pkeys = pkeys;
         }
@@ -699,6 +702,7 @@ impl Sim {
     /// Restarts host `h`: a fresh engine (new seed, new QPNs); its clients' open
     /// connections are reset; everything in flight for the old engine is dropped.
     pub fn restart_host(&mut self, h: usize) {
+        self.mcast_cache.clear();
         let inc = self.hosts[h].incarnation + 1;
         if let Some(t) = self.hosts[h].timer.take() {
             self.timers.remove(&(t, h));

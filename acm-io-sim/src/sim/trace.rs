@@ -4,13 +4,19 @@
 /// Multiplier of the word mix (the one rustc's FxHasher uses).
 const K: u64 = 0xf135_7aea_2e62_a9c5;
 
-/// A running hash over every record added, word by word (eight bytes per multiply:
-/// large runs add hundreds of millions of bytes, and a byte-at-a-time hash was a tenth
-/// of their time), plus the number of records.
+/// A running hash over every record added, plus the number of records. Each record is
+/// digested on its own, word by word (eight bytes per multiply: large runs add
+/// gigabytes, which a byte-at-a-time hash took one multiply per byte for), and its
+/// digest mixed into the running hash; so a batch of events processed out of order
+/// ([`super::batch`]) can keep its records' digests and mix them in in order later.
 #[derive(Debug, Clone)]
 pub(crate) struct Trace {
     hash: u64,
     events: u64,
+    /// While a batch runs, the run the records added go to.
+    run: Option<usize>,
+    /// The digests kept, by run (kept allocated from batch to batch).
+    kept: Vec<Vec<u64>>,
 }
 
 /// The mix of one word into `h`.
@@ -18,9 +24,10 @@ fn mix(h: u64, w: u64) -> u64 {
     (h.rotate_left(23) ^ w).wrapping_mul(K)
 }
 
-/// `h` extended by `bytes`: their length, every whole word, then the zero-padded rest.
-fn extend(mut h: u64, bytes: &[u8]) -> u64 {
-    h = mix(h, bytes.len() as u64);
+/// A digest of `bytes`: their length, every whole word, then the zero-padded rest. A
+/// payload delivered many times (a multicast MAD) is digested once.
+pub(crate) fn digest(bytes: &[u8]) -> u64 {
+    let mut h = mix(0xcbf2_9ce4_8422_2325, bytes.len() as u64);
     let mut words = bytes.chunks_exact(8);
     for w in &mut words {
         let mut b = [0u8; 8];
@@ -36,24 +43,49 @@ fn extend(mut h: u64, bytes: &[u8]) -> u64 {
     h
 }
 
-/// A digest of `bytes` on its own: a payload delivered many times (a multicast MAD) is
-/// digested once and the digest added per delivery.
-pub(crate) fn digest(bytes: &[u8]) -> u64 {
-    extend(0xcbf2_9ce4_8422_2325, bytes)
-}
-
 impl Trace {
     pub(crate) fn new() -> Self {
         Self {
             hash: 0xcbf2_9ce4_8422_2325,
             events: 0,
+            run: None,
+            kept: Vec::new(),
         }
     }
 
     /// Adds one record.
     pub(crate) fn add(&mut self, bytes: &[u8]) {
-        self.hash = extend(self.hash, bytes);
+        let d = digest(bytes);
+        match self.run {
+            Some(run) => self.kept[run].push(d),
+            None => self.add_digest(d),
+        }
+    }
+
+    fn add_digest(&mut self, d: u64) {
+        self.hash = mix(self.hash, d);
         self.events += 1;
+    }
+
+    /// Keeps the records added from now on in run `run` instead of adding them.
+    pub(crate) fn capture(&mut self, run: usize) {
+        if self.kept.len() <= run {
+            self.kept.resize_with(run + 1, Vec::new);
+        }
+        self.run = Some(run);
+    }
+
+    /// Stops keeping records, and adds those kept run after run, each run's in the
+    /// order they came.
+    pub(crate) fn release(&mut self) {
+        self.run = None;
+        let mut kept = std::mem::take(&mut self.kept);
+        for run in &mut kept {
+            for d in run.drain(..) {
+                self.add_digest(d);
+            }
+        }
+        self.kept = kept;
     }
 
     pub(crate) fn hash(&self) -> u64 {
@@ -70,19 +102,40 @@ impl Trace {
 mod tests {
     use super::*;
 
+    fn run(records: &[&[u8]]) -> u64 {
+        let mut t = Trace::new();
+        for r in records {
+            t.add(r);
+        }
+        t.hash()
+    }
+
     #[test]
     fn records_are_delimited_and_ordered() {
-        let run = |records: &[&[u8]]| {
-            let mut t = Trace::new();
-            for r in records {
-                t.add(r);
-            }
-            t.hash()
-        };
         assert_eq!(run(&[b"abc", b"def"]), run(&[b"abc", b"def"]));
         assert_ne!(run(&[b"abc", b"def"]), run(&[b"abcdef"]));
         assert_ne!(run(&[b"abc", b"def"]), run(&[b"def", b"abc"]));
         assert_ne!(run(&[b"ab"]), run(&[b"ab\0"]));
         assert_ne!(digest(&[0; 256]), digest(&[0; 255]));
+    }
+
+    #[test]
+    fn captured_records_are_added_run_after_run() {
+        let mut t = Trace::new();
+        t.add(b"first");
+        t.capture(2);
+        t.add(b"c1");
+        t.capture(1);
+        t.add(b"b");
+        t.capture(2);
+        t.add(b"c2");
+        t.capture(3);
+        t.add(b"d");
+        assert_eq!(t.events(), 1);
+        t.release();
+        assert_eq!(t.events(), 5);
+        assert_eq!(t.hash(), run(&[b"first", b"b", b"c1", b"c2", b"d"]));
+        t.add(b"e");
+        assert_eq!(t.hash(), run(&[b"first", b"b", b"c1", b"c2", b"d", b"e"]));
     }
 }
