@@ -17,45 +17,12 @@ const DEBIAN_IB_ACME: &str = "/usr/bin/ib_acme";
 /// The service name the captures were recorded through.
 const CAPTURED_SERVICE: &str = "/tmp/acmproxy.sock";
 
-/// The cases in the order the capture run made them (testdata/captures/README.md).
-const ORDER: &[&str] = &[
-    "resolve_loopback_ip",
-    "resolve_loopback_ip6",
-    "resolve_loopback_name",
-    "resolve_preloaded_ip",
-    "resolve_preloaded_ip6",
-    "resolve_preloaded_ip_repeat2",
-    "resolve_preloaded_ip_verify",
-    "resolve_preloaded_name",
-    "resolve_nosrc_ip",
-    "resolve_unknown_dest_nodelay",
-    "resolve_unknown_name_nodelay",
-    "resolve_unknown_src",
-    UNSHIPPED,
-    "resolve_lid",
-    "resolve_lid_nosrc",
-    "resolve_lid_verify",
-    "resolve_gid",
-    "resolve_gid_nosrc",
-    "perf_all",
-    "perf_col",
-    "perf_index1",
-    "perf_index2_missing",
-    "perf_row",
-    "perf_src_ip",
-    "perf_src_ip6",
-    "perf_src_name",
-    "perf_src_unknown",
-    "ep_all",
-    "ep_missing",
-    "ep_one",
-    "combined_resolve_perf_ep",
-];
+// Shared with acm-engine/tests/replay.rs, where it is a public support module.
+#[allow(unreachable_pub)]
+#[path = "../../acm-engine/tests/support/capture_order.rs"]
+mod capture_order;
 
-/// Requests the capture run made whose captures are not shipped; the perf counters
-/// need them (acm-engine/tests/replay.rs explains the count): one RESOLVE that times
-/// out in the provider and three the core rejects.
-const UNSHIPPED: &str = "(unshipped)";
+use capture_order::{FRESH, ORDER, UNSHIPPED, unshipped_requests};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -201,27 +168,10 @@ fn raw_request(socket: &Path, msg: &[u8]) -> Vec<u8> {
     all
 }
 
-/// A RESOLVE from `src` to `dst` (IPv4), as ib_acme builds it.
-fn resolve_ip(src: [u8; 4], dst: [u8; 4]) -> Vec<u8> {
-    let mut m = vec![0u8; 160];
-    m[0] = 1;
-    m[1] = 1;
-    m[6..8].copy_from_slice(&160u16.to_ne_bytes());
-    m[16] = 1; // SOURCE
-    m[20] = 2; // IP
-    m[24..28].copy_from_slice(&src);
-    m[88] = 2; // DEST
-    m[92] = 2;
-    m[96..100].copy_from_slice(&dst);
-    m
-}
-
 fn unshipped(d: &Daemon) {
-    let r = raw_request(&d.socket(), &resolve_ip([10, 0, 0, 1], [10, 0, 0, 8]));
-    assert_eq!(r[2], 6, "ETIMEDOUT\n{}", d.log());
-    for _ in 0..3 {
-        let r = raw_request(&d.socket(), &resolve_ip([10, 9, 9, 9], [10, 0, 0, 2]));
-        assert_eq!(r[2], 7, "ESRCADDR");
+    for (req, status) in unshipped_requests() {
+        let r = raw_request(&d.socket(), &req);
+        assert_eq!(r[2], status, "unshipped request\n{}", d.log());
     }
 }
 
@@ -265,7 +215,7 @@ fn a_fresh_daemon_reports_the_captured_first_perf_row() {
         (env!("CARGO_BIN_EXE_ib_acme"), "fresh-ours"),
     ] {
         let d = Daemon::start(tag);
-        check_case(bin, &d, "perf_row_fresh");
+        check_case(bin, &d, FRESH);
     }
 }
 
@@ -275,10 +225,7 @@ fn every_shipped_case_is_run() {
     for entry in std::fs::read_dir(dir).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();
         if let Some(case) = name.strip_suffix(".client-output.txt") {
-            assert!(
-                ORDER.contains(&case) || case == "perf_row_fresh",
-                "{case} is not run"
-            );
+            assert!(ORDER.contains(&case) || case == FRESH, "{case} is not run");
         }
     }
 }

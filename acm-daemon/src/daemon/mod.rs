@@ -213,12 +213,10 @@ fn sim_backend(
     let mut config = acm_io_sim::fabric::engine_config(&spec, h);
     if args.opts_file.is_some() {
         let mut logf = |m: String| log.log(0, "acm_config", &m);
-        let addr = config.addr_file.take().map(|_| spec.addr_file_text(h));
-        config = config::engine_config(
-            opts,
-            addr.as_deref().map(|t| ("ibacm_addr.cfg", t)),
-            &mut logf,
-        );
+        // The spec's address text stays (an -A file replaces it below); the options
+        // and the preload files they name come from disk.
+        let addr = spec.addr_file_text(h);
+        config = config::engine_config(opts, Some(("ibacm_addr.cfg", &addr)), &mut logf);
     } else {
         config::apply_overrides(&mut config.options, args);
         config.netlink_pid = std::process::id();

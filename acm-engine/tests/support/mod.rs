@@ -3,6 +3,7 @@
 //! transcript of every output.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod capture_order;
 pub mod fabric;
 pub mod reference;
 pub mod reference_fabric;
