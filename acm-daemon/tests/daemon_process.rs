@@ -701,38 +701,6 @@ fn three_daemons_on_one_fabric_hub_resolve_one_another_through_ib_acme() {
 // 6. The command line's failures
 
 #[test]
-fn without_a_fabric_the_daemon_explains_in_one_line_and_fails() {
-    let dir = TempDir::new("hw");
-    let mut cmd = Command::new(IBACM);
-    cmd.arg("-P")
-        .arg("--run-dir")
-        .arg(dir.path())
-        .arg("-O")
-        .arg(dir.join("ibacm_opts.cfg"))
-        .arg("--log-file")
-        .arg(dir.join("ibacm.log"));
-    let out = run_bounded(cmd, DEADLINE);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{out:?}");
-    assert_ne!(
-        out.status.code(),
-        None,
-        "exited, not killed by a signal: {out:?}"
-    );
-    assert_eq!(stderr.lines().count(), 1, "one line:\n{stderr}");
-    assert!(
-        stderr.starts_with("ibacm: ") && stderr.contains("--fabric sim"),
-        "the line explains and names the way out:\n{stderr}"
-    );
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    assert!(out.stdout.is_empty(), "{out:?}");
-    assert!(
-        !dir.join("ibacm-unix.sock").exists(),
-        "nothing listens without a fabric"
-    );
-}
-
-#[test]
 fn an_unknown_option_prints_the_usage_and_exits_1() {
     let out = run_bounded(
         {

@@ -13,6 +13,7 @@ pub mod args;
 pub mod backend;
 pub mod config;
 pub mod conn;
+pub mod kernel;
 pub mod listen;
 pub mod lock;
 pub mod log;
@@ -39,13 +40,12 @@ pub fn run(mut args: Args) -> ExitCode {
         eprintln!("ibacm: {e}");
         return ExitCode::FAILURE;
     }
-    if args.fabric == FabricArg::Hardware {
-        // The umad/verbs backend arrives with acm-io-verbs; never fall back to a
-        // simulation silently.
-        eprintln!(
-            "ibacm: this build has no InfiniBand hardware backend (acm-io-verbs is not \
-             part of it yet); to run without hardware use --fabric sim"
-        );
+    if args.fabric == FabricArg::Hardware
+        && let Err(e) = check_hardware()
+    {
+        // Before detaching, so that the one line reaches whoever started us; never
+        // fall back to a simulation.
+        eprintln!("ibacm: {e}");
         return ExitCode::FAILURE;
     }
     if !args.foreground
@@ -127,8 +127,79 @@ fn start(args: &Args, paths: &RunPaths, opts: &LoadedOptions) -> Result<(), Stri
             let backend = hub_backend(args, paths, opts, socket, host, &mut log)?;
             serve(args, paths, opts, backend, log, epoch)
         }
-        FabricArg::Hardware => Err("no hardware backend".into()),
+        FabricArg::Hardware => hardware(args, paths, opts, log, epoch),
     }
+}
+
+/// The sysfs root the hardware backend reads: `/sys`, or `$ACM_SYSFS_ROOT` (fixture
+/// trees in tests, as for `ib_acme -A`).
+fn sysfs_root() -> PathBuf {
+    crate::acme::sysfs::root()
+}
+
+/// Whether this build and this host can run on hardware, in one line if not.
+fn check_hardware() -> Result<(), String> {
+    if cfg!(feature = "verbs") {
+        backend::hw::probe(&sysfs_root()).map(|_| ())
+    } else {
+        Err(backend::hw::NO_VERBS_BUILD.to_owned())
+    }
+}
+
+#[cfg(not(feature = "verbs"))]
+fn hardware(
+    _args: &Args,
+    _paths: &RunPaths,
+    _opts: &LoadedOptions,
+    _log: Logger,
+    _epoch: std::time::Instant,
+) -> Result<(), String> {
+    Err(backend::hw::NO_VERBS_BUILD.to_owned())
+}
+
+/// This host's engine on its InfiniBand hardware.
+#[cfg(feature = "verbs")]
+fn hardware(
+    args: &Args,
+    paths: &RunPaths,
+    opts: &LoadedOptions,
+    mut log: Logger,
+    epoch: std::time::Instant,
+) -> Result<(), String> {
+    let dev_root = std::env::var_os("ACM_DEV_ROOT").map_or_else(
+        || PathBuf::from(acm_io_verbs::sysfs::DEFAULT_DEV_ROOT),
+        PathBuf::from,
+    );
+    let hw = backend::hw::open(&sysfs_root(), &dev_root).inspect_err(|e| {
+        log.log(0, "acm_open_devices", e);
+    })?;
+    let addr_path = args
+        .addr_file
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(config::DEFAULT_ADDR_FILE));
+    let host = dns_lookup::get_hostname().unwrap_or_else(|_| "localhost".to_owned());
+    let devices: Vec<_> = hw.devices.iter().map(|d| d.desc.clone()).collect();
+    let mut lines = Vec::new();
+    let config = {
+        let mut logf = |m: String| lines.push(m);
+        let text = config::load_or_generate_addr_file(&addr_path, &host, &devices, &mut logf);
+        let name = addr_path.display().to_string();
+        config::engine_config(opts, text.as_deref().map(|t| (name.as_str(), t)), &mut logf)
+    };
+    for l in lines {
+        log.log(0, "acm_config", &l);
+    }
+    // The engine's random choices (TIDs, ...) need only differ between runs.
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+        ^ u64::from(std::process::id()).rotate_left(32);
+    let now = acm_engine::Instant::from_nanos(
+        u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX),
+    );
+    let engine = acm_engine::Engine::new(config, seed, now);
+    let backend = backend::hw::HwBackend::new(hw, engine, now);
+    serve(args, paths, opts, backend, log, epoch)
 }
 
 fn serve<B: Backend>(
@@ -159,6 +230,9 @@ fn serve<B: Backend>(
     for w in warnings {
         log.log(0, "acm_listen", &w);
     }
+    // Before systemd hears "ready", as in the reference.
+    let kernel =
+        kernel::channel::KernelChannel::setup(backend.serves_kernel(), inherited.netlink, &mut log);
     let at = listener.describe(paths);
     let what = backend.describe();
     log.log(0, "acm_server", &format!("listening on {at} ({what})"));
@@ -169,7 +243,7 @@ fn serve<B: Backend>(
         // Not under systemd (no NOTIFY_SOCKET), this does nothing.
         let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     }
-    let mut server = server::Server::new(listener, backend, log, epoch)
+    let mut server = server::Server::new(listener, backend, kernel, log, epoch)
         .map_err(|e| format!("cannot start the event loop: {e}"))?;
     server.run().map_err(|e| e.to_string())
 }

@@ -6,9 +6,14 @@
 //! another: reads and writes never block, each connection gets at most
 //! [`READ_BUDGET`] requests per turn, and a client that does not read its replies
 //! only stops its own requests from being read (see [`super::conn`]).
+//!
+//! With a backend that serves the kernel, the RDMA_NL_LS socket is one more source:
+//! each kernel request goes to the backend, each `NetlinkReply` back to the kernel
+//! (see [`super::kernel::channel`]).
 
 use super::backend::{Backend, BackendError};
 use super::conn::Conn;
+use super::kernel::channel::KernelChannel;
 use super::listen::{Listener, Stream};
 use super::log::Logger;
 use acm_engine::{ConnId, Instant, Output};
@@ -19,6 +24,7 @@ use std::time::Duration;
 
 const LISTENER: Token = Token(0);
 const BACKEND: Token = Token(1);
+const KERNEL: Token = Token(2);
 /// Connection ids start here, so that a connection's token is its id.
 const FIRST_CONN: u64 = 16;
 
@@ -41,6 +47,8 @@ pub struct Server<B: Backend> {
     poll: Poll,
     listener: Listener,
     backend: B,
+    /// The kernel's RDMA_NL_LS socket, if the backend serves the kernel.
+    kernel: KernelChannel,
     log: Logger,
     conns: HashMap<u64, Conn>,
     next_conn: u64,
@@ -50,13 +58,15 @@ pub struct Server<B: Backend> {
 }
 
 impl<B: Backend> Server<B> {
-    /// A server for `listener` and `backend`, timing the engine from `epoch`.
+    /// A server for `listener`, `backend` and the `kernel` channel, timing the engine
+    /// from `epoch`.
     ///
     /// # Errors
     /// The poller cannot be created or refuses a socket.
     pub fn new(
         mut listener: Listener,
         mut backend: B,
+        kernel: KernelChannel,
         log: Logger,
         epoch: std::time::Instant,
     ) -> io::Result<Self> {
@@ -66,10 +76,12 @@ impl<B: Backend> Server<B> {
             Listener::Tcp(l) => poll.registry().register(l, LISTENER, Interest::READABLE)?,
         }
         backend.register(poll.registry(), BACKEND)?;
+        kernel.register(poll.registry(), KERNEL)?;
         Ok(Self {
             poll,
             listener,
             backend,
+            kernel,
             log,
             conns: HashMap::new(),
             next_conn: FIRST_CONN,
@@ -103,6 +115,7 @@ impl<B: Backend> Server<B> {
                 match ev.token() {
                     LISTENER => self.accept_all(),
                     BACKEND => {}
+                    KERNEL => self.read_kernel(),
                     Token(t) => {
                         let id = t as u64;
                         if ev.is_writable() || ev.is_write_closed() {
@@ -212,6 +225,19 @@ impl<B: Backend> Server<B> {
         }
     }
 
+    /// Hands every waiting kernel request to the backend, carrying out its outputs
+    /// after each.
+    fn read_kernel(&mut self) {
+        loop {
+            let now = self.now();
+            let Some(bytes) = self.kernel.next_message(&mut self.log) else {
+                return;
+            };
+            self.backend.netlink(now, bytes);
+            self.dispatch();
+        }
+    }
+
     fn flush(&mut self, id: u64) {
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
@@ -266,8 +292,7 @@ impl<B: Backend> Server<B> {
                     self.close(conn.0, "closed after a malformed request");
                 }
                 Output::Log(ev) => self.log.event(&ev),
-                // The simulated and hub fabrics have no kernel channel.
-                Output::NetlinkReply(_) => {}
+                Output::NetlinkReply(bytes) => self.kernel.send(&bytes, &mut self.log),
                 other => {
                     self.log.log(
                         0,

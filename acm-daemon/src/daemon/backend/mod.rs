@@ -8,9 +8,11 @@
 //! - [`hub::HubBackend`]: this host's engine, its fabric traffic going through a fabric
 //!   hub shared with other processes.
 //!
-//! The hardware backend (umad and verbs) comes with acm-io-verbs.
+//! - [`hw::HwBackend`] (feature `verbs`): this host's engine on its InfiniBand ports,
+//!   through acm-io-verbs.
 
 pub mod hub;
+pub mod hw;
 pub mod sim;
 
 use acm_engine::{ConnId, Instant, Output};
@@ -50,6 +52,13 @@ pub trait Backend {
 
     /// When [`Backend::advance`] must run next, if nothing arrives before.
     fn poll_timeout(&self) -> Option<Instant>;
+
+    /// Whether the kernel's RDMA_NL_LS path requests belong to this backend's engine:
+    /// true only for real hardware, whose ports the kernel's requests name. The event
+    /// loop then opens (or inherits from systemd) the NETLINK_RDMA socket.
+    fn serves_kernel(&self) -> bool {
+        false
+    }
 }
 
 /// A fabric failure that ends the daemon.

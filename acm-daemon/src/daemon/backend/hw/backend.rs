@@ -1,0 +1,523 @@
+//! The hardware backend: this host's engine on its real InfiniBand ports.
+//!
+//! It carries out the engine's fabric outputs with acm-io-verbs (UD QPs, multicast,
+//! umad) and the host's kernel (source routing), and turns what those report (receives,
+//! send completions, SA responses, async port events, address changes) into engine
+//! inputs. Every descriptor is registered with the event loop under the backend's one
+//! token; [`Backend::advance`] drains them all, so nothing depends on which one woke
+//! the loop.
+
+use super::convert;
+use super::open::{HwDevice, OpenedHardware};
+use crate::daemon::backend::{Backend, BackendError};
+use crate::daemon::kernel::rtnl::{AddrEvent, RouteMonitor};
+use crate::daemon::kernel::{addrs, ipoib, source};
+use acm_engine::io::{LocalIp, RecvInfo, SendToken};
+use acm_engine::log::{Level, LogEvent};
+use acm_engine::{ConnId, DeviceId, EndpointId, Engine, Input, Instant, Output, PortId};
+use acm_io_verbs::event::AsyncEventKind;
+use acm_io_verbs::umad::UmadDevice;
+use acm_io_verbs::verbs::{Completion, UdConfig, UdEndpoint};
+use mio::unix::SourceFd;
+use mio::{Interest, Registry, Token};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::io;
+use std::net::IpAddr;
+use std::os::fd::{AsFd, AsRawFd};
+use std::path::PathBuf;
+
+/// The ACM Q_Key (spec 2.1).
+const ACM_QKEY: u32 = 0x8001_0000;
+
+/// An endpoint's queue pair and the port it lives on.
+struct HwEndpoint {
+    port: u8,
+    qp: UdEndpoint,
+}
+
+/// What carrying out an output reported back, fed to the engine once the outputs
+/// are drained.
+enum Feedback {
+    QpOpened(EndpointId, Result<u32, ()>),
+    SendDone(EndpointId, SendToken, bool),
+    SaFailed(PortId, u64, i32),
+    Source(acm_engine::io::LookupId, Result<IpAddr, u8>),
+}
+
+/// This host's engine on its InfiniBand hardware.
+pub struct HwBackend {
+    engine: Engine,
+    devices: Vec<HwDevice>,
+    umad: BTreeMap<PortId, UmadDevice>,
+    endpoints: BTreeMap<EndpointId, HwEndpoint>,
+    routes: Option<RouteMonitor>,
+    sysfs_root: PathBuf,
+    /// The addresses the engine has been told about, for resyncs.
+    local_ips: BTreeSet<IpAddr>,
+    feedback: VecDeque<Feedback>,
+    out: VecDeque<Output>,
+    label: String,
+}
+
+impl HwBackend {
+    /// Brings the engine up on the opened hardware: the host's IPoIB addresses first,
+    /// then every device (its active ports come up at once).
+    #[must_use]
+    pub fn new(hw: OpenedHardware, engine: Engine, now: Instant) -> Self {
+        let label = format!(
+            "InfiniBand: {}",
+            hw.devices
+                .iter()
+                .map(|d| d.verbs.name().to_owned())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let mut b = Self {
+            engine,
+            devices: hw.devices,
+            umad: hw.umad,
+            endpoints: BTreeMap::new(),
+            routes: hw.routes,
+            sysfs_root: hw.sysfs_root,
+            local_ips: BTreeSet::new(),
+            feedback: VecDeque::new(),
+            out: VecDeque::new(),
+            label,
+        };
+        for w in hw.warnings {
+            b.log(Level::Basic, w);
+        }
+        for ip in hw.local_ips {
+            b.local_ips.insert(ip.addr);
+            b.input(now, Input::LocalIpAdded(ip));
+        }
+        let descs: Vec<_> = b.devices.iter().map(|d| d.desc.clone()).collect();
+        for desc in descs {
+            b.input(now, Input::DeviceAdded(desc));
+        }
+        b
+    }
+
+    fn log(&mut self, level: Level, message: String) {
+        self.out.push_back(Output::Log(LogEvent {
+            level,
+            origin: "acm_hw",
+            message,
+        }));
+    }
+
+    /// Feeds one input, then carries out everything the engine has to say, and what
+    /// that reports back, until the engine is quiet.
+    fn input(&mut self, now: Instant, input: Input<'_>) {
+        self.engine.handle(now, input);
+        self.settle(now);
+    }
+
+    fn settle(&mut self, now: Instant) {
+        loop {
+            while let Some(out) = self.engine.poll_output() {
+                self.carry(out);
+            }
+            let Some(fb) = self.feedback.pop_front() else {
+                return;
+            };
+            let input = match fb {
+                Feedback::QpOpened(ep, result) => Input::QpOpened { ep, result },
+                Feedback::SendDone(ep, token, ok) => Input::UdSendDone { ep, token, ok },
+                Feedback::SaFailed(port, tid, status) => Input::SaSendFailed { port, tid, status },
+                Feedback::Source(id, result) => Input::SourceAnswer { id, result },
+            };
+            self.engine.handle(now, input);
+        }
+    }
+
+    /// Carries out one engine output.
+    fn carry(&mut self, out: Output) {
+        match out {
+            Output::OpenQp {
+                ep,
+                port,
+                pkey,
+                pkey_index,
+                recv_depth,
+                send_depth,
+            } => self.open_qp(ep, port, pkey, pkey_index, recv_depth, send_depth),
+            Output::CloseQp { ep } => {
+                self.endpoints.remove(&ep);
+            }
+            Output::UdSend { ep, token, av, mad } => {
+                let ok = match self.endpoints.get_mut(&ep) {
+                    Some(e) => {
+                        let dest = convert::ud_address(&av, e.port);
+                        match e.qp.post_send(token.0, &dest, &mad.0) {
+                            Ok(()) => return,
+                            Err(err) => {
+                                self.log(Level::Basic, format!("endpoint {}: {err}", ep.0));
+                                false
+                            }
+                        }
+                    }
+                    None => false,
+                };
+                self.feedback.push_back(Feedback::SendDone(ep, token, ok));
+            }
+            Output::McastAttach { ep, mgid, mlid } => {
+                if let Some(e) = self.endpoints.get_mut(&ep)
+                    && let Err(err) = e.qp.attach_mcast(&mgid, mlid)
+                {
+                    self.log(Level::Basic, format!("endpoint {}: {err}", ep.0));
+                }
+            }
+            Output::McastDetach { ep, mgid, mlid } => {
+                if let Some(e) = self.endpoints.get_mut(&ep)
+                    && let Err(err) = e.qp.detach_mcast(&mgid, mlid)
+                {
+                    self.log(Level::Basic, format!("endpoint {}: {err}", ep.0));
+                }
+            }
+            Output::SaSend {
+                port,
+                tid,
+                dest,
+                timeout_ms,
+                retries,
+                mad,
+            } => {
+                let sent = match self.umad.get_mut(&port) {
+                    Some(u) => u
+                        .send(&convert::sa_send(&dest, timeout_ms, retries, &mad.0))
+                        .map_err(|e| e.raw_os_error().unwrap_or(libc_eio())),
+                    None => Err(libc_enodev()),
+                };
+                if let Err(errno) = sent {
+                    self.feedback
+                        .push_back(Feedback::SaFailed(port, tid, errno));
+                }
+            }
+            Output::SourceQuery { id, dest } => {
+                self.feedback
+                    .push_back(Feedback::Source(id, source::route_source(dest)));
+            }
+            other => self.out.push_back(other),
+        }
+    }
+
+    fn open_qp(
+        &mut self,
+        ep: EndpointId,
+        port: PortId,
+        pkey: u16,
+        pkey_index: u16,
+        recv_depth: u32,
+        send_depth: u32,
+    ) {
+        let device = port.device.0 as usize;
+        let result = match self.devices.get(device) {
+            Some(d) => UdEndpoint::open(
+                &d.verbs,
+                UdConfig {
+                    port_num: port.port,
+                    pkey_index,
+                    qkey: ACM_QKEY,
+                    recv_depth,
+                    send_depth,
+                    key: u64::from(ep.0),
+                },
+            )
+            .map_err(|e| e.to_string()),
+            None => Err(format!("no device {}", port.device.0)),
+        };
+        let reply = match result {
+            Ok(qp) => {
+                let qpn = qp.qpn();
+                self.endpoints.insert(
+                    ep,
+                    HwEndpoint {
+                        port: port.port,
+                        qp,
+                    },
+                );
+                Ok(qpn)
+            }
+            Err(e) => {
+                self.log(
+                    Level::Basic,
+                    format!(
+                        "cannot open the QP of pkey {pkey:#06x} on port {}: {e}",
+                        port.port
+                    ),
+                );
+                Err(())
+            }
+        };
+        self.feedback.push_back(Feedback::QpOpened(ep, reply));
+    }
+
+    /// Async events of every device.
+    fn device_events(&mut self, now: Instant) {
+        for d in 0..self.devices.len() {
+            loop {
+                if self.devices[d].dead {
+                    break;
+                }
+                let ev = match self.devices[d].verbs.next_async_event() {
+                    Ok(Some(ev)) => ev,
+                    Ok(None) => break,
+                    Err(e) => {
+                        let name = self.devices[d].verbs.name().to_owned();
+                        self.log(
+                            Level::Basic,
+                            format!("{name}: async event read failed: {e}"),
+                        );
+                        break;
+                    }
+                };
+                let id = DeviceId(d as u32);
+                if ev.kind == AsyncEventKind::DeviceFatal {
+                    self.devices[d].dead = true;
+                    let name = self.devices[d].verbs.name().to_owned();
+                    self.log(Level::Basic, format!("{name}: fatal device error"));
+                    self.input(now, Input::DeviceRemoved(id));
+                    continue;
+                }
+                if !ev.kind.is_port_event() {
+                    continue;
+                }
+                let attrs = match ev.kind {
+                    AsyncEventKind::PortError | AsyncEventKind::ClientReregister => None,
+                    _ => match self.devices[d].verbs.query_port(ev.port) {
+                        Ok(info) => Some(convert::port_attrs(&info)),
+                        Err(e) => {
+                            self.log(Level::Basic, e.to_string());
+                            None
+                        }
+                    },
+                };
+                if let Some(event) = convert::port_event(ev.kind, attrs) {
+                    let port = PortId {
+                        device: id,
+                        port: ev.port,
+                    };
+                    self.input(now, Input::Port { port, event });
+                }
+            }
+        }
+    }
+
+    /// Completions of every endpoint whose CQ raised an event.
+    fn completions(&mut self, now: Instant) {
+        for d in 0..self.devices.len() {
+            loop {
+                let key = match self.devices[d].verbs.next_completion_event() {
+                    Ok(Some(k)) => k,
+                    Ok(None) => break,
+                    Err(e) => {
+                        let name = self.devices[d].verbs.name().to_owned();
+                        self.log(
+                            Level::Basic,
+                            format!("{name}: completion event read failed: {e}"),
+                        );
+                        break;
+                    }
+                };
+                let ep = EndpointId(key as u32);
+                self.poll_endpoint(now, ep);
+            }
+        }
+    }
+
+    fn poll_endpoint(&mut self, now: Instant, ep: EndpointId) {
+        let Some(e) = self.endpoints.get_mut(&ep) else {
+            return;
+        };
+        let engine = &mut self.engine;
+        let r = e.qp.poll(|c| match c {
+            Completion::Recv { meta, grh, mad } => engine.handle(
+                now,
+                Input::UdReceive {
+                    ep,
+                    wc: RecvInfo {
+                        slid: meta.slid,
+                        src_qp: meta.src_qp,
+                        dlid_path_bits: meta.dlid_path_bits,
+                        pkey_index: meta.pkey_index,
+                    },
+                    grh,
+                    mad,
+                },
+            ),
+            Completion::Send { token, ok } => engine.handle(
+                now,
+                Input::UdSendDone {
+                    ep,
+                    token: SendToken(token),
+                    ok,
+                },
+            ),
+        });
+        if let Err(err) = r {
+            self.log(Level::Basic, format!("endpoint {}: {err}", ep.0));
+        }
+        self.settle(now);
+    }
+
+    /// SA responses, and sends umad gave back, on every port.
+    fn sa_traffic(&mut self, now: Instant) {
+        let ports: Vec<PortId> = self.umad.keys().copied().collect();
+        for port in ports {
+            while let Some(u) = self.umad.get_mut(&port) {
+                match u.recv() {
+                    Ok(Some(m)) => {
+                        if m.header.status != 0 {
+                            let tid = convert::mad_tid(m.mad);
+                            let status = m.header.status as i32;
+                            self.engine
+                                .handle(now, Input::SaSendFailed { port, tid, status });
+                        } else {
+                            self.engine
+                                .handle(now, Input::SaResponse { port, mad: m.mad });
+                        }
+                        self.settle(now);
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        let path = u.path().display().to_string();
+                        self.log(Level::Basic, format!("{path}: read failed: {e}"));
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Address changes on the host's IPoIB interfaces.
+    fn address_changes(&mut self, now: Instant) {
+        let Some(routes) = self.routes.as_mut() else {
+            return;
+        };
+        let mut events = Vec::new();
+        if let Err(e) = routes.read_events(&mut events) {
+            self.log(Level::Basic, format!("netlink route monitor: {e}"));
+        }
+        for ev in events {
+            match ev {
+                AddrEvent::Added { ifindex, addr, .. } => {
+                    match ipoib::link_by_index(&self.sysfs_root, ifindex) {
+                        Ok(Some(link)) => {
+                            self.local_ips.insert(addr);
+                            // Runtime additions are shown without a prefix (spec 5.6).
+                            let ip = addrs::local_ip(&link, addr, None);
+                            self.input(now, Input::LocalIpAdded(ip));
+                        }
+                        Ok(None) => {}
+                        Err(e) => self.log(
+                            Level::Basic,
+                            format!("address {addr} on interface {ifindex}: {e}"),
+                        ),
+                    }
+                }
+                AddrEvent::Removed { addr, .. } => {
+                    if self.local_ips.remove(&addr) {
+                        self.input(now, Input::LocalIpRemoved(addr));
+                    }
+                }
+                AddrEvent::Link {
+                    ifindex, change, ..
+                } => self.log(
+                    Level::Config,
+                    format!("interface {ifindex}: link {change:?}"),
+                ),
+                AddrEvent::Overflow => self.resync(now),
+            }
+        }
+    }
+
+    /// Events were lost: walk the system's addresses again and tell the engine what
+    /// changed (the reference drops every address and re-adds what it finds; a diff
+    /// keeps the endpoints that did not change untouched).
+    fn resync(&mut self, now: Instant) {
+        let found: Vec<LocalIp> = match addrs::walk(&self.sysfs_root) {
+            Ok(f) => f,
+            Err(e) => {
+                self.log(Level::Basic, format!("address resync failed: {e}"));
+                return;
+            }
+        };
+        let now_set: BTreeSet<IpAddr> = found.iter().map(|ip| ip.addr).collect();
+        let gone: Vec<IpAddr> = self.local_ips.difference(&now_set).copied().collect();
+        for addr in gone {
+            self.local_ips.remove(&addr);
+            self.input(now, Input::LocalIpRemoved(addr));
+        }
+        for ip in found {
+            if self.local_ips.insert(ip.addr) {
+                self.input(now, Input::LocalIpAdded(ip));
+            }
+        }
+    }
+}
+
+/// errno for a send umad refused without saying why.
+fn libc_eio() -> i32 {
+    nix::libc::EIO
+}
+
+/// errno for an SA send on a port without a umad device.
+fn libc_enodev() -> i32 {
+    nix::libc::ENODEV
+}
+
+impl Backend for HwBackend {
+    fn describe(&self) -> String {
+        self.label.clone()
+    }
+
+    fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        let mut fds = Vec::new();
+        for d in &self.devices {
+            fds.push(d.verbs.async_fd().as_raw_fd());
+            fds.push(d.verbs.completion_fd().as_raw_fd());
+        }
+        fds.extend(self.umad.values().map(|u| u.as_fd().as_raw_fd()));
+        if let Some(r) = &self.routes {
+            fds.push(r.as_fd().as_raw_fd());
+        }
+        for fd in fds {
+            registry.register(&mut SourceFd(&fd), token, Interest::READABLE)?;
+        }
+        Ok(())
+    }
+
+    fn client_request(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) {
+        self.input(now, Input::ClientRequest { conn, bytes });
+    }
+
+    fn client_closed(&mut self, now: Instant, conn: ConnId) {
+        self.input(now, Input::ClientClosed(conn));
+    }
+
+    fn netlink(&mut self, now: Instant, bytes: &[u8]) {
+        self.input(now, Input::Netlink(bytes));
+    }
+
+    fn advance(&mut self, now: Instant) -> Result<(), BackendError> {
+        self.device_events(now);
+        self.completions(now);
+        self.sa_traffic(now);
+        self.address_changes(now);
+        self.input(now, Input::Tick);
+        Ok(())
+    }
+
+    fn poll_output(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.engine.poll_timeout()
+    }
+
+    fn serves_kernel(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,19 @@
+//! The daemon's ties to the host kernel, one purpose per module:
+//!
+//! - [`ls`]: the NETLINK_RDMA socket carrying the kernel's RDMA_NL_LS path requests
+//!   (spec 5.14), and [`channel`], its place in the event loop;
+//! - [`rtnl`]: NETLINK_ROUTE monitoring of address and link changes (spec 5.6);
+//! - [`ipoib`]: the IPoIB interfaces in sysfs (port GID, pkey);
+//! - [`addrs`]: the start-up walk of the IP addresses on those interfaces;
+//! - [`source`]: the kernel's choice of source address for a destination.
+//!
+//! The engine does all the parsing of what the kernel asks and builds every answer;
+//! these modules only move bytes and read the system. `rtnl`, `ipoib`, `addrs` and
+//! `source` serve the hardware backend.
+
+pub mod addrs;
+pub mod channel;
+pub mod ipoib;
+pub mod ls;
+pub mod rtnl;
+pub mod source;

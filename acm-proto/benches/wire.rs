@@ -1,0 +1,280 @@
+//! Parse and emit cost of every wire format acm-proto speaks, one message per iteration
+//! (criterion; `cargo bench -p acm-proto`, or `cargo bench -p acm-proto -- --test` to run
+//! each bench once as a check).
+//!
+//! Each group is one message kind with two benches: `parse` (bytes to `Repr`, the whole
+//! validation included) and `emit` (`Repr` into a reused buffer). The client messages are
+//! real bytes: what Debian's `ib_acme` wrote and the real `ibacm` 44.0 answered
+//! (`testdata/captures/real-ibacm/`, compiled in). The MADs, the GRH and the netlink
+//! messages have no capture; they are built with acm-proto from the same capture
+//! environment (the reference fabric: GIDs fe80::2:c903:a0:b001 and …b002, LIDs 1 and 2,
+//! pkey 0xffff, 2048-byte MTU, 10 Gb/s), the PathRecord being the one the real daemon
+//! returned.
+
+use acm_proto::acm_mad::AcmMadRepr;
+use acm_proto::client::{
+    AddrType, Direction, EpQueryReplyRepr, EpQueryRepr, PerfQueryRepr, PerfReplyRepr, ResolveRepr,
+};
+use acm_proto::grh::GrhRepr;
+use acm_proto::mad::Method;
+use acm_proto::mcmember::{McCompMask, McMemberRecordRepr};
+use acm_proto::mgid::AcmMgid;
+use acm_proto::netlink::{LsReplyRepr, LsRequestRepr, PathUse, ResolveHeaderRepr};
+use acm_proto::path_record::{PathDataRepr, PathFlags, PathRecordRepr};
+use acm_proto::sa::{SA_HEADER_LEN, SaHeaderRepr};
+use acm_proto::{Bytes64, Gid, Mtu, Rate};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use std::hint::black_box;
+
+macro_rules! capture {
+    ($name:literal) => {
+        include_bytes!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../testdata/captures/real-ibacm/",
+            $name
+        ))
+    };
+}
+
+/// `ib_acme -s 10.0.0.1 -d 10.0.0.2`: SOURCE and DEST IPv4 entries (160 bytes).
+const RESOLVE_REQUEST: &[u8] = capture!("resolve_preloaded_ip.req000.bin");
+/// Its answer: one PATH entry (88 bytes).
+const RESOLVE_REPLY: &[u8] = capture!("resolve_preloaded_ip.resp000.bin");
+/// `ib_acme -P s -s 10.0.0.1`: PERF_QUERY with a source entry (88 bytes).
+const PERF_REQUEST: &[u8] = capture!("perf_src_ip.req000.bin");
+/// Seven counters (72 bytes).
+const PERF_REPLY: &[u8] = capture!("perf_col.resp000.bin");
+/// `ib_acme -e 1` (16 bytes).
+const EP_REQUEST: &[u8] = capture!("ep_one.req000.bin");
+/// Endpoint 1 with three addresses (288 bytes).
+const EP_REPLY: &[u8] = capture!("ep_one.resp000.bin");
+
+fn gid(text: &str) -> Gid {
+    text.parse::<std::net::Ipv6Addr>()
+        .expect("a GID literal")
+        .into()
+}
+
+/// The PathRecord the real daemon returned (the PATH entry's last 64 bytes).
+fn captured_path() -> &'static [u8] {
+    &RESOLVE_REPLY[16 + 8..16 + 72]
+}
+
+/// One group `name` with a `parse` and an `emit` bench.
+fn pair<R>(
+    c: &mut Criterion,
+    name: &str,
+    bytes: &[u8],
+    parse: impl Fn(&[u8]) -> R,
+    emit: impl Fn(&R, &mut [u8]),
+) {
+    let repr = parse(bytes);
+    let mut buf = vec![0u8; bytes.len().max(256)];
+    emit(&repr, &mut buf);
+    assert_eq!(
+        &buf[..bytes.len()],
+        bytes,
+        "{name}: emit reproduces the bytes"
+    );
+    let mut g = c.benchmark_group(name);
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("parse", |b| b.iter(|| parse(black_box(bytes))));
+    g.bench_function("emit", |b| {
+        b.iter(|| emit(black_box(&repr), black_box(&mut buf)));
+    });
+    g.finish();
+}
+
+fn client(c: &mut Criterion) {
+    use Direction::{Request, Response};
+    pair(
+        c,
+        "client_resolve_request",
+        RESOLVE_REQUEST,
+        |b| ResolveRepr::parse(b, Request).expect("capture parses"),
+        |r, buf| {
+            r.emit(buf, Request);
+        },
+    );
+    pair(
+        c,
+        "client_resolve_reply",
+        RESOLVE_REPLY,
+        |b| ResolveRepr::parse(b, Response).expect("capture parses"),
+        |r, buf| {
+            r.emit(buf, Response);
+        },
+    );
+    pair(
+        c,
+        "client_perf_query_request",
+        PERF_REQUEST,
+        |b| PerfQueryRepr::parse(b, Request).expect("capture parses"),
+        |r, buf| {
+            r.emit(buf, Request);
+        },
+    );
+    pair(
+        c,
+        "client_perf_query_reply",
+        PERF_REPLY,
+        |b| PerfReplyRepr::parse(b, Response).expect("capture parses"),
+        |r, buf| {
+            r.emit(buf, Response);
+        },
+    );
+    pair(
+        c,
+        "client_ep_query_request",
+        EP_REQUEST,
+        |b| EpQueryRepr::parse(b, Request).expect("capture parses"),
+        |r, buf| {
+            r.emit(buf, Request);
+        },
+    );
+    pair(
+        c,
+        "client_ep_query_reply",
+        EP_REPLY,
+        |b| EpQueryReplyRepr::parse(b, Response).expect("capture parses"),
+        |r, buf| {
+            r.emit(buf, Response);
+        },
+    );
+}
+
+/// A 256-byte SA MAD: `header`, then `data` at offset 56.
+fn sa_mad(header: &SaHeaderRepr, data: &[u8]) -> Vec<u8> {
+    let mut m = vec![0u8; 256];
+    header.emit(&mut m);
+    m[SA_HEADER_LEN..SA_HEADER_LEN + data.len()].copy_from_slice(data);
+    m
+}
+
+fn mads(c: &mut Criterion) {
+    // The SA's PathRecord answer to the daemon's query for 10.0.0.2's path.
+    let path = PathRecordRepr::parse(captured_path()).expect("captured path parses");
+    let mut header = SaHeaderRepr::path_record_get(0x0000_0001_0000_002a, path.sa_comp_mask());
+    header.mad.method = Method::GET_RESP;
+    header.attr_offset = 8;
+    let bytes = sa_mad(&header, captured_path());
+    pair(
+        c,
+        "sa_path_record_response",
+        &bytes,
+        |b| {
+            (
+                SaHeaderRepr::parse(b).expect("SA header"),
+                PathRecordRepr::parse(&b[SA_HEADER_LEN..]).expect("PathRecord"),
+            )
+        },
+        |(h, p), buf| {
+            h.emit(buf);
+            p.emit(&mut buf[SA_HEADER_LEN..]);
+        },
+    );
+
+    // The daemon's MCMemberRecord join of its default group (SA Set).
+    let mgid = AcmMgid::new(0xffff, Rate::RATE_10, Mtu::MTU_2048).to_gid();
+    let rec = McMemberRecordRepr::ibacm_join(
+        mgid,
+        gid("fe80::2:c903:a0:b001"),
+        0xffff,
+        Rate::RATE_10,
+        Mtu::MTU_2048,
+    );
+    let bytes = sa_mad(
+        &SaHeaderRepr::mcmember_join(0x0000_0001_0000_0001, McCompMask::IBACM_JOIN),
+        &rec.to_bytes(),
+    );
+    pair(
+        c,
+        "sa_mcmember_join",
+        &bytes,
+        |b| {
+            (
+                SaHeaderRepr::parse(b).expect("SA header"),
+                McMemberRecordRepr::parse(&b[SA_HEADER_LEN..]).expect("MCMemberRecord"),
+            )
+        },
+        |(h, r), buf| {
+            h.emit(buf);
+            r.emit(&mut buf[SA_HEADER_LEN..]);
+        },
+    );
+
+    // ACM resolve: 10.0.0.1 asks its group for 10.0.0.2, and 10.0.0.2's answer.
+    let request = AcmMadRepr::resolve_request(
+        0x0000_0002_0000_0001,
+        AddrType::IP,
+        Bytes64::zero_padded(&[10, 0, 0, 2]),
+        AddrType::IP,
+        Bytes64::zero_padded(&[10, 0, 0, 1]),
+        &[mgid],
+    );
+    pair(
+        c,
+        "acm_mad_resolve_request",
+        &request.to_bytes(),
+        |b| AcmMadRepr::parse(b).expect("ACM MAD"),
+        |r, buf| r.emit(buf),
+    );
+    let response = AcmMadRepr::resolve_response(0x0000_0002_0000_0001, mgid);
+    pair(
+        c,
+        "acm_mad_resolve_response",
+        &response.to_bytes(),
+        |b| AcmMadRepr::parse(b).expect("ACM MAD"),
+        |r, buf| r.emit(buf),
+    );
+
+    // The GRH in front of a received multicast resolve.
+    let grh = GrhRepr {
+        pay_len: 256,
+        hop_limit: 0xff,
+        ..GrhRepr::iba(gid("fe80::2:c903:a0:b001"), mgid)
+    };
+    pair(
+        c,
+        "grh",
+        &grh.to_bytes(),
+        |b| GrhRepr::parse(b).expect("GRH"),
+        |r, buf| r.emit(buf),
+    );
+}
+
+fn netlink(c: &mut Criterion) {
+    // The kernel's PathRecord request for 10.0.0.2's GID (spec §8 vector 19's shape),
+    // and the daemon's answer with the captured path.
+    let mut request = LsRequestRepr::resolve(77, ResolveHeaderRepr::new("mlx5_0", 1, PathUse::GMP));
+    request.dgid = Some(gid("fe80::2:c903:a0:b002"));
+    request.sgid = Some(gid("fe80::2:c903:a0:b001"));
+    request.pkey = Some(0xffff);
+    pair(
+        c,
+        "netlink_ls_request",
+        &request.to_vec(),
+        |b| LsRequestRepr::parse(b).expect("LS request"),
+        |r, buf| {
+            r.emit(buf);
+        },
+    );
+    let data = PathDataRepr {
+        flags: PathFlags::IBACMP_REPLY,
+        reserved: 0,
+        path: PathRecordRepr::parse(captured_path()).expect("captured path parses"),
+    };
+    let reply = LsReplyRepr::success(&request.header, 4242, data);
+    pair(
+        c,
+        "netlink_ls_response",
+        &reply.to_vec(),
+        |b| LsReplyRepr::parse(b).expect("LS reply"),
+        |r, buf| {
+            r.emit(buf);
+        },
+    );
+}
+
+criterion_group!(benches, client, mads, netlink);
+criterion_main!(benches);
