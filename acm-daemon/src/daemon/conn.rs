@@ -39,6 +39,11 @@ pub struct Conn {
     /// Set after a header no request can have: nothing more is read (replies owed to
     /// earlier requests still go out until the engine's close arrives).
     closing: bool,
+    /// The peer shut down its side: read to the end of the stream this time.
+    peer_closed: bool,
+    /// Whether the poller watches for writability (only while replies are waiting, so
+    /// that a client reading its replies does not wake the loop for nothing).
+    pub write_interest: bool,
 }
 
 impl Conn {
@@ -50,7 +55,15 @@ impl Conn {
             inbuf: Vec::with_capacity(MAX_MESSAGE),
             outbuf: Vec::new(),
             closing: false,
+            peer_closed: false,
+            write_interest: false,
         }
+    }
+
+    /// The poller reported that the peer closed its side: the next read goes on to
+    /// the end of the stream instead of stopping at a short read.
+    pub fn note_peer_closed(&mut self) {
+        self.peer_closed = true;
     }
 
     /// The socket, for registration with the poller.
@@ -72,6 +85,12 @@ impl Conn {
 
     /// Reads what the socket has, handing each complete request to `on_request`, at
     /// most `budget` of them so that one busy client cannot starve the others.
+    ///
+    /// A read that returns less than asked for has emptied the socket; with edge
+    /// triggering, later bytes raise a new event, so it stops there instead of paying
+    /// one more `read` for `WouldBlock` (that read would double the system calls of a
+    /// client with one request in flight). After the peer closed its side it reads on
+    /// to the end of the stream.
     pub fn read_requests(
         &mut self,
         budget: usize,
@@ -79,6 +98,7 @@ impl Conn {
     ) -> ReadOutcome {
         let mut left = budget;
         let mut chunk = [0u8; 4096];
+        let mut drained = false;
         loop {
             left -= self.deliver(left, &mut on_request);
             if left == 0 || !self.wants_read() {
@@ -87,6 +107,9 @@ impl Conn {
                     paused: !self.closing,
                 };
             }
+            if drained {
+                return ReadOutcome::default();
+            }
             match read(&mut self.stream, &mut chunk) {
                 Ok(0) => {
                     return ReadOutcome {
@@ -94,7 +117,10 @@ impl Conn {
                         paused: false,
                     };
                 }
-                Ok(n) => self.inbuf.extend_from_slice(&chunk[..n]),
+                Ok(n) => {
+                    self.inbuf.extend_from_slice(&chunk[..n]);
+                    drained = n < chunk.len() && !self.peer_closed;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     return ReadOutcome::default();
                 }

@@ -122,6 +122,11 @@ impl<B: Backend> Server<B> {
                             self.flush(id);
                         }
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                            if (ev.is_read_closed() || ev.is_error())
+                                && let Some(c) = self.conns.get_mut(&id)
+                            {
+                                c.note_peer_closed();
+                            }
                             self.read(id);
                         }
                     }
@@ -171,7 +176,8 @@ impl<B: Backend> Server<B> {
     fn add(&mut self, mut stream: Stream) {
         let id = self.next_conn;
         self.next_conn += 1;
-        let interest = Interest::READABLE | Interest::WRITABLE;
+        // Writability is watched only while replies wait (see `sync_interest`).
+        let interest = Interest::READABLE;
         let token = Token(id as usize);
         let registered = match &mut stream {
             Stream::Unix(s) => {
@@ -244,6 +250,33 @@ impl<B: Backend> Server<B> {
         };
         if let Err(e) = conn.flush() {
             self.close(id, &format!("send failed: {e}"));
+            return;
+        }
+        self.sync_interest(id);
+    }
+
+    /// Watches connection `id` for writability exactly while replies wait for it.
+    fn sync_interest(&mut self, id: u64) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let want = c.wants_write();
+        if want == c.write_interest {
+            return;
+        }
+        let interest = if want {
+            Interest::READABLE | Interest::WRITABLE
+        } else {
+            Interest::READABLE
+        };
+        let token = Token(id as usize);
+        let r = match c.stream_mut() {
+            Stream::Unix(s) => self.poll.registry().reregister(s, token, interest),
+            Stream::Tcp(s) => self.poll.registry().reregister(s, token, interest),
+        };
+        match r {
+            Ok(()) => c.write_interest = want,
+            Err(e) => self.close(id, &format!("cannot watch client: {e}")),
         }
     }
 
@@ -285,6 +318,8 @@ impl<B: Backend> Server<B> {
                     };
                     if let Err(e) = c.send(reply.as_bytes()) {
                         self.close(conn.0, &format!("send failed: {e}"));
+                    } else if c.wants_write() != c.write_interest {
+                        self.sync_interest(conn.0);
                     }
                 }
                 // The engine logged why.
