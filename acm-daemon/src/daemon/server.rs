@@ -101,7 +101,7 @@ impl<B: Backend> Server<B> {
     pub fn run(&mut self) -> Result<(), ServerError> {
         let mut events = Events::with_capacity(256);
         let now = self.now();
-        self.backend.advance(now)?;
+        self.backend.advance(now, true)?;
         self.dispatch();
         loop {
             let timeout = self.timeout();
@@ -111,10 +111,11 @@ impl<B: Backend> Server<B> {
                 }
                 return Err(e.into());
             }
+            let mut backend_ready = false;
             for ev in &events {
                 match ev.token() {
                     LISTENER => self.accept_all(),
-                    BACKEND => {}
+                    BACKEND => backend_ready = true,
                     KERNEL => self.read_kernel(),
                     Token(t) => {
                         let id = t as u64;
@@ -135,7 +136,7 @@ impl<B: Backend> Server<B> {
             }
             self.revisit_paused();
             let now = self.now();
-            self.backend.advance(now)?;
+            self.backend.advance(now, backend_ready)?;
             self.dispatch();
         }
     }

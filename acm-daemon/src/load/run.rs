@@ -56,7 +56,7 @@ pub fn run(config: &LoadConfig, progress: bool) -> io::Result<Outcome> {
         }
     }
     barrier.wait();
-    let start = Instant::now();
+    let start = *shared.start.get_or_init(Instant::now);
     let goal = match config.stop {
         Stop::Count(n) => Goal::Count(n),
         Stop::Duration(d) => Goal::Duration(d),

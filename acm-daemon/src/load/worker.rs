@@ -67,6 +67,10 @@ pub struct Plan {
 pub struct Shared {
     /// Requests finished (answered or failed), for the progress bar; updated in batches.
     pub done: AtomicU64,
+    /// When the timed part began: set by the first thread past the barrier, so that
+    /// every client's deadline and the run's elapsed time count from the same instant
+    /// (a thread scheduled late would otherwise start its clock late).
+    pub start: std::sync::OnceLock<Instant>,
 }
 
 struct Pending {
@@ -184,8 +188,9 @@ impl Client<'_> {
     /// The timed part: keep the pipeline full until the plan says stop, then collect
     /// the replies still due.
     fn load(&mut self) {
+        let start = *self.shared.start.get_or_init(Instant::now);
         let deadline = match self.plan.stop {
-            Stop::Duration(d) => Some(Instant::now() + d),
+            Stop::Duration(d) => Some(start + d),
             Stop::Count(_) => None,
         };
         let mut sending = true;

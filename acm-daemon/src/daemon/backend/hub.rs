@@ -119,7 +119,8 @@ impl Backend for HubBackend {
         self.pump(now);
     }
 
-    fn advance(&mut self, now: Instant) -> Result<(), BackendError> {
+    // The hub client also queues answers made locally, so it is pumped every turn.
+    fn advance(&mut self, now: Instant, _io_ready: bool) -> Result<(), BackendError> {
         self.input(now, Input::Tick);
         self.pump(now);
         match self.failed.take() {

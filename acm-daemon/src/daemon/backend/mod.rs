@@ -40,11 +40,14 @@ pub trait Backend {
     /// A kernel RDMA_NL_LS request.
     fn netlink(&mut self, now: Instant, bytes: &[u8]);
 
-    /// Runs everything due by `now`: timers, and whatever the backend's socket has.
+    /// Runs everything due by `now`: timers, and, when `io_ready` (the poller reported
+    /// the backend's descriptors since the last call, and on the first call), whatever
+    /// they have. Without `io_ready` a backend need not read its descriptors, which
+    /// keeps a turn that only served clients free of extra system calls.
     ///
     /// # Errors
     /// The fabric is gone (the hub ended the attachment); the daemon stops.
-    fn advance(&mut self, now: Instant) -> Result<(), BackendError>;
+    fn advance(&mut self, now: Instant, io_ready: bool) -> Result<(), BackendError>;
 
     /// The next output for the event loop: `ClientReply`, `ClientClose`,
     /// `NetlinkReply` or `Log`.

@@ -70,7 +70,7 @@ impl Backend for SimBackend {
         // The kernel has no simulated devices, so it never asks about them.
     }
 
-    fn advance(&mut self, now: Instant) -> Result<(), BackendError> {
+    fn advance(&mut self, now: Instant, _io_ready: bool) -> Result<(), BackendError> {
         self.sim.run_until(now);
         Ok(())
     }

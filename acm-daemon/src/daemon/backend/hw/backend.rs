@@ -500,11 +500,14 @@ impl Backend for HwBackend {
         self.input(now, Input::Netlink(bytes));
     }
 
-    fn advance(&mut self, now: Instant) -> Result<(), BackendError> {
-        self.device_events(now);
-        self.completions(now);
-        self.sa_traffic(now);
-        self.address_changes(now);
+    fn advance(&mut self, now: Instant, io_ready: bool) -> Result<(), BackendError> {
+        if io_ready {
+            // Every descriptor shares one token: drain them all (edge-triggered).
+            self.device_events(now);
+            self.completions(now);
+            self.sa_traffic(now);
+            self.address_changes(now);
+        }
         self.input(now, Input::Tick);
         Ok(())
     }
