@@ -427,6 +427,43 @@ pub fn name_entry(flags: EpFlags, name: &str) -> Result<EpAddrRepr, ClientError>
     ))
 }
 
+/// A PATH entry asking for the path from LID `slid` (0: any) to `dlid`, as libacm's
+/// `ib_acm_resolve_path` sends it.
+#[must_use]
+pub fn lid_path_entry(flags: EpFlags, slid: u16, dlid: u16) -> EpAddrRepr {
+    path_entry(
+        flags,
+        PathRecordRepr {
+            slid,
+            dlid,
+            ..PathRecordRepr::default()
+        },
+    )
+}
+
+/// A PATH entry asking for the path from GID `sgid` (zero: any) to `dgid`.
+#[must_use]
+pub fn gid_path_entry(flags: EpFlags, sgid: acm_proto::Gid, dgid: acm_proto::Gid) -> EpAddrRepr {
+    path_entry(
+        flags,
+        PathRecordRepr {
+            sgid,
+            dgid,
+            ..PathRecordRepr::default()
+        },
+    )
+}
+
+/// A reversible, one-path request for `path`'s addresses.
+fn path_entry(flags: EpFlags, path: PathRecordRepr) -> EpAddrRepr {
+    let path = PathRecordRepr {
+        reversible: true,
+        numpath: 1,
+        ..path
+    };
+    EpAddrRepr::path(flags, &path)
+}
+
 /// An IP or IP6 entry for an address.
 #[must_use]
 pub fn ip_entry(flags: EpFlags, ip: IpAddr) -> EpAddrRepr {

@@ -200,14 +200,8 @@ pub fn resolve_once(
         }
         AddrFormat::Lid => {
             // LIDs are 16 bits; atoi's int is truncated as the C assignment does.
-            let path = PathRecordRepr {
-                dlid: atoi(dest) as u16,
-                slid: src.map_or(0, |s| atoi(s) as u16),
-                reversible: true,
-                numpath: 1,
-                ..PathRecordRepr::default()
-            };
-            push(&mut request, EpAddrRepr::path(path_flags, &path));
+            let (slid, dlid) = (src.map_or(0, |s| atoi(s) as u16), atoi(dest) as u16);
+            push(&mut request, client::lid_path_entry(path_flags, slid, dlid));
             "ib_acm_resolve_path"
         }
         AddrFormat::Gid => {
@@ -222,14 +216,8 @@ pub fn resolve_once(
                 role: "dest",
                 text: dest.to_owned(),
             })?;
-            let path = PathRecordRepr {
-                sgid: Gid::from(sgid),
-                dgid: Gid::from(dgid),
-                reversible: true,
-                numpath: 1,
-                ..PathRecordRepr::default()
-            };
-            push(&mut request, EpAddrRepr::path(path_flags, &path));
+            let entry = client::gid_path_entry(path_flags, Gid::from(sgid), Gid::from(dgid));
+            push(&mut request, entry);
             "ib_acm_resolve_path"
         }
     };

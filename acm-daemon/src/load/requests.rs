@@ -14,13 +14,12 @@
 use super::mix::{Kind, Mix};
 use crate::acme::addr::{self, AddrFormat};
 use crate::acme::brackets::{self, BracketError, MAX_ITEMS};
-use crate::acme::client::{ip_entry, name_entry};
+use crate::acme::client::{gid_path_entry, ip_entry, lid_path_entry, name_entry};
 use acm_proto::Gid;
 use acm_proto::client::{
     ClientMessage, Direction, EpAddrRepr, EpFlags, EpQueryRepr, HeaderRepr, Opcode, PerfQueryRepr,
     ResolveRepr,
 };
-use acm_proto::path_record::PathRecordRepr;
 use std::net::IpAddr;
 use thiserror::Error;
 
@@ -261,14 +260,9 @@ pub fn resolve_request(
         }
         AddrFormat::Lid => {
             let lid = |t: &str, role| t.parse::<u16>().map_err(|_| bad(role, t, format));
-            let path = PathRecordRepr {
-                dlid: lid(dst, role)?,
-                slid: src.map(|s| lid(s, "source")).transpose()?.unwrap_or(0),
-                reversible: true,
-                numpath: 1,
-                ..PathRecordRepr::default()
-            };
-            entries.push(EpAddrRepr::path(path_flags(nodelay), &path));
+            let dlid = lid(dst, role)?;
+            let slid = src.map(|s| lid(s, "source")).transpose()?.unwrap_or(0);
+            entries.push(lid_path_entry(path_flags(nodelay), slid, dlid));
         }
         AddrFormat::Gid => {
             let gid = |t: &str, role| {
@@ -276,17 +270,12 @@ pub fn resolve_request(
                     .map(Gid::from)
                     .ok_or_else(|| bad(role, t, format))
             };
-            let path = PathRecordRepr {
-                dgid: gid(dst, role)?,
-                sgid: src
-                    .map(|s| gid(s, "source"))
-                    .transpose()?
-                    .unwrap_or_else(|| Gid::from(std::net::Ipv6Addr::UNSPECIFIED)),
-                reversible: true,
-                numpath: 1,
-                ..PathRecordRepr::default()
-            };
-            entries.push(EpAddrRepr::path(path_flags(nodelay), &path));
+            let dgid = gid(dst, role)?;
+            let sgid = src
+                .map(|s| gid(s, "source"))
+                .transpose()?
+                .unwrap_or_else(|| Gid::from(std::net::Ipv6Addr::UNSPECIFIED));
+            entries.push(gid_path_entry(path_flags(nodelay), sgid, dgid));
         }
     }
     for e in entries {

@@ -186,8 +186,9 @@ impl HwBackend {
                 let sent = match self.umad.get_mut(&port) {
                     Some(u) => u
                         .send(&convert::sa_send(&dest, timeout_ms, retries, &mad.0))
-                        .map_err(|e| e.raw_os_error().unwrap_or(libc_eio())),
-                    None => Err(libc_enodev()),
+                        .map_err(|e| e.raw_os_error().unwrap_or(nix::libc::EIO)),
+                    // No umad device on this port: it cannot reach the SA.
+                    None => Err(nix::libc::ENODEV),
                 };
                 if let Err(errno) = sent {
                     self.feedback
@@ -455,16 +456,6 @@ impl HwBackend {
             }
         }
     }
-}
-
-/// errno for a send umad refused without saying why.
-fn libc_eio() -> i32 {
-    nix::libc::EIO
-}
-
-/// errno for an SA send on a port without a umad device.
-fn libc_enodev() -> i32 {
-    nix::libc::ENODEV
 }
 
 impl Backend for HwBackend {

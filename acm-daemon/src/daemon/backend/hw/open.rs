@@ -44,6 +44,9 @@ pub struct OpenedHardware {
 /// A one-line reason: no devices, no umad, a device that cannot be opened or queried,
 /// a umad device that cannot be opened (permissions, usually).
 pub fn open(sysfs_root: &Path, dev_root: &Path) -> Result<OpenedHardware, String> {
+    // `ibacm` already probed before detaching; sysfs is read again here (a few small
+    // files, once) because the lock and the log came in between and this is what the
+    // devices are opened from.
     let found = probe(sysfs_root)?;
     let mut warnings = Vec::new();
     let mut devices = Vec::new();
