@@ -11,10 +11,12 @@
 //! | EP_QUERY | nothing ([`EpQueryRepr`]) | endpoint config + address strings ([`EpQueryReplyRepr`]) |
 //!
 //! [`ClientMessage`] parses any of them given the [`Direction`]; [`split_stream`] cuts a
-//! concatenated byte stream into messages by each header's length field.
+//! concatenated byte stream into messages by each header's length field; [`frame`] is
+//! how a daemon frames requests out of a socket and which headers end a connection.
 
 pub mod ep_addr;
 pub mod ep_query;
+pub mod frame;
 pub mod header;
 pub mod message;
 pub mod packet;
@@ -24,6 +26,7 @@ pub mod stream;
 
 pub use ep_addr::{AddrType, ENTRY_LEN, EpAddrPacket, EpAddrRepr, EpAddress, EpFlags};
 pub use ep_query::{EP_CONFIG_LEN, EpConfigRepr, EpQueryReplyRepr, EpQueryRepr};
+pub use frame::{FrameError, check_request, request_len};
 pub use header::{
     ACM_VERSION, Direction, HEADER_LEN, HeaderPacket, HeaderRepr, LengthOrder, MAX_BODY_LEN,
     MAX_ENTRIES, MAX_REQUEST_LEN, Opcode, Operation, Status,
