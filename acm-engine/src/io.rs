@@ -231,25 +231,21 @@ pub enum Input<'a> {
     Netlink(&'a [u8]),
 }
 
-/// Replies up to this size are kept inline: every RESOLVE reply (at most 160 bytes: a
-/// path and the chosen source) and every PERF_QUERY reply (72).
-const REPLY_INLINE: usize = 160;
-
-/// The reply bytes of one client request. Inline up to 160 bytes (every RESOLVE and
-/// PERF_QUERY reply), on the heap for large EP_QUERY replies.
+/// Bytes of one client reply or one owned MAD: inline up to `N` bytes, so that the
+/// common sizes allocate nothing, on the heap beyond.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Reply {
-    inline: [u8; REPLY_INLINE],
+pub struct InlineBytes<const N: usize> {
+    inline: [u8; N],
     len: u16,
     heap: Option<Box<[u8]>>,
 }
 
-impl Reply {
-    /// Copies `bytes` into a reply.
+impl<const N: usize> InlineBytes<N> {
+    /// Copies `bytes`.
     #[must_use]
     pub fn new(bytes: &[u8]) -> Self {
-        if bytes.len() <= REPLY_INLINE {
-            let mut inline = [0u8; REPLY_INLINE];
+        if bytes.len() <= N {
+            let mut inline = [0u8; N];
             inline[..bytes.len()].copy_from_slice(bytes);
             Self {
                 inline,
@@ -258,28 +254,28 @@ impl Reply {
             }
         } else {
             Self {
-                inline: [0; REPLY_INLINE],
+                inline: [0; N],
                 len: 0,
                 heap: Some(bytes.into()),
             }
         }
     }
 
-    /// Takes ownership of a large reply.
+    /// Takes ownership of `bytes` (copied inline when they fit).
     #[must_use]
     pub fn from_vec(bytes: Vec<u8>) -> Self {
-        if bytes.len() <= REPLY_INLINE {
+        if bytes.len() <= N {
             Self::new(&bytes)
         } else {
             Self {
-                inline: [0; REPLY_INLINE],
+                inline: [0; N],
                 len: 0,
                 heap: Some(bytes.into_boxed_slice()),
             }
         }
     }
 
-    /// The bytes to write.
+    /// The bytes.
     #[must_use]
     pub fn as_bytes(&self) -> &[u8] {
         match &self.heap {
@@ -289,141 +285,247 @@ impl Reply {
     }
 }
 
-impl fmt::Debug for Reply {
+impl<const N: usize> fmt::Debug for InlineBytes<N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Reply({} bytes)", self.as_bytes().len())
+        write!(f, "{} bytes", self.as_bytes().len())
     }
 }
 
-/// Why the engine wants a client connection closed without a reply (spec 1.11).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CloseReason {
-    /// Fewer than 16 bytes.
-    ShortHeader,
-    /// `version` ≠ 1.
-    BadVersion(u8),
-    /// The opcode's operation is not RESOLVE, PERF_QUERY or EP_QUERY.
-    UnknownOpcode(u8),
-    /// The length field does not match the bytes received (or exceeds 592).
-    BadLength {
-        /// What the header says.
-        declared: u16,
-        /// What arrived.
-        received: usize,
-    },
-}
+/// The reply bytes of one client request. Inline up to 160 bytes (every RESOLVE reply:
+/// a path and the chosen source; every PERF_QUERY reply, 72), on the heap for large
+/// EP_QUERY replies.
+pub type Reply = InlineBytes<160>;
 
-impl fmt::Display for CloseReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::ShortHeader => f.write_str("message shorter than the 16-byte header"),
-            Self::BadVersion(v) => write!(f, "unsupported version {v}"),
-            Self::UnknownOpcode(o) => write!(f, "unknown opcode {o:#04x}"),
-            Self::BadLength { declared, received } => {
-                write!(f, "length field {declared} but {received} bytes received")
-            }
-        }
-    }
-}
+/// A received MAD, owned: inline up to 256 bytes (every UD MAD and every SA answer but
+/// an RMPP-reassembled one).
+pub type MadBytes = InlineBytes<256>;
 
-/// One thing the driver must do, drained from [`crate::Engine::poll_output`].
+/// Why the engine closes a client connection without a reply (spec 1.11): the framing
+/// rule is acm-proto's.
+pub use acm_proto::client::FrameError as CloseReason;
+
+/// One thing the driver must do, drained from [`crate::Engine::poll_output`]: for a
+/// client, for the fabric, or for the log. [`crate::driver`] carries out the fabric's
+/// share through a [`crate::driver::Fabric`] and hands back the rest.
 #[derive(Debug)]
 #[must_use]
 // MADs and replies are inline so that producing an output allocates nothing.
 #[allow(clippy::large_enum_variant)]
 pub enum Output {
+    /// For a client connection or the kernel.
+    Client(ClientOutput),
+    /// For the fabric or the host's routing.
+    Fabric(FabricOp),
+    /// A log line.
+    Log(LogEvent),
+}
+
+/// What goes back to the ones who asked: client connections and the kernel.
+#[derive(Debug)]
+#[must_use]
+pub enum ClientOutput {
     /// Write these bytes to the client, in one write.
-    ClientReply {
+    Reply {
         /// The connection.
         conn: ConnId,
         /// The reply.
         reply: Reply,
     },
     /// Close the client connection without replying.
-    ClientClose {
+    Close {
         /// The connection.
         conn: ConnId,
         /// Why.
         reason: CloseReason,
     },
-    /// Ask the host's routing which local address it would use to reach `dest` (the
-    /// reference connects a UDP socket and calls getsockname). Answer with
-    /// [`Input::SourceAnswer`]; until then the client request waits.
-    SourceQuery {
-        /// The lookup.
-        id: LookupId,
-        /// The destination.
-        dest: IpAddr,
-    },
-    /// Create the endpoint's UD QP (Q_Key 0x80010000 on `pkey_index`) and post
-    /// `recv_depth` receives; answer with [`Input::QpOpened`].
-    OpenQp {
-        /// The endpoint.
-        ep: EndpointId,
-        /// Its port.
-        port: PortId,
-        /// Its pkey.
-        pkey: u16,
-        /// The pkey's index in the port table.
-        pkey_index: u16,
-        /// Receive buffers to post.
-        recv_depth: u32,
-        /// Send queue depth needed (resolve_depth + send_depth).
-        send_depth: u32,
-    },
+    /// Send this to the kernel's RDMA_NL_LS group.
+    Netlink(Vec<u8>),
+}
+
+/// What the fabric (and the host's routing) must do. Every backend carries these out
+/// through [`crate::driver::Fabric`]; none matches on them itself.
+#[derive(Debug)]
+#[must_use]
+#[allow(clippy::large_enum_variant)]
+pub enum FabricOp {
+    /// Create an endpoint's UD QP.
+    OpenQp(OpenQp),
     /// Destroy the endpoint's QP (the endpoint is gone).
-    CloseQp {
-        /// The endpoint.
-        ep: EndpointId,
-    },
-    /// Post a 256-byte UD send (with a GRH) on the endpoint's QP; acknowledge with
-    /// [`Input::UdSendDone`].
-    UdSend {
-        /// The endpoint.
-        ep: EndpointId,
-        /// Echo this in the completion.
-        token: SendToken,
-        /// Where to.
-        av: AddressVector,
-        /// The MAD.
-        mad: Mad,
-    },
+    CloseQp(EndpointId),
+    /// Post a UD send.
+    UdSend(UdSend),
     /// Attach the endpoint's QP to a multicast group.
-    McastAttach {
-        /// The endpoint.
-        ep: EndpointId,
-        /// The group.
-        mgid: Gid,
-        /// Its LID.
-        mlid: u16,
-    },
+    McastAttach(McastGroup),
     /// Detach the endpoint's QP from a multicast group.
-    McastDetach {
+    McastDetach(McastGroup),
+    /// Send an SA MAD through the port's umad agent.
+    SaSend(SaSend),
+    /// Ask the host's routing for a source address.
+    SourceQuery(SourceQuery),
+}
+
+/// Create the endpoint's UD QP (Q_Key 0x80010000 on `pkey_index`) and post
+/// `recv_depth` receives; answer with [`Input::QpOpened`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenQp {
+    /// The endpoint.
+    pub ep: EndpointId,
+    /// Its port.
+    pub port: PortId,
+    /// Its pkey.
+    pub pkey: u16,
+    /// The pkey's index in the port table.
+    pub pkey_index: u16,
+    /// Receive buffers to post.
+    pub recv_depth: u32,
+    /// Send queue depth needed (resolve_depth + send_depth).
+    pub send_depth: u32,
+}
+
+/// Post a 256-byte UD send (with a GRH) on the endpoint's QP; acknowledge with
+/// [`Input::UdSendDone`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UdSend {
+    /// The endpoint.
+    pub ep: EndpointId,
+    /// Echo this in the completion.
+    pub token: SendToken,
+    /// Where to.
+    pub av: AddressVector,
+    /// The MAD.
+    pub mad: Mad,
+}
+
+/// A multicast group to attach an endpoint's QP to, or detach it from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct McastGroup {
+    /// The endpoint.
+    pub ep: EndpointId,
+    /// The group.
+    pub mgid: Gid,
+    /// Its LID.
+    pub mlid: u16,
+}
+
+/// Send an SA MAD through the port's umad agent with these kernel timeout and retry
+/// values. The answer is [`Input::SaResponse`] or [`Input::SaSendFailed`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaSend {
+    /// The port.
+    pub port: PortId,
+    /// Its TID (the kernel replaces the upper 32 bits).
+    pub tid: u64,
+    /// Where to.
+    pub dest: SaDest,
+    /// umad timeout per try, in ms.
+    pub timeout_ms: u32,
+    /// umad retries.
+    pub retries: u32,
+    /// The MAD.
+    pub mad: Mad,
+}
+
+/// Ask the host's routing which local address it would use to reach `dest` (the
+/// reference connects a UDP socket and calls getsockname). Answer with
+/// [`Input::SourceAnswer`]; until then the client request waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourceQuery {
+    /// The lookup.
+    pub id: LookupId,
+    /// The destination.
+    pub dest: IpAddr,
+}
+
+/// What the fabric (or the host's routing) reports back, owned: the fabric's half of
+/// [`Input`], for drivers that hold it before feeding it (a queue, a socket, a
+/// scheduler). [`FabricEvent::as_input`] lends it to the engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FabricEvent {
+    /// [`Input::QpOpened`].
+    QpOpened {
         /// The endpoint.
         ep: EndpointId,
-        /// The group.
-        mgid: Gid,
-        /// Its LID.
-        mlid: u16,
+        /// Its QPN, or why not.
+        result: Result<u32, ()>,
     },
-    /// Send an SA MAD through the port's umad agent with these kernel timeout and retry
-    /// values. The answer is [`Input::SaResponse`] or [`Input::SaSendFailed`].
-    SaSend {
+    /// [`Input::UdReceive`].
+    UdReceive {
+        /// The endpoint.
+        ep: EndpointId,
+        /// Work-completion data.
+        wc: RecvInfo,
+        /// The GRH, if the completion had one.
+        grh: Option<[u8; 40]>,
+        /// The MAD.
+        mad: MadBytes,
+    },
+    /// [`Input::UdSendDone`].
+    UdSendDone {
+        /// The endpoint.
+        ep: EndpointId,
+        /// The send.
+        token: SendToken,
+        /// Success.
+        ok: bool,
+    },
+    /// [`Input::SaResponse`].
+    SaResponse {
         /// The port.
         port: PortId,
-        /// Its TID (the kernel replaces the upper 32 bits).
-        tid: u64,
-        /// Where to.
-        dest: SaDest,
-        /// umad timeout per try, in ms.
-        timeout_ms: u32,
-        /// umad retries.
-        retries: u32,
         /// The MAD.
-        mad: Mad,
+        mad: MadBytes,
     },
-    /// Send this to the kernel's RDMA_NL_LS group.
-    NetlinkReply(Vec<u8>),
-    /// A log line.
-    Log(LogEvent),
+    /// [`Input::SaSendFailed`].
+    SaSendFailed {
+        /// The port.
+        port: PortId,
+        /// The TID.
+        tid: u64,
+        /// umad's status.
+        status: i32,
+    },
+    /// [`Input::SourceAnswer`].
+    SourceAnswer {
+        /// The lookup.
+        id: LookupId,
+        /// The chosen source, or an errno.
+        result: Result<IpAddr, u8>,
+    },
+}
+
+impl FabricEvent {
+    /// The engine input, borrowing the MAD and GRH.
+    #[must_use]
+    pub fn as_input(&self) -> Input<'_> {
+        match self {
+            Self::QpOpened { ep, result } => Input::QpOpened {
+                ep: *ep,
+                result: *result,
+            },
+            Self::UdReceive { ep, wc, grh, mad } => Input::UdReceive {
+                ep: *ep,
+                wc: *wc,
+                grh: grh.as_ref().map(|g| &g[..]),
+                mad: mad.as_bytes(),
+            },
+            Self::UdSendDone { ep, token, ok } => Input::UdSendDone {
+                ep: *ep,
+                token: *token,
+                ok: *ok,
+            },
+            Self::SaResponse { port, mad } => Input::SaResponse {
+                port: *port,
+                mad: mad.as_bytes(),
+            },
+            Self::SaSendFailed { port, tid, status } => Input::SaSendFailed {
+                port: *port,
+                tid: *tid,
+                status: *status,
+            },
+            Self::SourceAnswer { id, result } => Input::SourceAnswer {
+                id: *id,
+                result: *result,
+            },
+        }
+    }
 }

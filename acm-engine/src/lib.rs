@@ -49,6 +49,7 @@ pub mod config;
 mod core;
 pub mod counters;
 pub mod device;
+pub mod driver;
 mod engine;
 mod fxhash;
 pub mod io;
@@ -58,11 +59,11 @@ pub mod time;
 
 pub use addr::Address;
 pub use config::{AddrFile, HostEntry, Options, RouteData};
-pub use core::frame_check;
 pub use counters::{Counter, Counters};
 pub use device::{DeviceDesc, DeviceId, PortAttrs, PortId, PortState};
 pub use engine::Engine;
-pub use io::{ConnId, EndpointId, Input, Output};
+pub use driver::{Fabric, HostOutput};
+pub use io::{ClientOutput, ConnId, EndpointId, FabricEvent, FabricOp, Input, Output};
 pub use time::Instant;
 
 use alloc::vec::Vec;

@@ -10,7 +10,7 @@ use crate::addr::Address;
 use crate::core::Core;
 use crate::counters::{Counter, Counters};
 use crate::device::{DeviceDesc, PortAttrs, PortId};
-use crate::io::{EndpointId, Mad, Output, RecvInfo, SendToken};
+use crate::io::{EndpointId, FabricOp, Mad, McastGroup, OpenQp, RecvInfo, SendToken, UdSend};
 use crate::log::{Level, LogEvent};
 use crate::time::Instant;
 use acm_proto::client::EpFlags;
@@ -168,9 +168,30 @@ impl Ctx<'_> {
         self.core.now
     }
 
-    /// Queues an output (UD sends, QP and multicast operations).
-    pub fn output(&mut self, out: Output) {
-        self.core.out.push_back(out);
+    /// Asks for an endpoint's UD QP; the answer comes to [`Provider::qp_opened`].
+    pub fn open_qp(&mut self, qp: OpenQp) {
+        self.core.push_fabric(FabricOp::OpenQp(qp));
+    }
+
+    /// Destroys an endpoint's QP.
+    pub fn close_qp(&mut self, ep: EndpointId) {
+        self.core.push_fabric(FabricOp::CloseQp(ep));
+    }
+
+    /// Posts a UD send on the endpoint's QP; its completion comes to
+    /// [`Provider::ud_send_done`].
+    pub fn ud_send(&mut self, send: UdSend) {
+        self.core.push_fabric(FabricOp::UdSend(send));
+    }
+
+    /// Attaches an endpoint's QP to a multicast group.
+    pub fn mcast_attach(&mut self, group: McastGroup) {
+        self.core.push_fabric(FabricOp::McastAttach(group));
+    }
+
+    /// Detaches an endpoint's QP from a multicast group.
+    pub fn mcast_detach(&mut self, group: McastGroup) {
+        self.core.push_fabric(FabricOp::McastDetach(group));
     }
 
     /// The next transaction id, shared by ACM requests and SA MADs (spec 2.7), as the

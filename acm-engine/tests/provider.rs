@@ -5,7 +5,7 @@ mod support;
 
 use acm_engine::config::Options;
 use acm_engine::counters::Counters;
-use acm_engine::io::{EndpointId, RecvInfo, SendToken};
+use acm_engine::io::{ClientOutput, EndpointId, RecvInfo, SendToken};
 use acm_engine::provider::{Ctx, Outcome, PendingReply, Provider, Resolve};
 use acm_engine::{
     Address, ConnId, DeviceDesc, DeviceId, Engine, Input, Instant, Output, PortAttrs, PortId,
@@ -115,10 +115,10 @@ fn ep_query_provider(e: &mut Engine) -> String {
     );
     let mut name = String::new();
     while let Some(out) = e.poll_output() {
-        if let Output::ClientReply {
+        if let Output::Client(ClientOutput::Reply {
             conn: ConnId(9),
             reply,
-        } = out
+        }) = out
         {
             let b = reply.as_bytes();
             assert_eq!(b[2], 0, "EP_QUERY succeeded");
@@ -152,10 +152,10 @@ fn ports_go_to_the_provider_their_prefix_names() {
     );
     let mut reply = None;
     while let Some(out) = e.poll_output() {
-        if let Output::ClientReply {
+        if let Output::Client(ClientOutput::Reply {
             conn: ConnId(1),
             reply: r,
-        } = out
+        }) = out
         {
             reply = Some(r.as_bytes().to_vec());
         }
@@ -205,7 +205,7 @@ fn a_port_with_no_provider_is_unused() {
     let mut logs = Vec::new();
     while let Some(out) = e.poll_output() {
         match out {
-            Output::ClientReply { reply, .. } => status = Some(reply.as_bytes()[2]),
+            Output::Client(ClientOutput::Reply { reply, .. }) => status = Some(reply.as_bytes()[2]),
             Output::Log(l) => logs.push(l.to_string()),
             _ => {}
         }

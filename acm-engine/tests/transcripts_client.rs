@@ -4,13 +4,13 @@
 
 mod support;
 
-use acm_engine::io::{CloseReason, LocalIp};
+use acm_engine::io::{CloseReason, FabricEvent, LocalIp, MadBytes};
 use acm_engine::{ConnId, EndpointId, Input, Instant};
 use acm_proto::netlink::{LsOp, LsRequestRepr, PathUse, ResolveHeaderRepr};
 use std::net::IpAddr;
 use std::time::Duration;
 use support::requests::*;
-use support::{Event, Node, RouteScript, SaScript, reference};
+use support::{Node, RouteScript, SaScript, reference};
 
 const LOCAL_GID: &str = "fe80::2:c903:a0:b001";
 const PEER_GID: &str = "fe80::2:c903:a0:b002";
@@ -388,7 +388,7 @@ fn nodelay_miss_is_served_from_the_cache_once_a_peer_answered() {
     mad[8..16].copy_from_slice(&tid);
     mad[20] = 1;
     mad[152..168].copy_from_slice(&gid(MGID).0);
-    let mut grh = vec![0u8; 40];
+    let mut grh = [0u8; 40];
     grh[0] = 0x60;
     grh[8..24].copy_from_slice(&peer.0);
     grh[24..40].copy_from_slice(&gid(LOCAL_GID).0);
@@ -401,11 +401,11 @@ fn nodelay_miss_is_served_from_the_cache_once_a_peer_answered() {
     let at = node.now + Duration::from_millis(5);
     node.schedule(
         at,
-        Event::UdReceive {
+        FabricEvent::UdReceive {
             ep: EP,
             wc,
-            grh,
-            mad,
+            grh: Some(grh),
+            mad: MadBytes::new(&mad),
         },
     );
     node.settle();

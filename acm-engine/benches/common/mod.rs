@@ -9,8 +9,9 @@
 mod reference_fabric;
 pub(crate) use reference_fabric::*;
 
-use acm_engine::io::SendToken;
-use acm_engine::{ConnId, EndpointId, Engine, EngineConfig, Input, Instant, Output, PortId};
+use acm_engine::driver::{self, Fabric, HostOutput};
+use acm_engine::io::{McastGroup, OpenQp, SaSend, SendToken, SourceQuery, UdSend};
+use acm_engine::{ClientOutput, ConnId, EndpointId, Engine, EngineConfig, Input, Instant, PortId};
 use acm_proto::Gid;
 use std::collections::VecDeque;
 
@@ -54,8 +55,9 @@ pub(crate) fn resolve_gid(dgid: Gid) -> [u8; 88] {
     resolve_path(0, dgid)
 }
 
-/// What the driver owes the engine. The SA answer stays inline so that the driver
-/// allocates nothing per resolution.
+/// What the driver owes the engine, held until [`Driver::settle`] (so that a bench can
+/// send a burst before anything is answered). The SA answer stays inline so that the
+/// driver allocates nothing per resolution.
 #[allow(clippy::large_enum_variant)]
 enum FollowUp {
     QpOpened(EndpointId, u32),
@@ -120,32 +122,14 @@ impl Driver {
     }
 
     fn drain(&mut self) {
-        while let Some(out) = self.engine.poll_output() {
-            match out {
-                Output::ClientReply { reply, .. } => {
-                    let b = reply.as_bytes();
-                    self.replies += 1;
-                    self.last = (b[2], b.len());
-                    if b[2] != 0 {
-                        self.failures += 1;
-                    }
+        while let Some(out) = driver::poll_output(self) {
+            if let HostOutput::Client(ClientOutput::Reply { reply, .. }) = out {
+                let b = reply.as_bytes();
+                self.replies += 1;
+                self.last = (b[2], b.len());
+                if b[2] != 0 {
+                    self.failures += 1;
                 }
-                Output::OpenQp { ep, .. } => {
-                    let qpn = self.next_qpn;
-                    self.next_qpn += 1;
-                    self.follow.push_back(FollowUp::QpOpened(ep, qpn));
-                }
-                Output::SaSend { port, mad, .. } => {
-                    self.sa_sent += 1;
-                    match sa_answer(&mad.0) {
-                        Some(resp) => self.follow.push_back(FollowUp::Sa(port, resp)),
-                        None => self.sa_unanswered += 1,
-                    }
-                }
-                Output::UdSend { ep, token, .. } => {
-                    self.follow.push_back(FollowUp::SendDone(ep, token));
-                }
-                _ => {}
             }
         }
     }
@@ -167,4 +151,39 @@ impl Driver {
             }
         }
     }
+}
+
+/// Answers everything at once (held as follow-ups), without allocating.
+impl Fabric for Driver {
+    fn engine(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
+    fn open_qp(&mut self, qp: OpenQp) {
+        let qpn = self.next_qpn;
+        self.next_qpn += 1;
+        self.follow.push_back(FollowUp::QpOpened(qp.ep, qpn));
+    }
+
+    fn close_qp(&mut self, _ep: EndpointId) {}
+
+    fn ud_send(&mut self, send: UdSend) {
+        self.follow
+            .push_back(FollowUp::SendDone(send.ep, send.token));
+    }
+
+    fn mcast_attach(&mut self, _group: McastGroup) {}
+
+    fn mcast_detach(&mut self, _group: McastGroup) {}
+
+    fn sa_send(&mut self, send: SaSend) {
+        self.sa_sent += 1;
+        match sa_answer(&send.mad.0) {
+            Some(resp) => self.follow.push_back(FollowUp::Sa(send.port, resp)),
+            None => self.sa_unanswered += 1,
+        }
+    }
+
+    /// The reference fabric's requests all name their source.
+    fn source_query(&mut self, _query: SourceQuery) {}
 }

@@ -18,7 +18,7 @@ use crate::addr::Address;
 use crate::config::{AddrPreload, HostEntry, LoopbackProt, RouteData, RoutePreload, RouteProt};
 use crate::counters::Counters;
 use crate::device::{DeviceDesc, PortAttrs, PortId};
-use crate::io::{EndpointId, Output, RecvInfo, SendToken};
+use crate::io::{EndpointId, McastGroup, RecvInfo, SendToken};
 use crate::log::{Level, log};
 use crate::provider::{Ctx, Outcome, PendingReply, Provider, Resolve};
 use crate::time::Instant;
@@ -188,13 +188,13 @@ impl Acmp {
         if let Some(g) = ep.groups.first()
             && g.attached
         {
-            cx.output(Output::McastDetach {
+            cx.mcast_detach(McastGroup {
                 ep: id,
                 mgid: g.mgid,
                 mlid: g.mlid,
             });
         }
-        cx.output(Output::CloseQp { ep: id });
+        cx.close_qp(id);
         self.timers.retain(|_, t| match t {
             Timer::Retry { ep, .. } | Timer::Join { ep } => *ep != id,
         });

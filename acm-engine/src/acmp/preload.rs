@@ -5,7 +5,7 @@ use super::endpoint::{Ep, EpState, Group, SendQueue};
 use super::{Acmp, Dest, DestState};
 use crate::addr::Address;
 use crate::device::{PortAttrs, PortId};
-use crate::io::{EndpointId, Output};
+use crate::io::{EndpointId, OpenQp};
 use crate::log::{Level, log};
 use crate::provider::Ctx;
 use acm_proto::Gid;
@@ -114,7 +114,7 @@ impl Acmp {
             join_retry: None,
         };
         self.eps.insert(id, ep);
-        cx.output(Output::OpenQp {
+        cx.open_qp(OpenQp {
             ep: id,
             port,
             pkey,

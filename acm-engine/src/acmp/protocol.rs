@@ -6,7 +6,7 @@ use super::endpoint::{Ep, Queued, Request, SendKind, WaitFor, Waiting};
 use super::{Acmp, DestState, Timer};
 use crate::addr::Address;
 use crate::counters::Counter;
-use crate::io::{AddressVector, EndpointId, GlobalRoute, Mad, Output, RecvInfo, SendToken};
+use crate::io::{AddressVector, EndpointId, GlobalRoute, Mad, RecvInfo, SendToken, UdSend};
 use crate::log::{Level, log};
 use crate::provider::{Ctx, Outcome};
 use crate::time::Instant;
@@ -109,7 +109,7 @@ impl Acmp {
         req.expires = None;
         let mad = req.mad.clone();
         ep.sends.insert(token, SendKind::Request(tid));
-        cx.output(Output::UdSend {
+        cx.ud_send(UdSend {
             ep: id,
             token,
             av,
@@ -135,7 +135,7 @@ impl Acmp {
         if ep.resp_q.credits > 0 {
             ep.resp_q.credits -= 1;
             ep.sends.insert(token, SendKind::Response);
-            cx.output(Output::UdSend {
+            cx.ud_send(UdSend {
                 ep: id,
                 token,
                 av,
@@ -211,7 +211,7 @@ impl Acmp {
                         return;
                     };
                     ep.sends.insert(token, SendKind::Response);
-                    cx.output(Output::UdSend {
+                    cx.ud_send(UdSend {
                         ep: id,
                         token,
                         av,

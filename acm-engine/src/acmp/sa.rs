@@ -6,7 +6,7 @@ use super::{Acmp, DestState, SaWhat, Timer};
 use crate::addr::Address;
 use crate::counters::Counter;
 use crate::device::{PortAttrs, PortId};
-use crate::io::{AddressVector, EndpointId, GlobalRoute, Mad, Output};
+use crate::io::{AddressVector, EndpointId, GlobalRoute, Mad, McastGroup};
 use crate::log::{Level, log};
 use crate::provider::{Ctx, Outcome, PendingReply};
 use acm_proto::Gid;
@@ -153,7 +153,7 @@ impl Acmp {
             && g.attached
         {
             g.attached = false;
-            cx.output(Output::McastDetach {
+            cx.mcast_detach(McastGroup {
                 ep: id,
                 mgid: g.mgid,
                 mlid: g.mlid,
@@ -264,7 +264,7 @@ impl Acmp {
                 && !g.attached
             {
                 g.attached = true;
-                cx.output(Output::McastAttach {
+                cx.mcast_attach(McastGroup {
                     ep: id,
                     mgid: g.mgid,
                     mlid: g.mlid,

@@ -5,11 +5,13 @@ use super::ReplyTo;
 use crate::Counter;
 use crate::Engine;
 use crate::addr::Address;
-use crate::io::{CloseReason, ConnId, LookupId, Output, Reply};
+use crate::io::{
+    ClientOutput, ConnId, FabricOp, LookupId, Output, Reply, SourceQuery,
+};
 use crate::log::{Level, log};
 use crate::provider::{PendingReply, ReplyKind, Resolve};
 use acm_proto::Bytes64;
-use acm_proto::client::{AddrType, Direction, EpFlags, LengthOrder, Opcode, Status};
+use acm_proto::client::{AddrType, EpFlags, Status};
 use alloc::boxed::Box;
 use core::net::IpAddr;
 
@@ -43,39 +45,9 @@ fn entry_addr(e: &[u8]) -> Address {
     }
 }
 
-/// Checks a whole client message the way the reference frames one (spec 1.11): why
-/// the connection must be closed without a reply, if it must. Drivers that read a byte
-/// stream use it after reading the header and the body its length announces.
-///
-/// # Errors
-/// The reason to close: a short header, a version other than 1, an unknown operation,
-/// or a length field that disagrees with the bytes (or exceeds 592).
-pub fn frame_check(bytes: &[u8]) -> Result<(), CloseReason> {
-    if bytes.len() < HDR {
-        return Err(CloseReason::ShortHeader);
-    }
-    if bytes[0] != 1 {
-        return Err(CloseReason::BadVersion(bytes[0]));
-    }
-    if !matches!(bytes[1] & 0x0F, 1..=3) {
-        return Err(CloseReason::UnknownOpcode(bytes[1]));
-    }
-    let declared = match LengthOrder::of(Opcode(bytes[1]), Direction::Request) {
-        LengthOrder::Host => u16::from_ne_bytes([bytes[6], bytes[7]]),
-        LengthOrder::Big => u16::from_be_bytes([bytes[6], bytes[7]]),
-    };
-    if usize::from(declared) != bytes.len() || bytes.len() > MAX_MSG {
-        return Err(CloseReason::BadLength {
-            declared,
-            received: bytes.len(),
-        });
-    }
-    Ok(())
-}
-
 impl Engine {
     pub(crate) fn client_request(&mut self, conn: ConnId, bytes: &[u8]) {
-        if let Err(reason) = frame_check(bytes) {
+        if let Err(reason) = acm_proto::client::check_request(bytes) {
             log!(
                 self.core,
                 Level::Basic,
@@ -85,7 +57,7 @@ impl Engine {
             );
             self.core
                 .out
-                .push_back(Output::ClientClose { conn, reason });
+                .push_back(Output::Client(ClientOutput::Close { conn, reason }));
             return;
         }
         match bytes[1] & 0x0F {
@@ -154,7 +126,7 @@ impl Engine {
                 hdr[2] = status;
                 hdr[3..6].fill(0);
                 hdr[6..8].copy_from_slice(&16u16.to_ne_bytes());
-                self.core.out.push_back(Output::ClientReply {
+                self.core.push_client(ClientOutput::Reply {
                     conn,
                     reply: Reply::new(&hdr),
                 });
@@ -240,7 +212,7 @@ impl Engine {
                 );
                 self.core
                     .out
-                    .push_back(Output::SourceQuery { id, dest: ip });
+                    .push_back(Output::Fabric(FabricOp::SourceQuery(SourceQuery { id, dest: ip })));
             }
         }
     }
@@ -416,7 +388,7 @@ impl Engine {
                 buf[..n].copy_from_slice(&bytes[..n]);
                 buf[1] |= 0x80;
                 buf[2] = status;
-                this.core.out.push_back(Output::ClientReply {
+                this.core.push_client(ClientOutput::Reply {
                     conn,
                     reply: Reply::new(&buf[..n]),
                 });
@@ -445,35 +417,5 @@ impl Engine {
         };
         self.track(to);
         self.with_provider(provider, |p, cx| p.query(cx, ep, &path, reply));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn frame_checks_follow_spec_1_11() {
-        let mut ok = [0u8; 16];
-        ok[0] = 1;
-        ok[1] = 2;
-        ok[6..8].copy_from_slice(&16u16.to_be_bytes());
-        assert_eq!(frame_check(&ok), Ok(()));
-        assert_eq!(frame_check(&ok[..15]), Err(CloseReason::ShortHeader));
-        let mut v2 = ok;
-        v2[0] = 2;
-        assert_eq!(frame_check(&v2), Err(CloseReason::BadVersion(2)));
-        let mut op5 = ok;
-        op5[1] = 5;
-        assert_eq!(frame_check(&op5), Err(CloseReason::UnknownOpcode(5)));
-        let mut resolve = ok;
-        resolve[1] = 1;
-        // RESOLVE lengths are host order; 16 big-endian reads as 4096.
-        assert!(matches!(
-            frame_check(&resolve),
-            Err(CloseReason::BadLength { .. })
-        ));
-        resolve[6..8].copy_from_slice(&16u16.to_ne_bytes());
-        assert_eq!(frame_check(&resolve), Ok(()));
     }
 }

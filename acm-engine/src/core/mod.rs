@@ -12,7 +12,9 @@ mod topology;
 use crate::counters::Counters;
 use crate::device::{DeviceId, PortAttrs, PortId};
 use crate::fxhash::SeqHashMap;
-use crate::io::{ConnId, EndpointId, LookupId, Output, Reply};
+use crate::io::{
+    ClientOutput, ConnId, EndpointId, FabricOp, LookupId, Output, Reply, SaSend,
+};
 use crate::log::{Level, LogEvent, log};
 use crate::provider::{Outcome, PendingReply, ReplyKind};
 use crate::time::Instant;
@@ -27,7 +29,6 @@ use alloc::vec::Vec;
 use core::net::IpAddr;
 
 pub(crate) use client::ParkedResolve;
-pub use client::frame_check;
 pub(crate) use sa_agent::SaAgent;
 
 /// Where a reply goes.
@@ -168,6 +169,14 @@ impl Core {
         self.out.push_back(Output::Log(ev));
     }
 
+    pub(crate) fn push_client(&mut self, out: ClientOutput) {
+        self.out.push_back(Output::Client(out));
+    }
+
+    pub(crate) fn push_fabric(&mut self, op: FabricOp) {
+        self.out.push_back(Output::Fabric(op));
+    }
+
     /// The next TID: a 32-bit counter in the low half of a BE64, never 0. Unlike the
     /// reference's signed counter (bug 18) it wraps cleanly.
     pub(crate) fn next_tid(&mut self) -> u64 {
@@ -231,14 +240,14 @@ impl Core {
         let attrs_dest = sa_agent::sa_dest(&p.attrs);
         match p.sa.submit(provider, mad, depth, limit) {
             sa_agent::Submit::Send(tid, mad) => {
-                self.out.push_back(Output::SaSend {
+                self.push_fabric(FabricOp::SaSend(SaSend {
                     port,
                     tid,
                     dest: attrs_dest,
                     timeout_ms,
                     retries,
                     mad,
-                });
+                }));
                 Ok(())
             }
             sa_agent::Submit::Queued => Ok(()),
@@ -351,7 +360,7 @@ impl Core {
         match self.conns.get_mut(&conn) {
             Some(st) if st.epoch == epoch => {
                 st.pending = st.pending.saturating_sub(1);
-                self.out.push_back(Output::ClientReply { conn, reply });
+                self.push_client(ClientOutput::Reply { conn, reply });
             }
             _ => log!(
                 self,

@@ -2,7 +2,7 @@
 
 use crate::Engine;
 use crate::counters::Counters;
-use crate::io::{ConnId, EndpointId, Output, Reply};
+use crate::io::{ClientOutput, ConnId, EndpointId, Reply};
 use crate::log::{Level, log};
 use acm_proto::Bytes64;
 use acm_proto::client::{AddrType, EpFlags, Status};
@@ -77,7 +77,7 @@ impl Engine {
             }
         };
         buf[6..8].copy_from_slice(&(n as u16).to_be_bytes());
-        self.core.out.push_back(Output::ClientReply {
+        self.core.push_client(ClientOutput::Reply {
             conn,
             reply: Reply::new(&buf[..n]),
         });
@@ -103,13 +103,13 @@ impl Engine {
             );
             hdr[2] = Status::EINVAL.0;
             hdr[6..8].copy_from_slice(&16u16.to_be_bytes());
-            self.core.out.push_back(Output::ClientReply {
+            self.core.push_client(ClientOutput::Reply {
                 conn,
                 reply: Reply::new(&hdr),
             });
             return;
         };
-        self.core.out.push_back(Output::ClientReply { conn, reply });
+        self.core.push_client(ClientOutput::Reply { conn, reply });
     }
 
     /// The EP_QUERY success reply for an endpoint.

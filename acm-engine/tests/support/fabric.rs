@@ -2,9 +2,9 @@
 //! notes for what a test feeds in, a second reference-like node, and a two-node pump
 //! that carries each node's UD sends to the other as the fabric would.
 
-use super::{Event, Node, hex, reference};
+use super::{Node, hex, reference};
 use acm_engine::config::{AddrFile, AddrPreload, RouteProt};
-use acm_engine::io::{LocalIp, PortEvent, RecvInfo};
+use acm_engine::io::{FabricEvent, LocalIp, MadBytes, PortEvent, RecvInfo};
 use acm_engine::{ConnId, DeviceDesc, DeviceId, EndpointId, EngineConfig, Input, Instant};
 use acm_engine::{PortAttrs, PortId};
 use acm_proto::Gid;
@@ -141,8 +141,8 @@ pub fn ep_info(reply: &[u8]) -> Result<EpInfo, u8> {
 }
 
 /// A 40-byte GRH from `sgid` to `dgid`.
-pub fn grh(sgid: Gid, dgid: Gid) -> Vec<u8> {
-    GrhRepr::iba(sgid, dgid).to_bytes().to_vec()
+pub fn grh(sgid: Gid, dgid: Gid) -> [u8; 40] {
+    GrhRepr::iba(sgid, dgid).to_bytes()
 }
 
 /// An IPv4 address as a 64-byte ACM address.
@@ -479,7 +479,7 @@ impl Fabric {
                 }
             ));
             for ep in targets {
-                let ev = Event::UdReceive {
+                let ev = FabricEvent::UdReceive {
                     ep: EndpointId(ep),
                     wc: RecvInfo {
                         slid: self.wires[from].lid,
@@ -487,8 +487,8 @@ impl Fabric {
                         dlid_path_bits: 0,
                         pkey_index: 0,
                     },
-                    grh: grh(self.wires[from].gid, s.av.grh.dgid),
-                    mad: s.mad.0.to_vec(),
+                    grh: Some(grh(self.wires[from].gid, s.av.grh.dgid)),
+                    mad: MadBytes::new(&s.mad.0),
                 };
                 self.nodes[to].schedule(at, ev);
             }

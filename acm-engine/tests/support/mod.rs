@@ -9,8 +9,12 @@ pub mod reference;
 pub mod reference_fabric;
 pub mod requests;
 
-use acm_engine::io::{AddressVector, CloseReason, LookupId, Mad, PortEvent, RecvInfo, SendToken};
-use acm_engine::{ConnId, EndpointId, Engine, EngineConfig, Input, Instant, Output, PortId};
+use acm_engine::driver::{self, Fabric, HostOutput};
+use acm_engine::io::{
+    AddressVector, CloseReason, FabricEvent, Mad, MadBytes, McastGroup, OpenQp, PortEvent, SaSend,
+    SourceQuery, UdSend,
+};
+use acm_engine::{ClientOutput, ConnId, EndpointId, Engine, EngineConfig, Input, Instant, PortId};
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::net::IpAddr;
@@ -21,22 +25,6 @@ use std::time::Duration;
 pub type SaScript = Box<dyn FnMut(&[u8; 256]) -> Option<Vec<u8>>>;
 /// How the host's routing picks a source for a destination.
 pub type RouteScript = Box<dyn FnMut(IpAddr) -> Result<IpAddr, u8>>;
-
-/// Something the harness will feed the engine at a given time.
-#[derive(Debug, Clone)]
-pub enum Event {
-    SaResponse(PortId, Vec<u8>),
-    SaFailed(PortId, u64),
-    SendDone(EndpointId, SendToken),
-    Source(LookupId, Result<IpAddr, u8>),
-    QpOpened(EndpointId, u32),
-    UdReceive {
-        ep: EndpointId,
-        wc: RecvInfo,
-        grh: Vec<u8>,
-        mad: Vec<u8>,
-    },
-}
 
 /// A UD send the engine asked for.
 #[derive(Debug, Clone)]
@@ -54,7 +42,7 @@ pub struct Node {
     pub route: RouteScript,
     /// SA answers arrive this long after the send.
     pub sa_delay: Duration,
-    pub events: VecDeque<(Instant, u64, Event)>,
+    pub events: VecDeque<(Instant, u64, FabricEvent)>,
     seq: u64,
     pub replies: Vec<(ConnId, Vec<u8>)>,
     pub closes: Vec<(ConnId, CloseReason)>,
@@ -90,7 +78,7 @@ impl Node {
         }
     }
 
-    pub fn schedule(&mut self, at: Instant, ev: Event) {
+    pub fn schedule(&mut self, at: Instant, ev: FabricEvent) {
         self.seq += 1;
         let pos = self
             .events
@@ -112,97 +100,22 @@ impl Node {
     }
 
     fn drain(&mut self) {
-        while let Some(out) = self.engine.poll_output() {
-            let now = self.now;
+        while let Some(out) = driver::poll_output(self) {
             match out {
-                Output::ClientReply { conn, reply } => {
+                HostOutput::Client(ClientOutput::Reply { conn, reply }) => {
                     let b = reply.as_bytes().to_vec();
                     self.note(format!("reply conn {} {}", conn.0, hex(&b)));
                     self.replies.push((conn, b));
                 }
-                Output::ClientClose { conn, reason } => {
+                HostOutput::Client(ClientOutput::Close { conn, reason }) => {
                     self.note(format!("close conn {}: {reason}", conn.0));
                     self.closes.push((conn, reason));
                 }
-                Output::SourceQuery { id, dest } => {
-                    let r = (self.route)(dest);
-                    self.note(format!("route lookup {dest} -> {r:?}"));
-                    self.schedule(now, Event::Source(id, r));
-                }
-                Output::OpenQp {
-                    ep,
-                    pkey,
-                    pkey_index,
-                    ..
-                } => {
-                    let qpn = self.next_qpn;
-                    self.next_qpn += 1;
-                    self.note(format!(
-                        "open qp ep {} pkey {pkey:#06x} index {pkey_index} -> qpn {qpn:#x}",
-                        ep.0
-                    ));
-                    self.schedule(now, Event::QpOpened(ep, qpn));
-                }
-                Output::CloseQp { ep } => self.note(format!("close qp ep {}", ep.0)),
-                Output::UdSend { ep, token, av, mad } => {
-                    self.note(format!(
-                        "ud send ep {} dlid {:#x} qpn {:#x} dgid {} {}",
-                        ep.0,
-                        av.dlid,
-                        av.remote_qpn,
-                        av.grh.dgid,
-                        describe_acm(&mad.0)
-                    ));
-                    self.ud_sent.push(UdSent {
-                        at: now,
-                        ep,
-                        av,
-                        mad,
-                    });
-                    if self.auto_send_done {
-                        self.schedule(now, Event::SendDone(ep, token));
-                    }
-                }
-                Output::McastAttach { ep, mgid, mlid } => {
-                    self.note(format!("attach ep {} {mgid} mlid {mlid:#x}", ep.0));
-                }
-                Output::McastDetach { ep, mgid, mlid } => {
-                    self.note(format!("detach ep {} {mgid} mlid {mlid:#x}", ep.0));
-                }
-                Output::SaSend {
-                    port,
-                    tid,
-                    dest,
-                    timeout_ms,
-                    retries,
-                    mad,
-                } => {
-                    self.note(format!(
-                        "sa send port {} dlid {} tid {tid:#x} timeout {timeout_ms} retries {retries} {}",
-                        port.port,
-                        dest.dlid,
-                        describe_sa(&mad.0)
-                    ));
-                    self.sa_sent.push((now, mad.clone()));
-                    match (self.sa)(&mad.0) {
-                        Some(resp) => {
-                            let at = now + self.sa_delay;
-                            self.schedule(at, Event::SaResponse(port, resp));
-                        }
-                        None => {
-                            let at = now
-                                + Duration::from_millis(
-                                    u64::from(timeout_ms) * u64::from(retries + 1),
-                                );
-                            self.schedule(at, Event::SaFailed(port, tid));
-                        }
-                    }
-                }
-                Output::NetlinkReply(b) => {
+                HostOutput::Client(ClientOutput::Netlink(b)) => {
                     self.note(format!("netlink reply {}", hex(&b)));
                     self.netlink.push(b);
                 }
-                Output::Log(ev) => self.logs.push(format!("{} {ev}", self.now)),
+                HostOutput::Log(ev) => self.logs.push(format!("{} {ev}", self.now)),
             }
         }
     }
@@ -231,33 +144,8 @@ impl Node {
         true
     }
 
-    fn deliver(&mut self, ev: Event) {
-        match ev {
-            Event::SaResponse(port, mad) => self.input(Input::SaResponse { port, mad: &mad }),
-            Event::SaFailed(port, tid) => self.input(Input::SaSendFailed {
-                port,
-                tid,
-                status: 110,
-            }),
-            Event::SendDone(ep, token) => self.input(Input::UdSendDone {
-                ep,
-                token,
-                ok: true,
-            }),
-            Event::Source(id, result) => self.input(Input::SourceAnswer { id, result }),
-            Event::QpOpened(ep, qpn) => self.input(Input::QpOpened {
-                ep,
-                result: Ok(qpn),
-            }),
-            Event::UdReceive { ep, wc, grh, mad } => {
-                self.input(Input::UdReceive {
-                    ep,
-                    wc,
-                    grh: Some(&grh),
-                    mad: &mad,
-                });
-            }
-        }
+    fn deliver(&mut self, ev: FabricEvent) {
+        self.input(ev.as_input());
     }
 
     /// Runs until nothing is scheduled and no timer is set (bounded).
@@ -328,6 +216,109 @@ impl Node {
             let _ = writeln!(s, "{l}");
         }
         s
+    }
+}
+
+/// The harness plays the fabric: every operation goes into the transcript, and its
+/// answer is scheduled (QPs, routing and send completions at once, the SA after
+/// `sa_delay` or the kernel's timeout).
+impl Fabric for Node {
+    fn engine(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
+    fn open_qp(&mut self, qp: OpenQp) {
+        let qpn = self.next_qpn;
+        self.next_qpn += 1;
+        self.note(format!(
+            "open qp ep {} pkey {:#06x} index {} -> qpn {qpn:#x}",
+            qp.ep.0, qp.pkey, qp.pkey_index
+        ));
+        self.schedule(
+            self.now,
+            FabricEvent::QpOpened {
+                ep: qp.ep,
+                result: Ok(qpn),
+            },
+        );
+    }
+
+    fn close_qp(&mut self, ep: EndpointId) {
+        self.note(format!("close qp ep {}", ep.0));
+    }
+
+    fn ud_send(&mut self, send: UdSend) {
+        let UdSend { ep, token, av, mad } = send;
+        self.note(format!(
+            "ud send ep {} dlid {:#x} qpn {:#x} dgid {} {}",
+            ep.0,
+            av.dlid,
+            av.remote_qpn,
+            av.grh.dgid,
+            describe_acm(&mad.0)
+        ));
+        let now = self.now;
+        self.ud_sent.push(UdSent {
+            at: now,
+            ep,
+            av,
+            mad,
+        });
+        if self.auto_send_done {
+            self.schedule(now, FabricEvent::UdSendDone { ep, token, ok: true });
+        }
+    }
+
+    fn mcast_attach(&mut self, g: McastGroup) {
+        self.note(format!("attach ep {} {} mlid {:#x}", g.ep.0, g.mgid, g.mlid));
+    }
+
+    fn mcast_detach(&mut self, g: McastGroup) {
+        self.note(format!("detach ep {} {} mlid {:#x}", g.ep.0, g.mgid, g.mlid));
+    }
+
+    fn sa_send(&mut self, send: SaSend) {
+        let SaSend {
+            port,
+            tid,
+            dest,
+            timeout_ms,
+            retries,
+            mad,
+        } = send;
+        self.note(format!(
+            "sa send port {} dlid {} tid {tid:#x} timeout {timeout_ms} retries {retries} {}",
+            port.port,
+            dest.dlid,
+            describe_sa(&mad.0)
+        ));
+        let now = self.now;
+        self.sa_sent.push((now, mad.clone()));
+        match (self.sa)(&mad.0) {
+            Some(resp) => {
+                let at = now + self.sa_delay;
+                let mad = MadBytes::from_vec(resp);
+                self.schedule(at, FabricEvent::SaResponse { port, mad });
+            }
+            None => {
+                let at = now
+                    + Duration::from_millis(u64::from(timeout_ms) * u64::from(retries + 1));
+                let status = 110;
+                self.schedule(at, FabricEvent::SaSendFailed { port, tid, status });
+            }
+        }
+    }
+
+    fn source_query(&mut self, q: SourceQuery) {
+        let r = (self.route)(q.dest);
+        self.note(format!("route lookup {} -> {r:?}", q.dest));
+        self.schedule(
+            self.now,
+            FabricEvent::SourceAnswer {
+                id: q.id,
+                result: r,
+            },
+        );
     }
 }
 

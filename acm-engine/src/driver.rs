@@ -1,0 +1,134 @@
+//! The one driver loop every backend shares: handle an input, drain the engine, carry
+//! out its fabric operations through a [`Fabric`], feed back what the fabric reports at
+//! once, and hand everything else (client replies, closes, netlink replies, log lines)
+//! to the caller.
+//!
+//! A backend implements [`Fabric`] once (the hardware through verbs and umad, the fabric
+//! hub over a socket, the simulator's hosts, the test harness and the benches), and
+//! none of them matches on the engine's fabric outputs itself: adding an operation is a
+//! new trait method that every backend must answer, checked by the compiler.
+//!
+//! ```
+//! use acm_engine::driver::{self, Fabric, HostOutput};
+//! use acm_engine::io::{McastGroup, OpenQp, SaSend, SourceQuery, UdSend};
+//! use acm_engine::{EndpointId, Engine, EngineConfig, Input, Instant};
+//!
+//! /// A fabric that has no ports: nothing is ever asked of it.
+//! struct Nowhere(Engine);
+//!
+//! impl Fabric for Nowhere {
+//!     fn engine(&mut self) -> &mut Engine {
+//!         &mut self.0
+//!     }
+//!     fn open_qp(&mut self, _: OpenQp) {}
+//!     fn close_qp(&mut self, _: EndpointId) {}
+//!     fn ud_send(&mut self, _: UdSend) {}
+//!     fn mcast_attach(&mut self, _: McastGroup) {}
+//!     fn mcast_detach(&mut self, _: McastGroup) {}
+//!     fn sa_send(&mut self, _: SaSend) {}
+//!     fn source_query(&mut self, _: SourceQuery) {}
+//! }
+//!
+//! let mut host = Nowhere(Engine::new(EngineConfig::default(), 1, Instant::ZERO));
+//! driver::handle(&mut host, Instant::from_millis(1), Input::Tick);
+//! while let Some(out) = driver::poll_output(&mut host) {
+//!     if let HostOutput::Log(line) = out {
+//!         println!("{line}");
+//!     }
+//! }
+//! ```
+
+use crate::Engine;
+use crate::io::{
+    ClientOutput, EndpointId, FabricEvent, FabricOp, Input, McastGroup, OpenQp, Output, SaSend,
+    SourceQuery, UdSend,
+};
+use crate::log::LogEvent;
+use crate::time::Instant;
+
+/// What carries out an engine's fabric operations: UD QPs, multicast, SA MADs, and the
+/// host's routing for source lookups (in every backend the party that owns the fabric
+/// also plays the host). Each method only starts the operation; its result comes back as
+/// an input: at once through [`Fabric::poll_event`], or later, when the backend feeds
+/// it (a completion, a datagram, a scheduled event).
+pub trait Fabric {
+    /// The engine whose operations these are. A backend that owns its engine returns
+    /// it; the simulator reaches it in its host table.
+    fn engine(&mut self) -> &mut Engine;
+
+    /// Create the endpoint's UD QP; answer with [`Input::QpOpened`].
+    fn open_qp(&mut self, qp: OpenQp);
+
+    /// Destroy the endpoint's QP.
+    fn close_qp(&mut self, ep: EndpointId);
+
+    /// Post a UD send; acknowledge with [`Input::UdSendDone`].
+    fn ud_send(&mut self, send: UdSend);
+
+    /// Attach the endpoint's QP to a multicast group.
+    fn mcast_attach(&mut self, group: McastGroup);
+
+    /// Detach the endpoint's QP from a multicast group.
+    fn mcast_detach(&mut self, group: McastGroup);
+
+    /// Send an SA MAD through umad; answer with [`Input::SaResponse`] or
+    /// [`Input::SaSendFailed`].
+    fn sa_send(&mut self, send: SaSend);
+
+    /// Pick a source address for a destination; answer with [`Input::SourceAnswer`].
+    fn source_query(&mut self, query: SourceQuery);
+
+    /// An answer the fabric already has (a QP made on the spot, a send refused at once),
+    /// fed to the engine before [`poll_output`] returns `None`. Fabrics whose answers
+    /// all come later keep the default.
+    fn poll_event(&mut self) -> Option<FabricEvent> {
+        None
+    }
+}
+
+/// What the driver hands back: everything the engine says that is not for the fabric.
+#[derive(Debug)]
+#[must_use]
+pub enum HostOutput {
+    /// For a client connection or the kernel.
+    Client(ClientOutput),
+    /// A log line.
+    Log(LogEvent),
+}
+
+/// Feeds one input to the fabric's engine at `now`. Afterwards, drain [`poll_output`].
+pub fn handle<F: Fabric + ?Sized>(fabric: &mut F, now: Instant, input: Input<'_>) {
+    fabric.engine().handle(now, input);
+}
+
+/// Carries out the engine's fabric operations, and feeds back what the fabric answers
+/// at once, until the engine has something for the caller (returned) or is quiet
+/// (`None`). Call it until it returns `None` after every input.
+pub fn poll_output<F: Fabric + ?Sized>(fabric: &mut F) -> Option<HostOutput> {
+    loop {
+        while let Some(out) = fabric.engine().poll_output() {
+            match out {
+                Output::Fabric(op) => carry(fabric, op),
+                Output::Client(c) => return Some(HostOutput::Client(c)),
+                Output::Log(ev) => return Some(HostOutput::Log(ev)),
+            }
+        }
+        let ev = fabric.poll_event()?;
+        let engine = fabric.engine();
+        let now = engine.now();
+        engine.handle(now, ev.as_input());
+    }
+}
+
+/// Hands one operation to the fabric method that carries it out.
+fn carry<F: Fabric + ?Sized>(fabric: &mut F, op: FabricOp) {
+    match op {
+        FabricOp::OpenQp(qp) => fabric.open_qp(qp),
+        FabricOp::CloseQp(ep) => fabric.close_qp(ep),
+        FabricOp::UdSend(send) => fabric.ud_send(send),
+        FabricOp::McastAttach(group) => fabric.mcast_attach(group),
+        FabricOp::McastDetach(group) => fabric.mcast_detach(group),
+        FabricOp::SaSend(send) => fabric.sa_send(send),
+        FabricOp::SourceQuery(query) => fabric.source_query(query),
+    }
+}
