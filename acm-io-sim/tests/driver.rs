@@ -2,8 +2,8 @@
 //! describe the reference captures' environment (`daemon = false` peers, a default
 //! route outside the IPoIB subnets).
 
-use acm_engine::io::Output;
-use acm_engine::{ConnId, Instant};
+use acm_engine::driver::HostOutput;
+use acm_engine::{ClientOutput, ConnId, Instant};
 use acm_io_sim::Sim;
 use acm_io_sim::sim::requests;
 use acm_io_sim::spec::{FabricSpec, GenOptions};
@@ -14,7 +14,7 @@ use std::time::Duration;
 fn replies(sim: &mut Sim) -> Vec<(ConnId, Vec<u8>)> {
     let mut got = Vec::new();
     while let Some(out) = sim.poll_driver_output() {
-        if let Output::ClientReply { conn, reply } = out {
+        if let HostOutput::Client(ClientOutput::Reply { conn, reply }) = out {
             got.push((conn, reply.as_bytes().to_vec()));
         }
     }
@@ -67,7 +67,7 @@ fn a_driven_host_gets_its_log_lines_and_closes() {
     sim.run_until(Instant::from_nanos(1_000_000_000));
     let mut origins = Vec::new();
     while let Some(out) = sim.poll_driver_output() {
-        let Output::Log(ev) = out else {
+        let HostOutput::Log(ev) = out else {
             panic!("{out:?}")
         };
         origins.push(ev.origin);
@@ -81,15 +81,15 @@ fn a_driven_host_gets_its_log_lines_and_closes() {
     bad[0] = 2;
     sim.driver_request(ConnId(9), &bad);
     let closes: Vec<_> = std::iter::from_fn(|| sim.poll_driver_output())
-        .filter(|o| matches!(o, Output::ClientClose { .. }))
+        .filter(|o| matches!(o, HostOutput::Client(ClientOutput::Close { .. })))
         .collect();
     assert!(
         matches!(
             closes.as_slice(),
-            [Output::ClientClose {
+            [HostOutput::Client(ClientOutput::Close {
                 conn: ConnId(9),
                 ..
-            }]
+            })]
         ),
         "{closes:?}"
     );

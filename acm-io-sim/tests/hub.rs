@@ -1,16 +1,16 @@
 //! The fabric hub: a hub thread on a temporary socket, and hosts of
-//! `testdata/fabrics/demo.toml` attached through `HubClient`, each driven by a small
-//! real-time driver loop owning an engine.
+//! `testdata/fabrics/demo.toml` attached through `HubHost`, each driven by a small
+//! real-time loop.
 //!
 //! Every wait is bounded: the drivers give up at a deadline and the test thread takes
 //! their results from a channel with a timeout, so a broken hub fails the test instead
 //! of hanging it.
 
-use acm_engine::io::Output;
-use acm_engine::{ConnId, Engine, Input, Instant};
+use acm_engine::driver::HostOutput;
+use acm_engine::{ClientOutput, ConnId, Input, Instant};
 use acm_io_sim::FabricSpec;
 use acm_io_sim::fabric;
-use acm_io_sim::hub::{Hub, HubClient, HubError, HubStats};
+use acm_io_sim::hub::{Hub, HubClient, HubError, HubHost, HubStats};
 use acm_io_sim::sim::requests;
 use acm_proto::path_record::PathRecordRepr;
 use std::collections::HashMap;
@@ -99,14 +99,12 @@ struct Progress {
     done: AtomicUsize,
 }
 
-/// One host: its engine on a real-time clock, attached through a `HubClient`.
+/// One host: its engine on a real-time clock, attached through a `HubHost`.
 struct Driver {
     name: String,
-    client: HubClient,
-    engine: Engine,
+    host: HubHost,
     epoch: WallInstant,
     replies: HashMap<ConnId, Vec<u8>>,
-    ready: bool,
     logs: Vec<String>,
 }
 
@@ -115,70 +113,70 @@ impl Driver {
         Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
 
+    /// Ready once the engine attached its first multicast group.
+    fn ready(&self) -> bool {
+        self.host.attached_groups() > 0
+    }
+
     fn handle(&mut self, input: Input<'_>) -> Result<(), String> {
         let now = self.now();
-        self.engine.handle(now, input);
+        self.host.handle(now, input);
         self.drain()
     }
 
-    /// Carries out everything the engine wants: fabric outputs go to the hub, client
-    /// replies are kept (and their connections closed), logs are kept for failures.
+    /// Takes everything the engine has for the host (its fabric operations went to the
+    /// hub): client replies are kept (and their connections closed), logs are kept for
+    /// failures.
     fn drain(&mut self) -> Result<(), String> {
         loop {
             let mut closed = Vec::new();
-            while let Some(out) = self.engine.poll_output() {
-                if matches!(out, Output::McastAttach { .. }) {
-                    self.ready = true;
-                }
-                let sent = self
-                    .client
-                    .send_output(&out)
-                    .map_err(|e| format!("{}: send_output: {e}", self.name))?;
-                if sent {
-                    continue;
-                }
+            while let Some(out) = self.host.poll_output() {
                 match out {
-                    Output::ClientReply { conn, reply } => {
+                    HostOutput::Client(ClientOutput::Reply { conn, reply }) => {
                         self.replies.insert(conn, reply.as_bytes().to_vec());
                         closed.push(conn);
                     }
-                    Output::ClientClose { conn, reason } => {
+                    HostOutput::Client(ClientOutput::Close { conn, reason }) => {
                         return Err(format!(
                             "{}: connection {conn:?} closed: {reason}",
                             self.name
                         ));
                     }
-                    Output::Log(ev) => {
+                    HostOutput::Client(ClientOutput::Netlink(_)) => {}
+                    HostOutput::Log(ev) => {
                         self.logs
                             .push(format!("{} {}: {ev}", self.now(), self.name))
                     }
-                    _ => {}
                 }
+            }
+            if let Some(e) = self.host.take_error() {
+                return Err(format!("{}: hub: {e}", self.name));
             }
             if closed.is_empty() {
                 return Ok(());
             }
             for conn in closed {
                 let now = self.now();
-                self.engine.handle(now, Input::ClientClosed(conn));
+                self.host.handle(now, Input::ClientClosed(conn));
             }
         }
     }
 
-    /// Waits for one input (or the engine's next timer, or 10 ms) and handles it.
+    /// Waits for one event (or the engine's next timer, or 10 ms) and handles it.
     fn pump(&mut self) -> Result<(), String> {
         let now = self.now();
         let wait = self
-            .engine
+            .host
+            .engine_ref()
             .poll_timeout()
             .map_or(Duration::from_millis(10), |t| {
                 t.saturating_duration_since(now)
             })
             .min(Duration::from_millis(10));
-        match self.client.recv_input(wait) {
-            Ok(Some(input)) => self.handle(input.as_input()),
+        match self.host.recv(wait) {
+            Ok(Some(ev)) => self.handle(ev.as_input()),
             Ok(None) => self.handle(Input::Tick),
-            Err(e) => Err(format!("{}: recv_input: {e}", self.name)),
+            Err(e) => Err(format!("{}: recv: {e}", self.name)),
         }
     }
 
@@ -200,42 +198,39 @@ fn run_host(
     progress: &Progress,
 ) -> Result<Vec<u8>, String> {
     let deadline = WallInstant::now() + DEADLINE;
-    let (client, setup) =
-        HubClient::attach(hub, sock, name).map_err(|e| format!("{name}: attach: {e}"))?;
-    assert_eq!(setup.name, name);
-    let h = setup.host as usize;
+    let host = HubHost::attach(
+        hub,
+        sock,
+        name,
+        |setup| {
+            assert_eq!(setup.name, name);
+            let h = setup.host as usize;
+            fabric::engine_config(spec, h)
+        },
+        0x5eed + spec.host_index(name).expect("a host of the spec") as u64,
+        Instant::ZERO,
+    )
+    .map_err(|e| format!("{name}: attach: {e}"))?;
     let epoch = WallInstant::now();
     let mut d = Driver {
         name: name.to_owned(),
-        client,
-        engine: Engine::new(
-            fabric::engine_config(spec, h),
-            0x5eed + h as u64,
-            Instant::ZERO,
-        ),
+        host,
         epoch,
         replies: HashMap::new(),
-        ready: false,
         logs: Vec::new(),
     };
     d.drain()?;
-    for ip in setup.ips {
-        d.handle(Input::LocalIpAdded(ip))?;
-    }
-    for dev in setup.devices {
-        d.handle(Input::DeviceAdded(dev))?;
-    }
     let conn = ConnId(1);
     let (mut counted_ready, mut sent, mut counted_done) = (false, false, false);
     loop {
         if WallInstant::now() > deadline {
             return Err(d.fail(&format!(
                 "timed out (ready {}, sent {sent}, answered {counted_done})",
-                d.ready
+                d.ready()
             )));
         }
         d.pump().map_err(|e| d.fail(&e))?;
-        if d.ready && !counted_ready {
+        if d.ready() && !counted_ready {
             counted_ready = true;
             progress.ready.fetch_add(1, Ordering::SeqCst);
         }
@@ -257,7 +252,7 @@ fn run_host(
         }
     }
     let reply = d.replies.remove(&conn).unwrap_or_default();
-    d.client
+    d.host
         .detach()
         .map_err(|e| format!("{name}: detach: {e}"))?;
     assert!(!sock.exists(), "the client removes its socket file");
@@ -353,7 +348,7 @@ fn unknown_hosts_are_refused_and_a_second_attachment_replaces_the_first() {
     assert_eq!(setup.ips[0].prefix_len, Some(24));
 
     let (second, _) = HubClient::attach(&hub.path, dir.path("b.sock"), "node3").unwrap();
-    match first.recv_input(Duration::from_secs(2)) {
+    match first.recv_event(Duration::from_secs(2)) {
         Err(HubError::Closed(reason)) => assert!(reason.contains("replaced"), "{reason}"),
         other => panic!("{other:?}"),
     }

@@ -1,13 +1,14 @@
-//! [`HubClient`]: a host's side of the hub. It turns the engine's fabric outputs into
-//! datagrams and the hub's datagrams into owned inputs, and answers source lookups
+//! [`HubClient`]: a host's side of the hub. It turns the engine's fabric operations into
+//! datagrams and the hub's datagrams into [`FabricEvent`]s, and answers source lookups
 //! itself.
 
 use super::HubError;
 use super::server::bind_fresh;
 use super::wire::{HostMsg, HostSetup, HubMsg, MAX_DATAGRAM};
 use crate::fabric;
-use acm_engine::PortId;
-use acm_engine::io::{EndpointId, Input, LookupId, Output, RecvInfo, SendToken};
+use acm_engine::io::{
+    EndpointId, FabricEvent, MadBytes, McastGroup, OpenQp, SaSend, SourceQuery, UdSend,
+};
 use std::collections::VecDeque;
 use std::io;
 use std::net::IpAddr;
@@ -21,95 +22,6 @@ pub const ATTACH_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a send to the hub may block (the hub's queue is full) before it fails.
 const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// An input from the fabric, owned; [`HubInput::as_input`] lends it to the engine.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HubInput {
-    /// `Input::SourceAnswer`, answered locally from the host's addresses.
-    SourceAnswer {
-        /// The lookup.
-        id: LookupId,
-        /// The chosen source, or an errno.
-        result: Result<IpAddr, u8>,
-    },
-    /// `Input::QpOpened`.
-    QpOpened {
-        /// The endpoint.
-        ep: EndpointId,
-        /// Its QPN, or why not.
-        result: Result<u32, ()>,
-    },
-    /// `Input::UdReceive` (always with a GRH).
-    UdReceive {
-        /// The endpoint.
-        ep: EndpointId,
-        /// Work-completion data.
-        wc: RecvInfo,
-        /// The GRH.
-        grh: [u8; 40],
-        /// The MAD.
-        mad: Box<[u8; 256]>,
-    },
-    /// `Input::UdSendDone`.
-    UdSendDone {
-        /// The endpoint.
-        ep: EndpointId,
-        /// The send.
-        token: SendToken,
-        /// Success.
-        ok: bool,
-    },
-    /// `Input::SaResponse`.
-    SaResponse {
-        /// The port.
-        port: PortId,
-        /// The MAD.
-        mad: Vec<u8>,
-    },
-    /// `Input::SaSendFailed`.
-    SaSendFailed {
-        /// The port.
-        port: PortId,
-        /// The TID.
-        tid: u64,
-        /// umad's status.
-        status: i32,
-    },
-}
-
-impl HubInput {
-    /// The engine input, borrowing the MAD and GRH.
-    #[must_use]
-    pub fn as_input(&self) -> Input<'_> {
-        match self {
-            Self::SourceAnswer { id, result } => Input::SourceAnswer {
-                id: *id,
-                result: *result,
-            },
-            Self::QpOpened { ep, result } => Input::QpOpened {
-                ep: *ep,
-                result: *result,
-            },
-            Self::UdReceive { ep, wc, grh, mad } => Input::UdReceive {
-                ep: *ep,
-                wc: *wc,
-                grh: Some(&grh[..]),
-                mad: &mad[..],
-            },
-            Self::UdSendDone { ep, token, ok } => Input::UdSendDone {
-                ep: *ep,
-                token: *token,
-                ok: *ok,
-            },
-            Self::SaResponse { port, mad } => Input::SaResponse { port: *port, mad },
-            Self::SaSendFailed { port, tid, status } => Input::SaSendFailed {
-                port: *port,
-                tid: *tid,
-                status: *status,
-            },
-        }
-    }
-}
-
 /// One host attached to a hub: see the [module docs](super).
 #[derive(Debug)]
 pub struct HubClient {
@@ -118,7 +30,7 @@ pub struct HubClient {
     /// The host's addresses with their prefixes, for source lookups.
     ips: Vec<(IpAddr, u8)>,
     /// Inputs produced locally, handed out before anything from the hub.
-    local: VecDeque<HubInput>,
+    local: VecDeque<FabricEvent>,
     buf: Vec<u8>,
     detached: bool,
 }
@@ -210,85 +122,102 @@ impl HubClient {
         &self.path
     }
 
-    /// Carries out an engine output that touches the fabric: QP, multicast, UD and SA
-    /// outputs go to the hub; a source lookup is answered locally (the next
-    /// [`HubClient::recv_input`] returns it) by [`fabric::route_source`] over the
-    /// host's addresses. Returns false, doing nothing, for the outputs that are the
-    /// caller's business (client replies and closes, netlink replies, logs).
+    /// Asks the hub for an endpoint's QP (answered by a [`FabricEvent::QpOpened`]).
     ///
     /// # Errors
     /// The hub is gone, or its queue stayed full for 5 s.
-    pub fn send_output(&mut self, out: &Output) -> Result<bool, HubError> {
-        let msg = match out {
-            Output::SourceQuery { id, dest } => {
-                let result = fabric::route_source(self.ips.iter().copied(), *dest);
-                self.local
-                    .push_back(HubInput::SourceAnswer { id: *id, result });
-                return Ok(true);
-            }
-            Output::OpenQp {
-                ep,
-                port,
-                pkey,
-                pkey_index,
-                recv_depth,
-                send_depth,
-            } => HostMsg::OpenQp {
-                ep: *ep,
-                port: *port,
-                pkey: *pkey,
-                pkey_index: *pkey_index,
-                recv_depth: *recv_depth,
-                send_depth: *send_depth,
-            },
-            Output::CloseQp { ep } => HostMsg::CloseQp { ep: *ep },
-            Output::UdSend { ep, token, av, mad } => HostMsg::UdSend {
-                ep: *ep,
-                token: *token,
-                av: *av,
-                mad: Box::new(mad.0),
-            },
-            Output::McastAttach { ep, mgid, mlid } => HostMsg::McastAttach {
-                ep: *ep,
-                mgid: *mgid,
-                mlid: *mlid,
-            },
-            Output::McastDetach { ep, mgid, mlid } => HostMsg::McastDetach {
-                ep: *ep,
-                mgid: *mgid,
-                mlid: *mlid,
-            },
-            Output::SaSend {
-                port,
-                tid,
-                dest,
-                timeout_ms,
-                retries,
-                mad,
-            } => HostMsg::SaSend {
-                port: *port,
-                tid: *tid,
-                dest: *dest,
-                timeout_ms: *timeout_ms,
-                retries: *retries,
-                mad: Box::new(mad.0),
-            },
-            Output::ClientReply { .. }
-            | Output::ClientClose { .. }
-            | Output::NetlinkReply(_)
-            | Output::Log(_) => return Ok(false),
-        };
-        self.send(&msg)?;
-        Ok(true)
+    pub fn open_qp(&self, qp: &OpenQp) -> Result<(), HubError> {
+        self.send(&HostMsg::OpenQp {
+            ep: qp.ep,
+            port: qp.port,
+            pkey: qp.pkey,
+            pkey_index: qp.pkey_index,
+            recv_depth: qp.recv_depth,
+            send_depth: qp.send_depth,
+        })
     }
 
-    /// The next input: a locally answered lookup at once, else whatever the hub sends
+    /// Destroys an endpoint's QP at the hub.
+    ///
+    /// # Errors
+    /// As for [`HubClient::open_qp`].
+    pub fn close_qp(&self, ep: EndpointId) -> Result<(), HubError> {
+        self.send(&HostMsg::CloseQp { ep })
+    }
+
+    /// Posts a UD send (answered by a [`FabricEvent::UdSendDone`]).
+    ///
+    /// # Errors
+    /// As for [`HubClient::open_qp`].
+    pub fn ud_send(&self, send: &UdSend) -> Result<(), HubError> {
+        self.send(&HostMsg::UdSend {
+            ep: send.ep,
+            token: send.token,
+            av: send.av,
+            mad: Box::new(send.mad.0),
+        })
+    }
+
+    /// Attaches an endpoint's QP to a multicast group.
+    ///
+    /// # Errors
+    /// As for [`HubClient::open_qp`].
+    pub fn mcast_attach(&self, g: &McastGroup) -> Result<(), HubError> {
+        self.send(&HostMsg::McastAttach {
+            ep: g.ep,
+            mgid: g.mgid,
+            mlid: g.mlid,
+        })
+    }
+
+    /// Detaches an endpoint's QP from a multicast group.
+    ///
+    /// # Errors
+    /// As for [`HubClient::open_qp`].
+    pub fn mcast_detach(&self, g: &McastGroup) -> Result<(), HubError> {
+        self.send(&HostMsg::McastDetach {
+            ep: g.ep,
+            mgid: g.mgid,
+            mlid: g.mlid,
+        })
+    }
+
+    /// Sends an SA MAD (answered by a [`FabricEvent::SaResponse`] or
+    /// [`FabricEvent::SaSendFailed`]).
+    ///
+    /// # Errors
+    /// As for [`HubClient::open_qp`].
+    pub fn sa_send(&self, send: &SaSend) -> Result<(), HubError> {
+        self.send(&HostMsg::SaSend {
+            port: send.port,
+            tid: send.tid,
+            dest: send.dest,
+            timeout_ms: send.timeout_ms,
+            retries: send.retries,
+            mad: Box::new(send.mad.0),
+        })
+    }
+
+    /// Answers a source lookup locally by [`fabric::route_source`] over the host's
+    /// addresses; the answer is the next [`HubClient::local_event`].
+    pub fn source_query(&mut self, q: &SourceQuery) {
+        let result = fabric::route_source(self.ips.iter().copied(), q.dest);
+        self.local
+            .push_back(FabricEvent::SourceAnswer { id: q.id, result });
+    }
+
+    /// An answer made locally (a source lookup), if one waits.
+    pub fn local_event(&mut self) -> Option<FabricEvent> {
+        self.local.pop_front()
+    }
+
+    /// The next event: a locally answered lookup at once, else whatever the hub sends
     /// within `timeout` (`None` when nothing came).
     ///
     /// # Errors
     /// [`HubError::Closed`] when the hub ended the attachment; a socket error; a
     /// datagram that does not decode.
-    pub fn recv_input(&mut self, timeout: Duration) -> Result<Option<HubInput>, HubError> {
+    pub fn recv_event(&mut self, timeout: Duration) -> Result<Option<FabricEvent>, HubError> {
         if let Some(i) = self.local.pop_front() {
             return Ok(Some(i));
         }
@@ -298,15 +227,23 @@ impl HubClient {
                 return Ok(None);
             };
             let input = match msg {
-                HubMsg::QpOpened { ep, qpn } => HubInput::QpOpened {
+                HubMsg::QpOpened { ep, qpn } => FabricEvent::QpOpened {
                     ep,
                     result: qpn.ok_or(()),
                 },
-                HubMsg::UdReceive { ep, wc, grh, mad } => HubInput::UdReceive { ep, wc, grh, mad },
-                HubMsg::UdSendDone { ep, token, ok } => HubInput::UdSendDone { ep, token, ok },
-                HubMsg::SaResponse { port, mad } => HubInput::SaResponse { port, mad },
+                HubMsg::UdReceive { ep, wc, grh, mad } => FabricEvent::UdReceive {
+                    ep,
+                    wc,
+                    grh: Some(grh),
+                    mad: MadBytes::new(&mad[..]),
+                },
+                HubMsg::UdSendDone { ep, token, ok } => FabricEvent::UdSendDone { ep, token, ok },
+                HubMsg::SaResponse { port, mad } => FabricEvent::SaResponse {
+                    port,
+                    mad: MadBytes::from_vec(mad),
+                },
                 HubMsg::SaSendFailed { port, tid, status } => {
-                    HubInput::SaSendFailed { port, tid, status }
+                    FabricEvent::SaSendFailed { port, tid, status }
                 }
                 HubMsg::Bye { reason } => {
                     self.detached = true;
@@ -373,7 +310,7 @@ impl HubClient {
 }
 
 /// The host's socket, so an event loop can wait for the hub's datagrams (then call
-/// [`HubClient::recv_input`] with a zero timeout until it returns `None`).
+/// [`HubClient::recv_event`] with a zero timeout until it returns `None`).
 impl std::os::fd::AsFd for HubClient {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.sock.as_fd()

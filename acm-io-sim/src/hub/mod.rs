@@ -3,11 +3,12 @@
 //! A [`Hub`] owns a [`FabricSpec`](crate::FabricSpec)'s fabric — the topology, the SA,
 //! the QPs and multicast attachments of every host — and listens on a unix datagram
 //! socket. Each daemon (or test driver) binds its own socket, attaches as one host of
-//! the spec with [`HubClient::attach`], feeds the [`HostSetup`] it gets back to its
-//! engine (`Input::LocalIpAdded` for each address, `Input::DeviceAdded` for each
-//! device), and from then on hands the engine's fabric outputs to
-//! [`HubClient::send_output`] and the inputs from [`HubClient::recv_input`] back to
-//! the engine.
+//! the spec with [`HubHost::attach`] (or [`HubClient::attach`] for the bare
+//! connection), which feeds the [`HostSetup`] it gets back to its engine
+//! (`Input::LocalIpAdded` for each address, `Input::DeviceAdded` for each device). From
+//! then on the engine's driver carries its fabric operations to the hub through the
+//! [`acm_engine::driver::Fabric`] that [`HubHost`] is, and the events from
+//! [`HubHost::recv`] go back to the engine.
 //!
 //! The hub delivers with the simulator's rules (shared in [`crate::fabric`]): UD
 //! unicast and multicast with the pkey, Q_Key and port checks and a GRH on every
@@ -19,11 +20,11 @@
 //!
 //! # Source-address lookups
 //!
-//! `Output::SourceQuery` never reaches the hub: [`HubClient`] answers it locally from
+//! A source lookup never reaches the hub: [`HubClient`] answers it locally from
 //! the addresses in the host's [`HostSetup`], with the simulator's rule
 //! ([`fabric::route_source`](crate::fabric::route_source): the host's own address,
-//! else its first address on the destination's subnet, else ENETUNREACH). The answer
-//! is the next [`HubClient::recv_input`].
+//! else its first address on the destination's subnet, else ENETUNREACH), and the
+//! driver feeds the answer at once.
 //!
 //! # Protocol
 //!
@@ -99,10 +100,12 @@
 //!   unread, or whose socket is gone, is detached.
 
 mod client;
+mod host;
 mod server;
 pub mod wire;
 
-pub use client::{ATTACH_TIMEOUT, HubClient, HubInput};
+pub use client::{ATTACH_TIMEOUT, HubClient};
+pub use host::HubHost;
 pub use server::{Hub, HubStats};
 pub use wire::{HostSetup, WireError};
 

@@ -11,8 +11,8 @@
 //! connections on the same host.
 
 use super::Sim;
-use acm_engine::io::Output;
-use acm_engine::{ConnId, Input, Instant};
+use acm_engine::driver::HostOutput;
+use acm_engine::{ClientOutput, ConnId, Input, Instant};
 use std::collections::VecDeque;
 
 /// Set in the engine-side id of every driver connection.
@@ -22,7 +22,7 @@ pub const DRIVER_CONN_BIT: u64 = 1 << 63;
 #[derive(Debug)]
 pub(crate) struct Driver {
     host: usize,
-    out: VecDeque<Output>,
+    out: VecDeque<HostOutput>,
 }
 
 impl Sim {
@@ -69,7 +69,7 @@ impl Sim {
     /// The next reply, close or log line for the driver (connection ids as the driver
     /// gave them).
     #[must_use]
-    pub fn poll_driver_output(&mut self) -> Option<Output> {
+    pub fn poll_driver_output(&mut self) -> Option<HostOutput> {
         self.driver.as_mut()?.out.pop_front()
     }
 
@@ -98,16 +98,21 @@ impl Sim {
     }
 
     /// Queues an output for the driver, its connection id back in the driver's terms.
-    pub(crate) fn push_driver_output(&mut self, out: Output) {
+    pub(crate) fn push_driver_output(&mut self, out: HostOutput) {
+        let unmark = |conn: ConnId| ConnId(conn.0 & !DRIVER_CONN_BIT);
         let out = match out {
-            Output::ClientReply { conn, reply } => Output::ClientReply {
-                conn: ConnId(conn.0 & !DRIVER_CONN_BIT),
-                reply,
-            },
-            Output::ClientClose { conn, reason } => Output::ClientClose {
-                conn: ConnId(conn.0 & !DRIVER_CONN_BIT),
-                reason,
-            },
+            HostOutput::Client(ClientOutput::Reply { conn, reply }) => {
+                HostOutput::Client(ClientOutput::Reply {
+                    conn: unmark(conn),
+                    reply,
+                })
+            }
+            HostOutput::Client(ClientOutput::Close { conn, reason }) => {
+                HostOutput::Client(ClientOutput::Close {
+                    conn: unmark(conn),
+                    reason,
+                })
+            }
             other => other,
         };
         if let Some(d) = self.driver.as_mut() {

@@ -9,7 +9,11 @@ use crate::fabric::{self, FabricQp, QpTable, QpTables, UmadExpiry, UmadSend};
 use crate::rng::SimRng;
 use crate::spec::FabricSpec;
 use crate::topology::{PortRef, Topology};
-use acm_engine::io::{AddressVector, EndpointId, LocalIp, Mad, Output};
+use acm_engine::driver::{self, Fabric, HostOutput};
+use acm_engine::io::{
+    AddressVector, ClientOutput, EndpointId, LocalIp, Mad, McastGroup, OpenQp, SaSend, SourceQuery,
+    UdSend,
+};
 use acm_engine::{ConnId, DeviceDesc, DeviceId, Engine, Instant};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -124,6 +128,100 @@ fn spec_devices(
         .collect()
 }
 
+/// Host `h` of the simulator as its engine's fabric: what the driver asks of it turns
+/// into fabric events on the simulator's clock.
+struct HostFabric<'a> {
+    sim: &'a mut Sim,
+    h: usize,
+}
+
+impl Fabric for HostFabric<'_> {
+    fn engine(&mut self) -> &mut Engine {
+        &mut self.sim.hosts[self.h].engine
+    }
+
+    fn open_qp(&mut self, qp: OpenQp) {
+        let (sim, h) = (&mut *self.sim, self.h);
+        sim.mcast_cache.clear();
+        let host = &mut sim.hosts[h];
+        let qpn = host.next_qpn;
+        host.next_qpn += 1;
+        host.qps.insert(
+            qp.ep,
+            FabricQp {
+                port: port_ref(h, qp.port),
+                qpn,
+                pkey: qp.pkey,
+                pkey_index: qp.pkey_index,
+                mcast: Vec::new(),
+            },
+        );
+        let inc = host.incarnation;
+        sim.schedule(
+            sim.now,
+            Event::QpOpened {
+                host: h,
+                inc,
+                ep: qp.ep,
+                qpn,
+            },
+        );
+    }
+
+    fn close_qp(&mut self, ep: EndpointId) {
+        let (sim, h) = (&mut *self.sim, self.h);
+        sim.mcast_cache.clear();
+        fabric::close_qp(&mut sim.hosts[h].qps, &mut sim.mcast, h, ep);
+    }
+
+    fn ud_send(&mut self, send: UdSend) {
+        let (sim, h) = (&mut *self.sim, self.h);
+        sim.ud_send(h, send.ep, &send.av, &send.mad);
+        let inc = sim.hosts[h].incarnation;
+        sim.schedule(
+            sim.now + Duration::from_micros(1),
+            Event::UdDone {
+                host: h,
+                inc,
+                ep: send.ep,
+                token: send.token,
+            },
+        );
+    }
+
+    fn mcast_attach(&mut self, g: McastGroup) {
+        let (sim, h) = (&mut *self.sim, self.h);
+        sim.mcast_cache.clear();
+        fabric::mcast_attach(&mut sim.hosts[h].qps, &mut sim.mcast, h, g.ep, g.mgid);
+    }
+
+    fn mcast_detach(&mut self, g: McastGroup) {
+        let (sim, h) = (&mut *self.sim, self.h);
+        sim.mcast_cache.clear();
+        fabric::mcast_detach(&mut sim.hosts[h].qps, &mut sim.mcast, h, g.ep, g.mgid);
+    }
+
+    fn sa_send(&mut self, send: SaSend) {
+        let h = self.h;
+        self.sim.sa_send(h, port_ref(h, send.port), send);
+    }
+
+    fn source_query(&mut self, q: SourceQuery) {
+        let (sim, h) = (&mut *self.sim, self.h);
+        let result = sim.route(h, q.dest);
+        let inc = sim.hosts[h].incarnation;
+        sim.schedule(
+            sim.now,
+            Event::Source {
+                host: h,
+                inc,
+                id: q.id,
+                result,
+            },
+        );
+    }
+}
+
 impl Sim {
     /// Carries out everything host `h`'s engine asked for.
     pub(crate) fn drain(&mut self, h: usize) {
@@ -132,12 +230,10 @@ impl Sim {
         // connections replied to are closed once the batch is done.
         let mut closed = Vec::new();
         loop {
-            let mut any = false;
-            while let Some(out) = self.hosts[h].engine.poll_output() {
-                any = true;
-                self.output(h, out, &mut closed);
+            while let Some(out) = driver::poll_output(&mut HostFabric { sim: self, h }) {
+                self.host_output(h, out, &mut closed);
             }
-            if !any {
+            if closed.is_empty() {
                 break;
             }
             let now = self.now;
@@ -150,17 +246,27 @@ impl Sim {
         self.refile_timer(h);
     }
 
-    fn output(&mut self, h: usize, out: Output, closed: &mut Vec<ConnId>) {
+    /// A reply, close or log line of host `h`: to the driver (its connections and log),
+    /// or to the test client API.
+    fn host_output(&mut self, h: usize, out: HostOutput, closed: &mut Vec<ConnId>) {
         let now = self.now;
-        let inc = self.hosts[h].incarnation;
-        match out {
-            Output::ClientReply { conn, .. } | Output::ClientClose { conn, .. }
-                if self.is_driver_conn(h, conn) =>
-            {
-                self.push_driver_output(out);
+        let out = match out {
+            HostOutput::Client(
+                ClientOutput::Reply { conn, .. } | ClientOutput::Close { conn, .. },
+            ) if self.is_driver_conn(h, conn) => {
+                return self.push_driver_output(out);
             }
-            Output::Log(ev) if self.is_driver_host(h) => self.push_driver_output(Output::Log(ev)),
-            Output::ClientReply { conn, reply } => {
+            HostOutput::Log(_) if self.is_driver_host(h) => return self.push_driver_output(out),
+            HostOutput::Client(c) => c,
+            HostOutput::Log(ev) => {
+                if self.keep_logs {
+                    self.logs.push(format!("{now} host{h}: {ev}"));
+                }
+                return;
+            }
+        };
+        match out {
+            ClientOutput::Reply { conn, reply } => {
                 self.trace.add(&[20, h as u8]);
                 self.trace.add(reply.as_bytes());
                 self.stats.replies += 1;
@@ -180,103 +286,14 @@ impl Sim {
                 }
                 closed.push(conn);
             }
-            Output::ClientClose { conn, reason } => {
+            ClientOutput::Close { conn, reason } => {
                 if let Some(idx) = self.hosts[h].conns.remove(&conn) {
                     client::finish(self, idx, Outcome::Closed(reason.to_string()));
                 }
                 closed.push(conn);
             }
-            Output::SourceQuery { id, dest } => {
-                let result = self.route(h, dest);
-                self.schedule(
-                    now,
-                    Event::Source {
-                        host: h,
-                        inc,
-                        id,
-                        result,
-                    },
-                );
-            }
-            Output::OpenQp {
-                ep,
-                port,
-                pkey,
-                pkey_index,
-                ..
-            } => {
-                self.mcast_cache.clear();
-                let host = &mut self.hosts[h];
-                let qpn = host.next_qpn;
-                host.next_qpn += 1;
-                host.qps.insert(
-                    ep,
-                    FabricQp {
-                        port: port_ref(h, port),
-                        qpn,
-                        pkey,
-                        pkey_index,
-                        mcast: Vec::new(),
-                    },
-                );
-                self.schedule(
-                    now,
-                    Event::QpOpened {
-                        host: h,
-                        inc,
-                        ep,
-                        qpn,
-                    },
-                );
-            }
-            Output::CloseQp { ep } => {
-                self.mcast_cache.clear();
-                fabric::close_qp(&mut self.hosts[h].qps, &mut self.mcast, h, ep);
-            }
-            Output::UdSend { ep, token, av, mad } => {
-                self.ud_send(h, ep, &av, &mad);
-                self.schedule(
-                    now + Duration::from_micros(1),
-                    Event::UdDone {
-                        host: h,
-                        inc,
-                        ep,
-                        token,
-                    },
-                );
-            }
-            Output::McastAttach { ep, mgid, .. } => {
-                self.mcast_cache.clear();
-                fabric::mcast_attach(&mut self.hosts[h].qps, &mut self.mcast, h, ep, mgid);
-            }
-            Output::McastDetach { ep, mgid, .. } => {
-                self.mcast_cache.clear();
-                fabric::mcast_detach(&mut self.hosts[h].qps, &mut self.mcast, h, ep, mgid);
-            }
-            Output::SaSend {
-                port,
-                tid,
-                dest,
-                timeout_ms,
-                retries,
-                mad,
-            } => {
-                self.sa_send(
-                    h,
-                    port_ref(h, port),
-                    tid,
-                    dest.dlid,
-                    timeout_ms,
-                    retries,
-                    mad,
-                );
-            }
-            Output::NetlinkReply(_) => {}
-            Output::Log(ev) => {
-                if self.keep_logs {
-                    self.logs.push(format!("{now} host{h}: {ev}"));
-                }
-            }
+            // The kernel has no simulated devices, so it never asks about them.
+            ClientOutput::Netlink(_) => {}
         }
     }
 
@@ -335,17 +352,15 @@ impl Sim {
 
     /// The kernel takes an SA MAD: rewrite the TID's upper half with the agent id, send
     /// the first try, and start its timeout.
-    #[allow(clippy::too_many_arguments)]
-    fn sa_send(
-        &mut self,
-        h: usize,
-        port: PortRef,
-        tid: u64,
-        dlid: u16,
-        timeout_ms: u32,
-        retries: u32,
-        mad: Mad,
-    ) {
+    fn sa_send(&mut self, h: usize, port: PortRef, send: SaSend) {
+        let SaSend {
+            tid,
+            dest,
+            timeout_ms,
+            retries,
+            mad,
+            ..
+        } = send;
         let attr = u16::from_be_bytes([mad.0[16], mad.0[17]]);
         match attr {
             0x0035 => self.stats.sa_path_queries += 1,
@@ -378,7 +393,7 @@ impl Sim {
             self.hosts[h].agent,
             port,
             tid,
-            dlid,
+            dest.dlid,
             timeout_ms,
             retries,
             mad.0,
