@@ -61,8 +61,8 @@ pub use addr::Address;
 pub use config::{AddrFile, HostEntry, Options, RouteData};
 pub use counters::{Counter, Counters};
 pub use device::{DeviceDesc, DeviceId, PortAttrs, PortId, PortState};
-pub use engine::Engine;
 pub use driver::{Fabric, HostOutput};
+pub use engine::Engine;
 pub use io::{ClientOutput, ConnId, EndpointId, FabricEvent, FabricOp, Input, Output};
 pub use time::Instant;
 

@@ -16,7 +16,7 @@ use super::conn::Conn;
 use super::kernel::channel::KernelChannel;
 use super::listen::{Listener, Stream};
 use super::log::Logger;
-use acm_engine::{ConnId, Instant, Output};
+use acm_engine::{ClientOutput, ConnId, HostOutput, Instant};
 use mio::{Events, Interest, Poll, Token};
 use std::collections::HashMap;
 use std::io;
@@ -313,7 +313,7 @@ impl<B: Backend> Server<B> {
     fn dispatch(&mut self) {
         while let Some(out) = self.backend.poll_output() {
             match out {
-                Output::ClientReply { conn, reply } => {
+                HostOutput::Client(ClientOutput::Reply { conn, reply }) => {
                     let Some(c) = self.conns.get_mut(&conn.0) else {
                         continue;
                     };
@@ -324,18 +324,13 @@ impl<B: Backend> Server<B> {
                     }
                 }
                 // The engine logged why.
-                Output::ClientClose { conn, .. } => {
+                HostOutput::Client(ClientOutput::Close { conn, .. }) => {
                     self.close(conn.0, "closed after a malformed request");
                 }
-                Output::Log(ev) => self.log.event(&ev),
-                Output::NetlinkReply(bytes) => self.kernel.send(&bytes, &mut self.log),
-                other => {
-                    self.log.log(
-                        0,
-                        "acm_server",
-                        &format!("unexpected output from the backend: {other:?}"),
-                    );
+                HostOutput::Client(ClientOutput::Netlink(bytes)) => {
+                    self.kernel.send(&bytes, &mut self.log);
                 }
+                HostOutput::Log(ev) => self.log.event(&ev),
             }
         }
     }

@@ -5,9 +5,7 @@ use super::ReplyTo;
 use crate::Counter;
 use crate::Engine;
 use crate::addr::Address;
-use crate::io::{
-    ClientOutput, ConnId, FabricOp, LookupId, Output, Reply, SourceQuery,
-};
+use crate::io::{ClientOutput, ConnId, FabricOp, LookupId, Output, Reply, SourceQuery};
 use crate::log::{Level, log};
 use crate::provider::{PendingReply, ReplyKind, Resolve};
 use acm_proto::Bytes64;
@@ -212,7 +210,10 @@ impl Engine {
                 );
                 self.core
                     .out
-                    .push_back(Output::Fabric(FabricOp::SourceQuery(SourceQuery { id, dest: ip })));
+                    .push_back(Output::Fabric(FabricOp::SourceQuery(SourceQuery {
+                        id,
+                        dest: ip,
+                    })));
             }
         }
     }

@@ -12,9 +12,7 @@ mod topology;
 use crate::counters::Counters;
 use crate::device::{DeviceId, PortAttrs, PortId};
 use crate::fxhash::SeqHashMap;
-use crate::io::{
-    ClientOutput, ConnId, EndpointId, FabricOp, LookupId, Output, Reply, SaSend,
-};
+use crate::io::{ClientOutput, ConnId, EndpointId, FabricOp, LookupId, Output, Reply, SaSend};
 use crate::log::{Level, LogEvent, log};
 use crate::provider::{Outcome, PendingReply, ReplyKind};
 use crate::time::Instant;

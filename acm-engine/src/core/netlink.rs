@@ -140,6 +140,8 @@ impl Core {
             None => LsReplyRepr::error(&request, pid),
         };
         self.out
-            .push_back(crate::io::Output::Client(crate::io::ClientOutput::Netlink(reply.to_vec())));
+            .push_back(crate::io::Output::Client(crate::io::ClientOutput::Netlink(
+                reply.to_vec(),
+            )));
     }
 }

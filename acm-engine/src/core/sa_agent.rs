@@ -146,14 +146,15 @@ impl crate::Engine {
         let provider = p.sa.finish(tid)?;
         let dest = sa_dest(&p.attrs);
         if let Some((tid, mad)) = p.sa.next_ready(depth) {
-            self.core.push_fabric(crate::io::FabricOp::SaSend(crate::io::SaSend {
-                port,
-                tid,
-                dest,
-                timeout_ms,
-                retries,
-                mad,
-            }));
+            self.core
+                .push_fabric(crate::io::FabricOp::SaSend(crate::io::SaSend {
+                    port,
+                    tid,
+                    dest,
+                    timeout_ms,
+                    retries,
+                    mad,
+                }));
         }
         Some(provider)
     }

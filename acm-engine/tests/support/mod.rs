@@ -265,16 +265,29 @@ impl Fabric for Node {
             mad,
         });
         if self.auto_send_done {
-            self.schedule(now, FabricEvent::UdSendDone { ep, token, ok: true });
+            self.schedule(
+                now,
+                FabricEvent::UdSendDone {
+                    ep,
+                    token,
+                    ok: true,
+                },
+            );
         }
     }
 
     fn mcast_attach(&mut self, g: McastGroup) {
-        self.note(format!("attach ep {} {} mlid {:#x}", g.ep.0, g.mgid, g.mlid));
+        self.note(format!(
+            "attach ep {} {} mlid {:#x}",
+            g.ep.0, g.mgid, g.mlid
+        ));
     }
 
     fn mcast_detach(&mut self, g: McastGroup) {
-        self.note(format!("detach ep {} {} mlid {:#x}", g.ep.0, g.mgid, g.mlid));
+        self.note(format!(
+            "detach ep {} {} mlid {:#x}",
+            g.ep.0, g.mgid, g.mlid
+        ));
     }
 
     fn sa_send(&mut self, send: SaSend) {
@@ -301,8 +314,8 @@ impl Fabric for Node {
                 self.schedule(at, FabricEvent::SaResponse { port, mad });
             }
             None => {
-                let at = now
-                    + Duration::from_millis(u64::from(timeout_ms) * u64::from(retries + 1));
+                let at =
+                    now + Duration::from_millis(u64::from(timeout_ms) * u64::from(retries + 1));
                 let status = 110;
                 self.schedule(at, FabricEvent::SaSendFailed { port, tid, status });
             }

@@ -2,9 +2,9 @@
 //! operations to the hub through [`HubClient`]; what the hub sends back is fed with
 //! [`HubHost::handle`] after [`HubHost::recv`].
 
+use super::HubError;
 use super::client::HubClient;
 use super::wire::HostSetup;
-use super::HubError;
 use acm_engine::driver::{self, Fabric, HostOutput};
 use acm_engine::io::{FabricEvent, McastGroup, OpenQp, SaSend, SourceQuery, UdSend};
 use acm_engine::{EndpointId, Engine, Input, Instant};

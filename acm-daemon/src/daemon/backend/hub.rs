@@ -3,8 +3,8 @@
 //! processes share. Real time, like a real fabric.
 
 use super::{Backend, BackendError};
-use acm_engine::{ConnId, Engine, EngineConfig, Input, Instant, Output};
-use acm_io_sim::hub::{HostSetup, HubClient, HubError};
+use acm_engine::{ConnId, EngineConfig, HostOutput, Input, Instant};
+use acm_io_sim::hub::{HostSetup, HubError, HubHost};
 use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
 use std::collections::VecDeque;
@@ -15,10 +15,9 @@ use std::time::Duration;
 
 /// An engine attached to a fabric hub.
 pub struct HubBackend {
-    engine: Engine,
-    client: HubClient,
+    host: HubHost,
     /// Outputs for the event loop (client, netlink and log ones).
-    out: VecDeque<Output>,
+    out: VecDeque<HostOutput>,
     label: String,
     /// A fabric error seen while draining, reported by the next `advance`.
     failed: Option<HubError>,
@@ -38,21 +37,13 @@ impl HubBackend {
         seed: u64,
         now: Instant,
     ) -> Result<Self, HubError> {
-        let (client, setup) = HubClient::attach(hub, my_socket, host)?;
         let mut b = Self {
-            engine: Engine::new(config(&setup), seed, now),
-            client,
+            host: HubHost::attach(hub, my_socket, host, config, seed, now)?,
             out: VecDeque::new(),
             label: format!("fabric hub {}, host {host}", hub.display()),
             failed: None,
         };
         b.drain();
-        for ip in setup.ips {
-            b.input(now, Input::LocalIpAdded(ip));
-        }
-        for dev in setup.devices {
-            b.input(now, Input::DeviceAdded(dev));
-        }
         b.pump(now);
         match b.failed.take() {
             Some(e) => Err(e),
@@ -61,35 +52,29 @@ impl HubBackend {
     }
 
     fn input(&mut self, now: Instant, input: Input<'_>) {
-        self.engine.handle(now, input);
+        self.host.handle(now, input);
         self.drain();
     }
 
-    /// Feeds the engine everything waiting: answers to its source lookups (made
-    /// locally while draining) and whatever the hub sent.
+    /// Feeds the engine whatever the hub sent.
     fn pump(&mut self, now: Instant) {
         while self.failed.is_none() {
-            match self.client.recv_input(Duration::ZERO) {
-                Ok(Some(input)) => {
-                    self.engine.handle(now, input.as_input());
-                    self.drain();
-                }
+            match self.host.recv(Duration::ZERO) {
+                Ok(Some(ev)) => self.input(now, ev.as_input()),
                 Ok(None) => break,
                 Err(e) => self.failed = Some(e),
             }
         }
     }
 
-    /// Carries the engine's fabric outputs to the hub and keeps the rest.
+    /// Keeps what the engine has for the event loop (its fabric operations went to the
+    /// hub on the way).
     fn drain(&mut self) {
-        while let Some(out) = self.engine.poll_output() {
-            match self.client.send_output(&out) {
-                Ok(true) => {}
-                Ok(false) => self.out.push_back(out),
-                Err(e) => {
-                    self.failed.get_or_insert(e);
-                }
-            }
+        while let Some(out) = self.host.poll_output() {
+            self.out.push_back(out);
+        }
+        if let Some(e) = self.host.take_error() {
+            self.failed.get_or_insert(e);
         }
     }
 }
@@ -100,7 +85,7 @@ impl Backend for HubBackend {
     }
 
     fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
-        let fd = self.client.as_fd().as_raw_fd();
+        let fd = self.host.client().as_fd().as_raw_fd();
         registry.register(&mut SourceFd(&fd), token, Interest::READABLE)
     }
 
@@ -119,7 +104,6 @@ impl Backend for HubBackend {
         self.pump(now);
     }
 
-    // The hub client also queues answers made locally, so it is pumped every turn.
     fn advance(&mut self, now: Instant, _io_ready: bool) -> Result<(), BackendError> {
         self.input(now, Input::Tick);
         self.pump(now);
@@ -129,11 +113,11 @@ impl Backend for HubBackend {
         }
     }
 
-    fn poll_output(&mut self) -> Option<Output> {
+    fn poll_output(&mut self) -> Option<HostOutput> {
         self.out.pop_front()
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.engine.poll_timeout()
+        self.host.engine_ref().poll_timeout()
     }
 }

@@ -1,7 +1,8 @@
 //! Where the engine's fabric lives. Each backend takes client requests for this host's
 //! engine and gives back what the engine says to clients (replies, closes), to the
-//! kernel (netlink replies) and to the log; everything else (UD and SA traffic, QPs,
-//! multicast, source lookups) it carries out itself.
+//! kernel (netlink replies) and to the log ([`HostOutput`]); everything else (UD and SA
+//! traffic, QPs, multicast, source lookups) the engine's driver carries out through the
+//! backend's [`acm_engine::Fabric`].
 //!
 //! - [`sim::SimBackend`]: an in-process simulated fabric; this host's engine runs inside
 //!   the simulator with every other host's, on a clock kept in step with real time.
@@ -15,7 +16,7 @@ pub mod hub;
 pub mod hw;
 pub mod sim;
 
-use acm_engine::{ConnId, Instant, Output};
+use acm_engine::{ConnId, HostOutput, Instant};
 use mio::{Registry, Token};
 use std::io;
 
@@ -49,9 +50,9 @@ pub trait Backend {
     /// The fabric is gone (the hub ended the attachment); the daemon stops.
     fn advance(&mut self, now: Instant, io_ready: bool) -> Result<(), BackendError>;
 
-    /// The next output for the event loop: `ClientReply`, `ClientClose`,
-    /// `NetlinkReply` or `Log`.
-    fn poll_output(&mut self) -> Option<Output>;
+    /// The next output for the event loop: a client reply or close, a netlink reply, or
+    /// a log line.
+    fn poll_output(&mut self) -> Option<HostOutput>;
 
     /// When [`Backend::advance`] must run next, if nothing arrives before.
     fn poll_timeout(&self) -> Option<Instant>;

@@ -4,7 +4,7 @@
 //! retries take as long as they would on a real fabric.
 
 use super::{Backend, BackendError};
-use acm_engine::{ConnId, EngineConfig, Instant, Output};
+use acm_engine::{ConnId, EngineConfig, HostOutput, Instant};
 use acm_io_sim::{FabricSpec, Sim};
 use mio::{Registry, Token};
 use std::collections::BTreeMap;
@@ -75,7 +75,7 @@ impl Backend for SimBackend {
         Ok(())
     }
 
-    fn poll_output(&mut self) -> Option<Output> {
+    fn poll_output(&mut self) -> Option<HostOutput> {
         self.sim.poll_driver_output()
     }
 

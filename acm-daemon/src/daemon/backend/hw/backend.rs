@@ -1,7 +1,8 @@
 //! The hardware backend: this host's engine on its real InfiniBand ports.
 //!
-//! It carries out the engine's fabric outputs with acm-io-verbs (UD QPs, multicast,
-//! umad) and the host's kernel (source routing), and turns what those report (receives,
+//! It is the engine's [`Fabric`]: the driver carries out the engine's operations with
+//! acm-io-verbs (UD QPs, multicast, umad) and the host's kernel (source routing). The
+//! backend turns what those report (receives,
 //! send completions, SA responses, async port events, address changes) into engine
 //! inputs. Every descriptor is registered with the event loop under the backend's one
 //! token; [`Backend::advance`] drains them all, so nothing depends on which one woke
@@ -12,12 +13,16 @@ use super::open::{HwDevice, OpenedHardware};
 use crate::daemon::backend::{Backend, BackendError};
 use crate::daemon::kernel::rtnl::{AddrEvent, RouteMonitor};
 use crate::daemon::kernel::{addrs, ipoib, source};
-use acm_engine::io::{LocalIp, RecvInfo, SendToken};
+use acm_engine::driver::{self, Fabric, HostOutput};
+use acm_engine::io::{
+    FabricEvent, LocalIp, McastGroup, OpenQp, RecvInfo, SaSend, SendToken, SourceQuery, UdSend,
+};
 use acm_engine::log::{Level, LogEvent};
-use acm_engine::{ConnId, DeviceId, EndpointId, Engine, Input, Instant, Output, PortId};
+use acm_engine::{ConnId, DeviceId, EndpointId, Engine, Input, Instant, PortId};
 use acm_io_verbs::event::AsyncEventKind;
 use acm_io_verbs::umad::UmadDevice;
 use acm_io_verbs::verbs::{Completion, UdConfig, UdEndpoint};
+use acm_proto::acm_mad::ACM_QKEY;
 use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -26,22 +31,10 @@ use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd};
 use std::path::PathBuf;
 
-/// The ACM Q_Key (spec 2.1).
-const ACM_QKEY: u32 = 0x8001_0000;
-
 /// An endpoint's queue pair and the port it lives on.
 struct HwEndpoint {
     port: u8,
     qp: UdEndpoint,
-}
-
-/// What carrying out an output reported back, fed to the engine once the outputs
-/// are drained.
-enum Feedback {
-    QpOpened(EndpointId, Result<u32, ()>),
-    SendDone(EndpointId, SendToken, bool),
-    SaFailed(PortId, u64, i32),
-    Source(acm_engine::io::LookupId, Result<IpAddr, u8>),
 }
 
 /// This host's engine on its InfiniBand hardware.
@@ -54,8 +47,9 @@ pub struct HwBackend {
     sysfs_root: PathBuf,
     /// The addresses the engine has been told about, for resyncs.
     local_ips: BTreeSet<IpAddr>,
-    feedback: VecDeque<Feedback>,
-    out: VecDeque<Output>,
+    /// What carrying out an operation reported at once, fed back by the driver.
+    feedback: VecDeque<FabricEvent>,
+    out: VecDeque<HostOutput>,
     label: String,
 }
 
@@ -99,7 +93,7 @@ impl HwBackend {
     }
 
     fn log(&mut self, level: Level, message: String) {
-        self.out.push_back(Output::Log(LogEvent {
+        self.out.push_back(HostOutput::Log(LogEvent {
             level,
             origin: "acm_hw",
             message,
@@ -110,148 +104,15 @@ impl HwBackend {
     /// that reports back, until the engine is quiet.
     fn input(&mut self, now: Instant, input: Input<'_>) {
         self.engine.handle(now, input);
-        self.settle(now);
+        self.settle();
     }
 
-    fn settle(&mut self, now: Instant) {
-        loop {
-            while let Some(out) = self.engine.poll_output() {
-                self.carry(out);
-            }
-            let Some(fb) = self.feedback.pop_front() else {
-                return;
-            };
-            let input = match fb {
-                Feedback::QpOpened(ep, result) => Input::QpOpened { ep, result },
-                Feedback::SendDone(ep, token, ok) => Input::UdSendDone { ep, token, ok },
-                Feedback::SaFailed(port, tid, status) => Input::SaSendFailed { port, tid, status },
-                Feedback::Source(id, result) => Input::SourceAnswer { id, result },
-            };
-            self.engine.handle(now, input);
+    /// Drains the engine through the driver, which carries out its operations on
+    /// this backend's hardware; keeps what is for the event loop.
+    fn settle(&mut self) {
+        while let Some(out) = driver::poll_output(self) {
+            self.out.push_back(out);
         }
-    }
-
-    /// Carries out one engine output.
-    fn carry(&mut self, out: Output) {
-        match out {
-            Output::OpenQp {
-                ep,
-                port,
-                pkey,
-                pkey_index,
-                recv_depth,
-                send_depth,
-            } => self.open_qp(ep, port, pkey, pkey_index, recv_depth, send_depth),
-            Output::CloseQp { ep } => {
-                self.endpoints.remove(&ep);
-            }
-            Output::UdSend { ep, token, av, mad } => {
-                let ok = match self.endpoints.get_mut(&ep) {
-                    Some(e) => {
-                        let dest = convert::ud_address(&av, e.port);
-                        match e.qp.post_send(token.0, &dest, &mad.0) {
-                            Ok(()) => return,
-                            Err(err) => {
-                                self.log(Level::Basic, format!("endpoint {}: {err}", ep.0));
-                                false
-                            }
-                        }
-                    }
-                    None => false,
-                };
-                self.feedback.push_back(Feedback::SendDone(ep, token, ok));
-            }
-            Output::McastAttach { ep, mgid, mlid } => {
-                if let Some(e) = self.endpoints.get_mut(&ep)
-                    && let Err(err) = e.qp.attach_mcast(&mgid, mlid)
-                {
-                    self.log(Level::Basic, format!("endpoint {}: {err}", ep.0));
-                }
-            }
-            Output::McastDetach { ep, mgid, mlid } => {
-                if let Some(e) = self.endpoints.get_mut(&ep)
-                    && let Err(err) = e.qp.detach_mcast(&mgid, mlid)
-                {
-                    self.log(Level::Basic, format!("endpoint {}: {err}", ep.0));
-                }
-            }
-            Output::SaSend {
-                port,
-                tid,
-                dest,
-                timeout_ms,
-                retries,
-                mad,
-            } => {
-                let sent = match self.umad.get_mut(&port) {
-                    Some(u) => u
-                        .send(&convert::sa_send(&dest, timeout_ms, retries, &mad.0))
-                        .map_err(|e| e.raw_os_error().unwrap_or(nix::libc::EIO)),
-                    // No umad device on this port: it cannot reach the SA.
-                    None => Err(nix::libc::ENODEV),
-                };
-                if let Err(errno) = sent {
-                    self.feedback
-                        .push_back(Feedback::SaFailed(port, tid, errno));
-                }
-            }
-            Output::SourceQuery { id, dest } => {
-                self.feedback
-                    .push_back(Feedback::Source(id, source::route_source(dest)));
-            }
-            other => self.out.push_back(other),
-        }
-    }
-
-    fn open_qp(
-        &mut self,
-        ep: EndpointId,
-        port: PortId,
-        pkey: u16,
-        pkey_index: u16,
-        recv_depth: u32,
-        send_depth: u32,
-    ) {
-        let device = port.device.0 as usize;
-        let result = match self.devices.get(device) {
-            Some(d) => UdEndpoint::open(
-                &d.verbs,
-                UdConfig {
-                    port_num: port.port,
-                    pkey_index,
-                    qkey: ACM_QKEY,
-                    recv_depth,
-                    send_depth,
-                    key: u64::from(ep.0),
-                },
-            )
-            .map_err(|e| e.to_string()),
-            None => Err(format!("no device {}", port.device.0)),
-        };
-        let reply = match result {
-            Ok(qp) => {
-                let qpn = qp.qpn();
-                self.endpoints.insert(
-                    ep,
-                    HwEndpoint {
-                        port: port.port,
-                        qp,
-                    },
-                );
-                Ok(qpn)
-            }
-            Err(e) => {
-                self.log(
-                    Level::Basic,
-                    format!(
-                        "cannot open the QP of pkey {pkey:#06x} on port {}: {e}",
-                        port.port
-                    ),
-                );
-                Err(())
-            }
-        };
-        self.feedback.push_back(Feedback::QpOpened(ep, reply));
     }
 
     /// Async events of every device.
@@ -359,7 +220,7 @@ impl HwBackend {
         if let Err(err) = r {
             self.log(Level::Basic, format!("endpoint {}: {err}", ep.0));
         }
-        self.settle(now);
+        self.settle();
     }
 
     /// SA responses, and sends umad gave back, on every port.
@@ -378,7 +239,7 @@ impl HwBackend {
                             self.engine
                                 .handle(now, Input::SaResponse { port, mad: m.mad });
                         }
-                        self.settle(now);
+                        self.settle();
                     }
                     Ok(None) => break,
                     Err(e) => {
@@ -458,6 +319,139 @@ impl HwBackend {
     }
 }
 
+/// The engine's fabric operations on this host's hardware: QPs and multicast through
+/// verbs, SA MADs through umad, source lookups through the kernel's routing. Failures
+/// that happen at once are logged and reported back as events.
+impl Fabric for HwBackend {
+    fn engine(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
+    fn open_qp(&mut self, qp: OpenQp) {
+        let OpenQp {
+            ep,
+            port,
+            pkey,
+            pkey_index,
+            recv_depth,
+            send_depth,
+        } = qp;
+        let device = port.device.0 as usize;
+        let result = match self.devices.get(device) {
+            Some(d) => UdEndpoint::open(
+                &d.verbs,
+                UdConfig {
+                    port_num: port.port,
+                    pkey_index,
+                    qkey: ACM_QKEY,
+                    recv_depth,
+                    send_depth,
+                    key: u64::from(ep.0),
+                },
+            )
+            .map_err(|e| e.to_string()),
+            None => Err(format!("no device {}", port.device.0)),
+        };
+        let result = match result {
+            Ok(qp) => {
+                let qpn = qp.qpn();
+                self.endpoints.insert(
+                    ep,
+                    HwEndpoint {
+                        port: port.port,
+                        qp,
+                    },
+                );
+                Ok(qpn)
+            }
+            Err(e) => {
+                self.log(
+                    Level::Basic,
+                    format!(
+                        "cannot open the QP of pkey {pkey:#06x} on port {}: {e}",
+                        port.port
+                    ),
+                );
+                Err(())
+            }
+        };
+        self.feedback
+            .push_back(FabricEvent::QpOpened { ep, result });
+    }
+
+    fn close_qp(&mut self, ep: EndpointId) {
+        self.endpoints.remove(&ep);
+    }
+
+    fn ud_send(&mut self, send: UdSend) {
+        let UdSend { ep, token, av, mad } = send;
+        let ok = match self.endpoints.get_mut(&ep) {
+            Some(e) => {
+                let dest = convert::ud_address(&av, e.port);
+                match e.qp.post_send(token.0, &dest, &mad.0) {
+                    // The completion reports it.
+                    Ok(()) => return,
+                    Err(err) => {
+                        self.log(Level::Basic, format!("endpoint {}: {err}", ep.0));
+                        false
+                    }
+                }
+            }
+            None => false,
+        };
+        self.feedback
+            .push_back(FabricEvent::UdSendDone { ep, token, ok });
+    }
+
+    fn mcast_attach(&mut self, g: McastGroup) {
+        if let Some(e) = self.endpoints.get_mut(&g.ep)
+            && let Err(err) = e.qp.attach_mcast(&g.mgid, g.mlid)
+        {
+            self.log(Level::Basic, format!("endpoint {}: {err}", g.ep.0));
+        }
+    }
+
+    fn mcast_detach(&mut self, g: McastGroup) {
+        if let Some(e) = self.endpoints.get_mut(&g.ep)
+            && let Err(err) = e.qp.detach_mcast(&g.mgid, g.mlid)
+        {
+            self.log(Level::Basic, format!("endpoint {}: {err}", g.ep.0));
+        }
+    }
+
+    fn sa_send(&mut self, send: SaSend) {
+        let SaSend {
+            port,
+            tid,
+            dest,
+            timeout_ms,
+            retries,
+            mad,
+        } = send;
+        let sent = match self.umad.get_mut(&port) {
+            Some(u) => u
+                .send(&convert::sa_send(&dest, timeout_ms, retries, &mad.0))
+                .map_err(|e| e.raw_os_error().unwrap_or(nix::libc::EIO)),
+            // No umad device on this port: it cannot reach the SA.
+            None => Err(nix::libc::ENODEV),
+        };
+        if let Err(status) = sent {
+            self.feedback
+                .push_back(FabricEvent::SaSendFailed { port, tid, status });
+        }
+    }
+
+    fn source_query(&mut self, q: SourceQuery) {
+        let result = source::route_source(q.dest);
+        self.feedback
+            .push_back(FabricEvent::SourceAnswer { id: q.id, result });
+    }
+
+    fn poll_event(&mut self) -> Option<FabricEvent> {
+        self.feedback.pop_front()
+    }
+}
+
 impl Backend for HwBackend {
     fn describe(&self) -> String {
         self.label.clone()
@@ -503,7 +497,7 @@ impl Backend for HwBackend {
         Ok(())
     }
 
-    fn poll_output(&mut self) -> Option<Output> {
+    fn poll_output(&mut self) -> Option<HostOutput> {
         self.out.pop_front()
     }
 
