@@ -1,5 +1,7 @@
 //! Performance counters, in the order the client protocol reports them (spec 5.12).
 
+use acm_proto::client::Status;
+
 /// One counter's position in a PERF_QUERY reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Counter {
@@ -52,10 +54,10 @@ impl Counters {
 
     /// Counts a reply's status the way both the core and ibacmp do: ENODATA as
     /// `No Data`, any other failure as `Error Count`.
-    pub fn count_status(&mut self, status: u8) {
+    pub fn count_status(&mut self, status: Status) {
         match status {
-            0 => {}
-            3 => self.bump(Counter::NoData),
+            Status::SUCCESS => {}
+            Status::ENODATA => self.bump(Counter::NoData),
             _ => self.bump(Counter::Error),
         }
     }

@@ -55,6 +55,7 @@ mod fxhash;
 pub mod io;
 pub mod log;
 pub mod provider;
+mod request;
 pub mod time;
 
 pub use addr::Address;

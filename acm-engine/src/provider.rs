@@ -12,109 +12,20 @@ use crate::counters::{Counter, Counters};
 use crate::device::{DeviceDesc, PortAttrs, PortId};
 use crate::io::{EndpointId, FabricOp, Mad, McastGroup, OpenQp, RecvInfo, SendToken, UdSend};
 use crate::log::{Level, LogEvent};
+pub use crate::request::{Outcome, PendingReply, Resolve};
 use crate::time::Instant;
-use acm_proto::client::EpFlags;
-use alloc::boxed::Box;
-
-/// Who a pending reply goes to, and what it must echo. Providers keep these in their
-/// queues and hand them back through [`Ctx::complete`]; the core builds the bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PendingReply {
-    pub(crate) to: crate::core::ReplyTo,
-    pub(crate) hdr: [u8; 16],
-    /// The scratch source entry to echo (`src_out`), or the query's entry; `None`
-    /// reads as zeros. Boxed: most resolves name their source and need none, and a
-    /// storm keeps one pending reply per destination.
-    pub(crate) entry: Option<Box<[u8; 72]>>,
-    pub(crate) kind: ReplyKind,
-}
-
-impl PendingReply {
-    /// The entry, zeros when there is none.
-    pub(crate) fn entry(&self) -> [u8; 72] {
-        self.entry.as_deref().copied().unwrap_or([0; 72])
-    }
-}
-
-/// What kind of reply a [`PendingReply`] becomes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ReplyKind {
-    /// A resolve reply; `src_out` when the daemon chose the source (entry 1 echoed).
-    Resolve { src_out: bool },
-    /// A QUERY_SA reply in the "query" style (request echoed, path replaced).
-    Query,
-}
-
-/// How a resolve ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome<'a> {
-    /// Success with this 64-byte PathRecord.
-    Path(&'a [u8; 64]),
-    /// Failure with an ACM status (errno-like or an SA class status byte).
-    Failed(u8),
-    /// A QUERY_SA result: the SA class status and the first 64 bytes of its data (also
-    /// on failure, as the reference copies them regardless).
-    Query {
-        /// The SA class status, or ETIMEDOUT.
-        status: u8,
-        /// The record area.
-        path: &'a [u8; 64],
-    },
-}
-
-/// A resolve handed to a provider.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Resolve {
-    /// A destination resolve (name, IP, IP6, GID or LID destination).
-    Dest {
-        /// The source address (the client's, or the one the host's routing chose).
-        src: Address,
-        /// The destination.
-        dest: Address,
-        /// The destination entry's flags (NODELAY is read here).
-        flags: EpFlags,
-    },
-    /// A path resolve: entry 0 is a PathRecord.
-    Path {
-        /// The record as the client sent it.
-        path: [u8; 64],
-        /// Entry 0's flags.
-        flags: EpFlags,
-    },
-}
+use acm_proto::client::Status;
 
 /// A resolution strategy. The built-in one is [`crate::acmp::Acmp`].
+///
+/// Only [`Provider::name`], [`Provider::resolve`] and [`Provider::query`] are required:
+/// every other hook defaults to doing nothing, for providers that need no device state,
+/// QPs, SA traffic or timers. A provider that takes requests must answer each
+/// [`PendingReply`] exactly once, through [`Ctx::complete`], including those it still
+/// holds when their endpoint, port or device closes.
 pub trait Provider {
     /// The name EP_QUERY reports and `provider` lines in the options file select.
     fn name(&self) -> &str;
-
-    /// The engine starts (the reference loads the provider here, and it logs its
-    /// options).
-    fn start(&mut self, cx: &mut Ctx<'_>);
-
-    /// A device was opened (called once, before its first port).
-    fn open_device(&mut self, cx: &mut Ctx<'_>, dev: &DeviceDesc);
-
-    /// A device went away (fatal error or removal); its ports were closed first.
-    fn close_device(&mut self, cx: &mut Ctx<'_>, dev: crate::DeviceId);
-
-    /// A port came up, or its attributes changed; `attrs` are current.
-    fn open_port(&mut self, cx: &mut Ctx<'_>, port: PortId, attrs: &PortAttrs);
-
-    /// A port went down: fail everything in flight on it and forget its state.
-    fn close_port(&mut self, cx: &mut Ctx<'_>, port: PortId);
-
-    /// An endpoint (port, pkey) got its first address.
-    fn open_endpoint(&mut self, cx: &mut Ctx<'_>, ep: EndpointId, port: PortId, pkey: u16);
-
-    /// An endpoint lost its last address or its pkey; fail its requests and drop it.
-    fn close_endpoint(&mut self, cx: &mut Ctx<'_>, ep: EndpointId);
-
-    /// A local address was added to an endpoint.
-    fn add_address(&mut self, cx: &mut Ctx<'_>, ep: EndpointId, addr: &Address);
-
-    /// A local address was removed from an endpoint.
-    fn remove_address(&mut self, cx: &mut Ctx<'_>, ep: EndpointId, addr: &Address);
 
     /// Resolve for a client or the kernel; answer (now or later) with
     /// [`Ctx::complete`] exactly once.
@@ -123,36 +34,76 @@ pub trait Provider {
     /// Verify a path with the SA (QUERY_SA); answer with [`Outcome::Query`].
     fn query(&mut self, cx: &mut Ctx<'_>, ep: EndpointId, path: &[u8; 64], reply: PendingReply);
 
-    /// The port's SM was re-registered: rejoin the multicast groups.
-    fn client_reregister(&mut self, cx: &mut Ctx<'_>, port: PortId);
+    /// The engine starts (the reference loads the provider here, and it logs its
+    /// options).
+    fn start(&mut self, _cx: &mut Ctx<'_>) {}
 
-    /// The per-endpoint counters.
-    fn perf(&self, ep: EndpointId) -> Option<Counters>;
+    /// A device was opened (called once, before its first port).
+    fn open_device(&mut self, _cx: &mut Ctx<'_>, _dev: &DeviceDesc) {}
+
+    /// A device went away (fatal error or removal); its ports were closed first.
+    fn close_device(&mut self, _cx: &mut Ctx<'_>, _dev: crate::DeviceId) {}
+
+    /// A port came up, or its attributes changed; `attrs` are current.
+    fn open_port(&mut self, _cx: &mut Ctx<'_>, _port: PortId, _attrs: &PortAttrs) {}
+
+    /// A port went down: fail everything in flight on it and forget its state.
+    fn close_port(&mut self, _cx: &mut Ctx<'_>, _port: PortId) {}
+
+    /// An endpoint (port, pkey) got its first address.
+    fn open_endpoint(&mut self, _cx: &mut Ctx<'_>, _ep: EndpointId, _port: PortId, _pkey: u16) {}
+
+    /// An endpoint lost its last address or its pkey; fail its requests and drop it.
+    fn close_endpoint(&mut self, _cx: &mut Ctx<'_>, _ep: EndpointId) {}
+
+    /// A local address was added to an endpoint.
+    fn add_address(&mut self, _cx: &mut Ctx<'_>, _ep: EndpointId, _addr: &Address) {}
+
+    /// A local address was removed from an endpoint.
+    fn remove_address(&mut self, _cx: &mut Ctx<'_>, _ep: EndpointId, _addr: &Address) {}
+
+    /// The port's SM was re-registered: rejoin the multicast groups.
+    fn client_reregister(&mut self, _cx: &mut Ctx<'_>, _port: PortId) {}
+
+    /// The per-endpoint counters, if the provider keeps any.
+    fn perf(&self, _ep: EndpointId) -> Option<Counters> {
+        None
+    }
 
     /// The endpoint's QP exists (or not).
-    fn qp_opened(&mut self, cx: &mut Ctx<'_>, ep: EndpointId, result: Result<u32, ()>);
+    fn qp_opened(&mut self, _cx: &mut Ctx<'_>, _ep: EndpointId, _result: Result<u32, ()>) {}
 
     /// A MAD arrived on an endpoint's QP.
     fn ud_receive(
         &mut self,
-        cx: &mut Ctx<'_>,
-        ep: EndpointId,
-        wc: &RecvInfo,
-        grh: Option<&[u8]>,
-        mad: &[u8],
-    );
+        _cx: &mut Ctx<'_>,
+        _ep: EndpointId,
+        _wc: &RecvInfo,
+        _grh: Option<&[u8]>,
+        _mad: &[u8],
+    ) {
+    }
 
     /// A UD send completed.
-    fn ud_send_done(&mut self, cx: &mut Ctx<'_>, ep: EndpointId, token: SendToken, ok: bool);
+    fn ud_send_done(&mut self, _cx: &mut Ctx<'_>, _ep: EndpointId, _token: SendToken, _ok: bool) {}
 
     /// The answer to an SA MAD this provider sent: the response MAD, or umad's error.
-    fn sa_response(&mut self, cx: &mut Ctx<'_>, port: PortId, tid: u64, result: Result<&[u8], i32>);
+    fn sa_response(
+        &mut self,
+        _cx: &mut Ctx<'_>,
+        _port: PortId,
+        _tid: u64,
+        _result: Result<&[u8], i32>,
+    ) {
+    }
 
     /// Fire every timer due at `cx.now()`.
-    fn handle_timeout(&mut self, cx: &mut Ctx<'_>);
+    fn handle_timeout(&mut self, _cx: &mut Ctx<'_>) {}
 
     /// The earliest instant a timer is due.
-    fn poll_timeout(&self) -> Option<Instant>;
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
 }
 
 /// The core's services, lent to a provider for the duration of one call.
@@ -204,7 +155,7 @@ impl Ctx<'_> {
     /// and the kernel timeout/retries. The answer comes to
     /// [`Provider::sa_response`] with the MAD's TID. Returns `Err(status)` when the port
     /// cannot send (down, or its SA queue is full).
-    pub fn send_sa(&mut self, port: PortId, mad: Mad) -> Result<(), u8> {
+    pub fn send_sa(&mut self, port: PortId, mad: Mad) -> Result<(), Status> {
         self.core.send_sa(self.provider, port, mad)
     }
 

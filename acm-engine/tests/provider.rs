@@ -5,11 +5,12 @@ mod support;
 
 use acm_engine::config::Options;
 use acm_engine::counters::Counters;
-use acm_engine::io::{ClientOutput, EndpointId, RecvInfo, SendToken};
+use acm_engine::io::{ClientOutput, EndpointId};
 use acm_engine::provider::{Ctx, Outcome, PendingReply, Provider, Resolve};
 use acm_engine::{
     Address, ConnId, DeviceDesc, DeviceId, Engine, Input, Instant, Output, PortAttrs, PortId,
 };
+use acm_proto::client::Status;
 use std::collections::BTreeMap;
 use support::reference;
 
@@ -63,27 +64,17 @@ impl Provider for FixedPath {
         cx.complete(reply, Outcome::Path(&path));
     }
     fn query(&mut self, cx: &mut Ctx<'_>, _: EndpointId, path: &[u8; 64], reply: PendingReply) {
-        cx.complete(reply, Outcome::Query { status: 0, path });
+        cx.complete(
+            reply,
+            Outcome::Query {
+                status: Status::SUCCESS,
+                path,
+            },
+        );
     }
-    fn client_reregister(&mut self, _: &mut Ctx<'_>, _: PortId) {}
+    // Everything else (QPs, UD and SA traffic, timers) keeps the trait's defaults.
     fn perf(&self, ep: EndpointId) -> Option<Counters> {
         self.counters.get(&ep).copied()
-    }
-    fn qp_opened(&mut self, _: &mut Ctx<'_>, _: EndpointId, _: Result<u32, ()>) {}
-    fn ud_receive(
-        &mut self,
-        _: &mut Ctx<'_>,
-        _: EndpointId,
-        _: &RecvInfo,
-        _: Option<&[u8]>,
-        _: &[u8],
-    ) {
-    }
-    fn ud_send_done(&mut self, _: &mut Ctx<'_>, _: EndpointId, _: SendToken, _: bool) {}
-    fn sa_response(&mut self, _: &mut Ctx<'_>, _: PortId, _: u64, _: Result<&[u8], i32>) {}
-    fn handle_timeout(&mut self, _: &mut Ctx<'_>) {}
-    fn poll_timeout(&self) -> Option<Instant> {
-        None
     }
 }
 
@@ -213,6 +204,54 @@ fn a_port_with_no_provider_is_unused() {
     assert_eq!(status, Some(2), "no endpoint: EINVAL");
     assert!(
         logs.iter().any(|l| l.contains("no provider for port 1")),
+        "{logs:?}"
+    );
+}
+
+/// A provider that loses every request: the bug a move-only `PendingReply` makes
+/// visible. Debug builds log a warning for each reply dropped unanswered.
+struct Forgetful;
+
+impl Provider for Forgetful {
+    fn name(&self) -> &str {
+        "forgetful"
+    }
+    fn resolve(&mut self, _: &mut Ctx<'_>, _: EndpointId, _: Resolve, reply: PendingReply) {
+        drop(reply);
+    }
+    fn query(&mut self, _: &mut Ctx<'_>, _: EndpointId, _: &[u8; 64], reply: PendingReply) {
+        drop(reply);
+    }
+}
+
+#[cfg(debug_assertions)]
+#[test]
+fn a_reply_dropped_unanswered_is_logged_in_debug_builds() {
+    let mut config = reference::config();
+    let (options, _) = Options::parse(
+        "ibacm_opts.cfg",
+        &format!("{}provider forgetful default\n", reference::OPTS),
+    );
+    config.options = options;
+    let mut e = Engine::with_providers(config, 0, Instant::ZERO, vec![Box::new(Forgetful)]);
+    e.handle(Instant::ZERO, Input::DeviceAdded(reference::device()));
+    let req = support::requests::resolve_ip("10.0.0.1", "10.0.0.77");
+    e.handle(
+        Instant::ZERO,
+        Input::ClientRequest {
+            conn: ConnId(1),
+            bytes: &req,
+        },
+    );
+    let mut logs = Vec::new();
+    while let Some(out) = e.poll_output() {
+        if let Output::Log(l) = out {
+            logs.push(l.to_string());
+        }
+    }
+    assert!(
+        logs.iter()
+            .any(|l| l.contains("1 request(s) dropped by a provider without an answer")),
         "{logs:?}"
     );
 }

@@ -38,7 +38,7 @@ pub(crate) enum DestState {
 }
 
 /// One cached destination.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Dest {
     pub(crate) addr: Address,
     pub(crate) state: DestState,

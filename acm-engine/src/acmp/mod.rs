@@ -54,7 +54,7 @@ struct AcmpOptions {
 }
 
 /// What an SA MAD of ours was for.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 enum SaWhat {
     /// Joining group `group` of endpoint `ep`.
     Join { ep: EndpointId, group: usize },
@@ -167,7 +167,7 @@ impl Acmp {
     }
 
     /// Fails every request waiting on an endpoint's destinations (it is going away).
-    fn fail_endpoint(&mut self, cx: &mut Ctx<'_>, id: EndpointId, status: u8) {
+    fn fail_endpoint(&mut self, cx: &mut Ctx<'_>, id: EndpointId, status: Status) {
         let Some(ep) = self.eps.get_mut(&id) else {
             return;
         };
@@ -181,7 +181,7 @@ impl Acmp {
     }
 
     fn drop_endpoint(&mut self, cx: &mut Ctx<'_>, id: EndpointId) {
-        self.fail_endpoint(cx, id, Status::ENODATA.0);
+        self.fail_endpoint(cx, id, Status::ENODATA);
         let Some(ep) = self.eps.remove(&id) else {
             return;
         };
@@ -285,7 +285,7 @@ impl Provider for Acmp {
             .collect();
         for k in keys {
             if let Some(SaWhat::Query { reply, .. }) = self.sa.remove(&k) {
-                cx.complete(reply, Outcome::Failed(Status::ENODATA.0));
+                cx.complete(reply, Outcome::Failed(Status::ENODATA));
             }
         }
         self.ports.remove(&port);
@@ -323,7 +323,7 @@ impl Provider for Acmp {
                 ep.unlink_waiting(i, &d.addr);
                 let queue = core::mem::take(&mut d.queue);
                 for r in queue {
-                    Self::finish(Some(ep), cx, r, Outcome::Failed(Status::ENODATA.0));
+                    Self::finish(Some(ep), cx, r, Outcome::Failed(Status::ENODATA));
                 }
             }
             log!(

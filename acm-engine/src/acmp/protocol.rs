@@ -29,13 +29,13 @@ impl Acmp {
         src: &Address,
         dest: &Address,
         slot: super::dest::DestIdx,
-    ) -> Result<(), u8> {
+    ) -> Result<(), Status> {
         let limit = self.opts.send_queue;
         let Some(ep) = self.eps.get_mut(&id) else {
-            return Err(Status::ENODATA.0);
+            return Err(Status::ENODATA);
         };
         if ep.resolve_q.credits == 0 && ep.resolve_q.pending.len() >= limit {
-            return Err(Status::ENOMEM.0);
+            return Err(Status::ENOMEM);
         }
         let tid = cx.next_tid();
         let joined = ep.joined_mask();
@@ -358,11 +358,16 @@ impl Acmp {
                 "acmp_process_acm_recv",
                 "response without GRH dropped"
             );
-            self.address_answer(cx, id, &dest, Some((Status::ENODATA.0, wc, Gid::ZERO, &[])));
+            self.address_answer(cx, id, &dest, Some((Status::ENODATA, wc, Gid::ZERO, &[])));
             return;
         };
         let gids: Vec<Gid> = repr.rec.valid_gids().to_vec();
-        self.address_answer(cx, id, &dest, Some((repr.acm_status(), wc, sgid, &gids)));
+        self.address_answer(
+            cx,
+            id,
+            &dest,
+            Some((Status(repr.acm_status()), wc, sgid, &gids)),
+        );
     }
 
     /// Records what a peer's MAD says about it (spec 2.6 `record_acm_addr`): the chosen
@@ -430,7 +435,7 @@ impl Acmp {
         cx: &mut Ctx<'_>,
         id: EndpointId,
         dest: &Address,
-        answer: Option<(u8, &RecvInfo, Gid, &[Gid])>,
+        answer: Option<(Status, &RecvInfo, Gid, &[Gid])>,
     ) {
         let now = cx.now();
         let (addr_exp, route_exp) = (
@@ -448,20 +453,20 @@ impl Acmp {
             return;
         }
         let status = match answer {
-            None => Status::ETIMEDOUT.0,
-            Some((0, wc, sgid, gids)) => {
+            None => Status::ETIMEDOUT,
+            Some((Status::SUCCESS, wc, sgid, gids)) => {
                 if Self::record_addr(ep, idx, wc, sgid, gids) {
-                    0
+                    Status::SUCCESS
                 } else {
-                    Status::ENODATA.0
+                    Status::ENODATA
                 }
             }
             Some((s, ..)) => s,
         };
-        if status == 0 && route_acm {
+        if status == Status::SUCCESS && route_acm {
             Self::route_from_group(ep, idx, addr_exp, route_exp);
-            self.complete_queue(cx, id, idx, 0);
-        } else if status == 0 {
+            self.complete_queue(cx, id, idx, Status::SUCCESS);
+        } else if status == Status::SUCCESS {
             if let Err(e) = self.query_route(cx, id, dest, None) {
                 self.set_state(id, idx, DestState::Init);
                 self.complete_queue(cx, id, idx, e);
@@ -484,7 +489,7 @@ impl Acmp {
         cx: &mut Ctx<'_>,
         id: EndpointId,
         idx: super::dest::DestIdx,
-        status: u8,
+        status: Status,
     ) {
         let Some(ep) = self.eps.get_mut(&id) else {
             return;
@@ -495,7 +500,7 @@ impl Acmp {
         let queue = core::mem::take(&mut d.queue);
         let path = d.path;
         for r in queue {
-            let outcome = if status == 0 {
+            let outcome = if status == Status::SUCCESS {
                 Outcome::Path(&path)
             } else {
                 Outcome::Failed(status)
@@ -576,7 +581,7 @@ impl Acmp {
         );
         let mut state = d.state;
         let same_qp = state == DestState::Ready && d.remote_qpn == wc.src_qp;
-        let mut status = 0u8;
+        let mut status = Status::SUCCESS;
         if !same_qp
             && matches!(
                 state,
@@ -586,7 +591,7 @@ impl Acmp {
             if Self::record_addr(ep, idx, wc, sgid, &gids) {
                 state = DestState::AddrResolved;
             } else {
-                status = Status::ENODATA.0;
+                status = Status::ENODATA;
                 self.set_state(id, idx, DestState::Init);
                 return self.finish_request(cx, id, idx, ours, status);
             }
@@ -627,10 +632,10 @@ impl Acmp {
         id: EndpointId,
         idx: super::dest::DestIdx,
         ours: bool,
-        status: u8,
+        status: Status,
     ) {
         self.complete_queue(cx, id, idx, status);
-        if !ours || status != 0 {
+        if !ours || status != Status::SUCCESS {
             return;
         }
         let Some(ep) = self.eps.get(&id) else { return };

@@ -20,7 +20,7 @@ impl Acmp {
         reply: PendingReply,
     ) {
         let Some(ep) = self.eps.get_mut(&id) else {
-            return cx.complete(reply, Outcome::Failed(Status::ENODATA.0));
+            return cx.complete(reply, Outcome::Failed(Status::ENODATA));
         };
         if ep.state != EpState::Ready {
             log!(
@@ -30,7 +30,7 @@ impl Acmp {
                 "endpoint pkey {:#06x} not ready",
                 ep.pkey
             );
-            return Self::finish(Some(ep), cx, reply, Outcome::Failed(Status::ENODATA.0));
+            return Self::finish(Some(ep), cx, reply, Outcome::Failed(Status::ENODATA));
         }
         ep.counters.bump(Counter::Resolve);
         match req {
@@ -60,7 +60,7 @@ impl Acmp {
                     "acmp_acquire_dest",
                     "destination cache full; {key} not cached"
                 );
-                Self::finish(Some(ep), cx, reply, Outcome::Failed(Status::ENOMEM.0));
+                Self::finish(Some(ep), cx, reply, Outcome::Failed(Status::ENOMEM));
                 None
             }
         }
@@ -234,7 +234,7 @@ impl Acmp {
         }
     }
 
-    fn fail(&mut self, cx: &mut Ctx<'_>, id: EndpointId, reply: PendingReply, status: u8) {
+    fn fail(&mut self, cx: &mut Ctx<'_>, id: EndpointId, reply: PendingReply, status: Status) {
         Self::finish(self.eps.get_mut(&id), cx, reply, Outcome::Failed(status));
     }
 
@@ -253,11 +253,11 @@ impl Acmp {
             return;
         };
         if flags.contains(EpFlags::NODELAY) {
-            return Self::finish(Some(ep), cx, reply, Outcome::Failed(Status::ENODATA.0));
+            return Self::finish(Some(ep), cx, reply, Outcome::Failed(Status::ENODATA));
         }
         let full = ep.dests.get(idx).is_none_or(|d| d.queue.len() >= limit);
         if full {
-            return Self::finish(Some(ep), cx, reply, Outcome::Failed(Status::ENOMEM.0));
+            return Self::finish(Some(ep), cx, reply, Outcome::Failed(Status::ENOMEM));
         }
         if let Some(d) = ep.dests.get_mut(idx) {
             // Most destinations only ever have one request waiting: room for one, not

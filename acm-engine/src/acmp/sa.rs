@@ -47,10 +47,10 @@ fn sa_mad(header: &SaHeaderRepr, data: &[u8]) -> Mad {
 }
 
 /// The SA's answer: its class status (or ETIMEDOUT) and data.
-fn sa_status(result: Result<&[u8], i32>) -> (u8, Option<&[u8]>) {
+fn sa_status(result: Result<&[u8], i32>) -> (Status, Option<&[u8]>) {
     match result {
-        Err(_) => (Status::ETIMEDOUT.0, None),
-        Ok(mad) if mad.len() < SA_HEADER_LEN + 64 => (Status::ETIMEDOUT.0, None),
+        Err(_) => (Status::ETIMEDOUT, None),
+        Ok(mad) if mad.len() < SA_HEADER_LEN + 64 => (Status::ETIMEDOUT, None),
         Ok(mad) => {
             let status = u16::from_be_bytes([mad[4], mad[5]]);
             let class = (status >> 8) as u8;
@@ -58,11 +58,11 @@ fn sa_status(result: Result<&[u8], i32>) -> (u8, Option<&[u8]>) {
             // would take such a reply's data as a path (quirk 6); here they fail the
             // query as a timeout would. The class byte passes through as-is.
             let code = if class != 0 {
-                class
+                Status(class)
             } else if status & 0x00FF != 0 {
-                Status::ETIMEDOUT.0
+                Status::ETIMEDOUT
             } else {
-                0
+                Status::SUCCESS
             };
             (code, Some(&mad[SA_HEADER_LEN..]))
         }
@@ -281,19 +281,19 @@ impl Acmp {
         id: EndpointId,
         dest: &Address,
         respond: Option<u64>,
-    ) -> Result<(), u8> {
+    ) -> Result<(), Status> {
         let Some(ep) = self.eps.get_mut(&id) else {
-            return Err(Status::ENODATA.0);
+            return Err(Status::ENODATA);
         };
         let Some(i) = ep.dests.find(dest) else {
-            return Err(Status::ENODATA.0);
+            return Err(Status::ENODATA);
         };
         let Some(d) = ep.dests.get(i) else {
-            return Err(Status::ENODATA.0);
+            return Err(Status::ENODATA);
         };
         let port = ep.port;
         let Ok(rec) = PathRecordRepr::parse(&d.path) else {
-            return Err(Status::EINVAL.0);
+            return Err(Status::EINVAL);
         };
         let tid = cx.next_tid();
         let mad = sa_mad(
@@ -346,11 +346,12 @@ impl Acmp {
             cx,
             Level::Verbose,
             "acmp_dest_sa_resp",
-            "{dest} status={status:#x}"
+            "{dest} status={:#x}",
+            status.0
         );
         let queue = core::mem::take(&mut d.queue);
         match data {
-            Some(data) if status == 0 => {
+            Some(data) if status == Status::SUCCESS => {
                 d.path.copy_from_slice(&data[..64]);
                 let qpn = d.remote_qpn;
                 d.av = AddressVector {
@@ -388,13 +389,13 @@ impl Acmp {
         reply: PendingReply,
     ) {
         let Some(ep) = self.eps.get_mut(&id) else {
-            return cx.complete(reply, Outcome::Failed(Status::ENODATA.0));
+            return cx.complete(reply, Outcome::Failed(Status::ENODATA));
         };
         if ep.state != EpState::Ready {
             return cx.complete(
                 reply,
                 Outcome::Query {
-                    status: Status::ENODATA.0,
+                    status: Status::ENODATA,
                     path,
                 },
             );

@@ -1,46 +1,51 @@
 //! Client requests (spec 1.7–1.11): framing checks, RESOLVE validation and dispatch,
-//! core-generated errors, and the source-address lookup.
+//! core-generated errors, and the source-address lookup. Requests are read, and the
+//! core's own replies written, through acm-proto's views.
 
-use super::ReplyTo;
 use crate::Counter;
 use crate::Engine;
 use crate::addr::Address;
 use crate::io::{ClientOutput, ConnId, FabricOp, LookupId, Output, Reply, SourceQuery};
 use crate::log::{Level, log};
-use crate::provider::{PendingReply, ReplyKind, Resolve};
+use crate::request::{ReplyKind, ReplyTo, Resolve};
 use acm_proto::Bytes64;
-use acm_proto::client::{AddrType, EpFlags, Status};
-use alloc::boxed::Box;
+use acm_proto::client::{
+    AddrType, Direction, ENTRY_LEN, EpAddrPacket, EpFlags, HEADER_LEN, HeaderPacket, MAX_ENTRIES,
+    MAX_REQUEST_LEN, MessagePacket, Operation, Status,
+};
 use core::net::IpAddr;
-
-const HDR: usize = 16;
-const ENTRY: usize = 72;
-const MAX_MSG: usize = 592;
 
 /// A destination resolve waiting for the host's routing to pick its source.
 #[derive(Debug, Clone)]
 pub(crate) struct ParkedResolve {
     to: ReplyTo,
-    hdr: [u8; 16],
+    hdr: [u8; HEADER_LEN],
     dest: Address,
     dest_flags: EpFlags,
 }
 
-fn entry_flags(e: &[u8]) -> EpFlags {
-    EpFlags(u32::from_ne_bytes([e[0], e[1], e[2], e[3]]))
-}
-
-fn entry_type(e: &[u8]) -> AddrType {
-    AddrType(u16::from_ne_bytes([e[4], e[5]]))
-}
-
-fn entry_addr(e: &[u8]) -> Address {
-    let mut b = [0u8; 64];
-    b.copy_from_slice(&e[8..72]);
+/// The address an entry carries.
+fn entry_addr(e: &EpAddrPacket<&[u8]>) -> Address {
     Address {
-        ty: entry_type(e),
-        bytes: Bytes64(b),
+        ty: e.addr_type(),
+        bytes: Bytes64::read(e.info()).unwrap_or_default(),
     }
+}
+
+/// The request's header, to echo in its reply.
+fn header_of(bytes: &[u8]) -> [u8; HEADER_LEN] {
+    let mut hdr = [0u8; HEADER_LEN];
+    hdr.copy_from_slice(&bytes[..HEADER_LEN]);
+    hdr
+}
+
+/// A request's entry 0 as a PathRecord (zeros where the request is shorter).
+fn entry_path(msg: &MessagePacket<&[u8]>) -> [u8; 64] {
+    let mut path = [0u8; 64];
+    if let Some(e) = msg.entry(0) {
+        path.copy_from_slice(e.info());
+    }
+    path
 }
 
 impl Engine {
@@ -58,8 +63,9 @@ impl Engine {
                 .push_back(Output::Client(ClientOutput::Close { conn, reason }));
             return;
         }
-        match bytes[1] & 0x0F {
-            1 => {
+        let op = HeaderPacket::new_unchecked(bytes).opcode().operation();
+        match op {
+            Operation::RESOLVE => {
                 let state = self.core.conn_state(conn);
                 let to = ReplyTo::Client {
                     conn,
@@ -67,12 +73,12 @@ impl Engine {
                 };
                 if state.pending >= self.core.limits().pending_per_conn {
                     self.core.counters.bump(Counter::Resolve);
-                    self.core_error(to, bytes, Status::ENOMEM.0);
+                    self.core_error(to, bytes, Status::ENOMEM);
                 } else {
                     self.resolve_request(to, bytes);
                 }
             }
-            2 => self.perf_query(conn, bytes),
+            Operation::PERF_QUERY => self.perf_query(conn, bytes),
             _ => self.ep_query(conn, bytes),
         }
     }
@@ -91,9 +97,9 @@ impl Engine {
     /// A RESOLVE from a client or built from a kernel request (spec 1.7, 1.8).
     pub(crate) fn resolve_request(&mut self, to: ReplyTo, bytes: &[u8]) {
         self.core.counters.bump(Counter::Resolve);
-        match bytes.get(HDR..HDR + ENTRY) {
-            Some(e0) if entry_type(e0) == AddrType::PATH => {
-                if entry_flags(e0).contains(EpFlags::QUERY_SA) {
+        match MessagePacket::new_unchecked(bytes).entry(0) {
+            Some(e0) if e0.addr_type() == AddrType::PATH => {
+                if e0.flags().contains(EpFlags::QUERY_SA) {
                     self.sa_query_request(to, bytes);
                 } else {
                     self.path_resolve(to, bytes);
@@ -105,10 +111,9 @@ impl Engine {
 
     /// A core-generated error (spec 1.8.1): the header with the ACK bit, the status,
     /// length 16 (host order), data zeroed, no body.
-    pub(crate) fn core_error(&mut self, to: ReplyTo, req: &[u8], status: u8) {
+    pub(crate) fn core_error(&mut self, to: ReplyTo, req: &[u8], status: Status) {
         self.core.counters.count_status(status);
-        let mut hdr = [0u8; 16];
-        hdr.copy_from_slice(&req[..HDR]);
+        let mut hdr = header_of(req);
         log!(
             self.core,
             Level::Verbose,
@@ -120,10 +125,11 @@ impl Engine {
                 if !self.core.client_live(conn, epoch) {
                     return;
                 }
-                hdr[1] |= 0x80;
-                hdr[2] = status;
-                hdr[3..6].fill(0);
-                hdr[6..8].copy_from_slice(&16u16.to_ne_bytes());
+                let mut h = HeaderPacket::new_unchecked(&mut hdr[..]);
+                h.set_opcode(h.opcode().with_ack());
+                h.set_status(status);
+                h.set_data([0; 3]);
+                h.set_length(Direction::Response, HEADER_LEN as u16);
                 self.core.push_client(ClientOutput::Reply {
                     conn,
                     reply: Reply::new(&hdr),
@@ -151,51 +157,48 @@ impl Engine {
 
     /// Destination resolve (spec 1.7 validation, 1.8.2a).
     fn dest_resolve(&mut self, to: ReplyTo, bytes: &[u8]) {
-        let cnt = ((bytes.len() - HDR) / ENTRY).min(8);
+        let msg = MessagePacket::new_unchecked(bytes);
         let mut src: Option<usize> = None;
         let mut dst: Option<usize> = None;
-        for i in 0..cnt {
-            let e = &bytes[HDR + i * ENTRY..HDR + (i + 1) * ENTRY];
-            let flags = entry_flags(e);
-            let ty = entry_type(e);
+        for i in 0..msg.entry_count().min(MAX_ENTRIES) {
+            let Some(e) = msg.entry(i) else { break };
+            let (flags, ty) = (e.flags(), e.addr_type());
             if flags.contains(EpFlags::SOURCE) {
                 if src.is_some() {
-                    return self.core_error(to, bytes, Status::ESRCADDR.0);
+                    return self.core_error(to, bytes, Status::ESRCADDR);
                 }
                 if !ty.is_address() {
-                    return self.core_error(to, bytes, Status::ESRCTYPE.0);
+                    return self.core_error(to, bytes, Status::ESRCTYPE);
                 }
                 src = Some(i);
             }
             if flags.contains(EpFlags::DEST) {
                 if dst.is_some() {
-                    return self.core_error(to, bytes, Status::EDESTADDR.0);
+                    return self.core_error(to, bytes, Status::EDESTADDR);
                 }
                 if !ty.is_address() {
-                    return self.core_error(to, bytes, Status::EDESTTYPE.0);
+                    return self.core_error(to, bytes, Status::EDESTTYPE);
                 }
                 dst = Some(i);
             }
         }
-        let Some(dst) = dst else {
-            return self.core_error(to, bytes, Status::EDESTTYPE.0);
+        let Some(de) = dst.and_then(|i| msg.entry(i)) else {
+            return self.core_error(to, bytes, Status::EDESTTYPE);
         };
-        let de = &bytes[HDR + dst * ENTRY..HDR + (dst + 1) * ENTRY];
-        let dest = entry_addr(de);
-        let dest_flags = entry_flags(de);
-        let mut hdr = [0u8; 16];
-        hdr.copy_from_slice(&bytes[..HDR]);
-        match src {
-            Some(s) => {
-                let src = entry_addr(&bytes[HDR + s * ENTRY..HDR + (s + 1) * ENTRY]);
+        let dest = entry_addr(&de);
+        let dest_flags = de.flags();
+        let hdr = header_of(bytes);
+        match src.and_then(|i| msg.entry(i)) {
+            Some(se) => {
+                let src = entry_addr(&se);
                 self.dispatch_dest(to, hdr, src, dest, dest_flags, None);
             }
             None => {
                 let Some(ip) = dest.as_ip() else {
-                    return self.core_error(to, bytes, Status::EDESTTYPE.0);
+                    return self.core_error(to, bytes, Status::EDESTTYPE);
                 };
                 if self.core.lookups.len() >= self.core.limits().source_lookups {
-                    return self.core_error(to, bytes, Status::ENOMEM.0);
+                    return self.core_error(to, bytes, Status::ENOMEM);
                 }
                 let id = self.core.alloc_lookup();
                 self.track(to);
@@ -254,15 +257,16 @@ impl Engine {
                     "acm_svr_select_src",
                     "source selection failed: errno {errno}"
                 );
-                self.core_error(p.to, &p.hdr, errno);
+                self.core_error(p.to, &p.hdr, Status(errno));
             }
             Ok(ip) => {
                 let src = Address::ip(ip);
                 // The scratch slot: SOURCE, the destination's type, the address.
-                let mut scratch = [0u8; 72];
-                scratch[0..4].copy_from_slice(&EpFlags::SOURCE.0.to_ne_bytes());
-                scratch[4..6].copy_from_slice(&p.dest.ty.0.to_ne_bytes());
-                scratch[8..72].copy_from_slice(&src.bytes.0);
+                let mut scratch = [0u8; ENTRY_LEN];
+                let mut e = EpAddrPacket::new_unchecked(&mut scratch[..]);
+                e.set_flags(EpFlags::SOURCE);
+                e.set_addr_type(p.dest.ty);
+                e.info_mut().copy_from_slice(&src.bytes.0);
                 let src = Address {
                     ty: p.dest.ty,
                     bytes: src.bytes,
@@ -285,11 +289,11 @@ impl Engine {
     fn dispatch_dest(
         &mut self,
         to: ReplyTo,
-        hdr: [u8; 16],
+        hdr: [u8; HEADER_LEN],
         src: Address,
         dest: Address,
         flags: EpFlags,
-        scratch: Option<[u8; 72]>,
+        scratch: Option<[u8; ENTRY_LEN]>,
     ) {
         log!(
             self.core,
@@ -298,19 +302,15 @@ impl Engine {
             "src {src} dest {dest}"
         );
         let Some(ep) = self.core.find_ep_by_addr(&src) else {
-            return self.core_error(to, &hdr, Status::ESRCADDR.0);
+            return self.core_error(to, &hdr, Status::ESRCADDR);
         };
         let Some(provider) = self.core.endpoint(ep).map(|e| e.provider) else {
             return;
         };
-        let reply = PendingReply {
-            to,
-            hdr,
-            entry: scratch.map(Box::new),
-            kind: ReplyKind::Resolve {
-                src_out: scratch.is_some(),
-            },
+        let kind = ReplyKind::Resolve {
+            src_out: scratch.is_some(),
         };
+        let reply = self.core.pending_reply(to, hdr, scratch, kind);
         self.track(to);
         self.with_provider(provider, |p, cx| {
             p.resolve(cx, ep, Resolve::Dest { src, dest, flags }, reply)
@@ -353,27 +353,21 @@ impl Engine {
 
     /// Path resolve (spec 1.8.2b).
     fn path_resolve(&mut self, to: ReplyTo, bytes: &[u8]) {
-        let mut path = [0u8; 64];
-        path.copy_from_slice(&bytes[24..88]);
+        let msg = MessagePacket::new_unchecked(bytes);
+        let path = entry_path(&msg);
         let pr = acm_proto::path_record::PathRecordPacket::new_unchecked(&path[..]);
         if pr.dlid() == 0 && pr.dgid().is_zero() {
-            return self.core_error(to, bytes, Status::EDESTADDR.0);
+            return self.core_error(to, bytes, Status::EDESTADDR);
         }
         let Some(ep) = self.find_ep_by_path(&path) else {
-            return self.core_error(to, bytes, Status::ESRCADDR.0);
+            return self.core_error(to, bytes, Status::ESRCADDR);
         };
         let Some(provider) = self.core.endpoint(ep).map(|e| e.provider) else {
             return;
         };
-        let mut hdr = [0u8; 16];
-        hdr.copy_from_slice(&bytes[..HDR]);
-        let flags = entry_flags(&bytes[HDR..HDR + ENTRY]);
-        let reply = PendingReply {
-            to,
-            hdr,
-            entry: None,
-            kind: ReplyKind::Resolve { src_out: false },
-        };
+        let flags = msg.entry(0).map(|e| e.flags()).unwrap_or_default();
+        let kind = ReplyKind::Resolve { src_out: false };
+        let reply = self.core.pending_reply(to, header_of(bytes), None, kind);
         self.track(to);
         self.with_provider(provider, |p, cx| {
             p.resolve(cx, ep, Resolve::Path { path, flags }, reply)
@@ -382,40 +376,38 @@ impl Engine {
 
     /// QUERY_SA (spec 1.8.3): errors in the "query" style echo the request.
     fn sa_query_request(&mut self, to: ReplyTo, bytes: &[u8]) {
-        let query_error = |this: &mut Self, status: u8| {
+        let query_error = |this: &mut Self, status: Status| {
             if let ReplyTo::Client { conn, .. } = to {
-                let mut buf = [0u8; MAX_MSG];
-                let n = bytes.len().min(MAX_MSG);
+                let mut buf = [0u8; MAX_REQUEST_LEN];
+                let n = bytes.len().min(MAX_REQUEST_LEN);
                 buf[..n].copy_from_slice(&bytes[..n]);
-                buf[1] |= 0x80;
-                buf[2] = status;
+                let mut h = HeaderPacket::new_unchecked(&mut buf[..]);
+                h.set_opcode(h.opcode().with_ack());
+                h.set_status(status);
                 this.core.push_client(ClientOutput::Reply {
                     conn,
                     reply: Reply::new(&buf[..n]),
                 });
             }
         };
-        if bytes.len() != HDR + ENTRY {
-            return query_error(self, Status::EINVAL.0);
+        if bytes.len() != HEADER_LEN + ENTRY_LEN {
+            return query_error(self, Status::EINVAL);
         }
-        let mut path = [0u8; 64];
-        path.copy_from_slice(&bytes[24..88]);
+        let msg = MessagePacket::new_unchecked(bytes);
+        let path = entry_path(&msg);
         let Some(ep) = self.find_ep_by_path(&path) else {
-            return query_error(self, Status::ESRCADDR.0);
+            return query_error(self, Status::ESRCADDR);
         };
         let Some(provider) = self.core.endpoint(ep).map(|e| e.provider) else {
             return;
         };
-        let mut hdr = [0u8; 16];
-        hdr.copy_from_slice(&bytes[..HDR]);
-        let mut entry = [0u8; 72];
-        entry.copy_from_slice(&bytes[HDR..HDR + ENTRY]);
-        let reply = PendingReply {
-            to,
-            hdr,
-            entry: Some(Box::new(entry)),
-            kind: ReplyKind::Query,
-        };
+        let mut entry = [0u8; ENTRY_LEN];
+        if let Some(e) = msg.entry(0) {
+            entry.copy_from_slice(e.into_inner());
+        }
+        let reply = self
+            .core
+            .pending_reply(to, header_of(bytes), Some(entry), ReplyKind::Query);
         self.track(to);
         self.with_provider(provider, |p, cx| p.query(cx, ep, &path, reply));
     }

@@ -14,13 +14,12 @@ use crate::device::{DeviceId, PortAttrs, PortId};
 use crate::fxhash::SeqHashMap;
 use crate::io::{ClientOutput, ConnId, EndpointId, FabricOp, LookupId, Output, Reply, SaSend};
 use crate::log::{Level, LogEvent, log};
-use crate::provider::{Outcome, PendingReply, ReplyKind};
+use crate::request::{Outcome, PendingReply, ReplyKind, ReplyTo};
+
 use crate::time::Instant;
 use crate::{EngineConfig, Limits};
 use acm_proto::Gid;
-use acm_proto::client::AddrType;
-use acm_proto::netlink::PathUse;
-use acm_proto::path_record::PathFlags;
+use acm_proto::client::{ENTRY_LEN, HEADER_LEN, Status};
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -28,28 +27,6 @@ use core::net::IpAddr;
 
 pub(crate) use client::ParkedResolve;
 pub(crate) use sa_agent::SaAgent;
-
-/// Where a reply goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ReplyTo {
-    /// A client connection, in the life it had when the request arrived (a driver may
-    /// reuse an id once the connection closed).
-    Client {
-        /// The connection.
-        conn: ConnId,
-        /// Which life of `conn`.
-        epoch: u64,
-    },
-    /// The kernel, through RDMA_NL_LS.
-    Kernel {
-        /// The request's nlmsg type (echoed).
-        nl_type: u16,
-        /// The request's sequence number (echoed).
-        seq: u32,
-        /// What the kernel wants the path for (decides the reply flags).
-        path_use: PathUse,
-    },
-}
 
 /// A local address on an endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,6 +104,9 @@ pub(crate) struct Core {
     /// Provider names, by index, for EP_QUERY.
     pub(crate) provider_names: Vec<String>,
     pub(crate) netlink_warned: bool,
+    /// Replies providers dropped unanswered (debug builds log a warning).
+    #[cfg(debug_assertions)]
+    pub(crate) dropped: crate::request::DropCount,
 }
 
 impl Core {
@@ -152,6 +132,8 @@ impl Core {
             local_ips: Vec::new(),
             provider_names: names,
             netlink_warned: false,
+            #[cfg(debug_assertions)]
+            dropped: crate::request::DropCount::default(),
         }
     }
 
@@ -224,16 +206,16 @@ impl Core {
         provider: usize,
         port: PortId,
         mad: crate::io::Mad,
-    ) -> Result<(), u8> {
+    ) -> Result<(), Status> {
         let timeout_ms = self.config.options.timeout_ms;
         let retries = self.config.options.retries;
         let depth = self.config.options.sa_depth.max(1);
         let limit = self.config.limits.sa_queue;
         let Some(p) = self.port_mut(port) else {
-            return Err(acm_proto::client::Status::ETIMEDOUT.0);
+            return Err(Status::ETIMEDOUT);
         };
         if !p.active {
-            return Err(acm_proto::client::Status::ETIMEDOUT.0);
+            return Err(Status::ETIMEDOUT);
         }
         let attrs_dest = sa_agent::sa_dest(&p.attrs);
         match p.sa.submit(provider, mad, depth, limit) {
@@ -257,78 +239,65 @@ impl Core {
                     "SA queue full on port {}",
                     port.port
                 );
-                Err(acm_proto::client::Status::ENOMEM.0)
+                Err(Status::ENOMEM)
             }
         }
     }
 
     /// Builds and routes the reply of a pending request.
     pub(crate) fn complete(&mut self, reply: PendingReply, outcome: Outcome<'_>) {
-        let entry = reply.entry();
-        match reply.kind {
-            ReplyKind::Query => {
-                let (status, path) = match outcome {
-                    Outcome::Query { status, path } => (status, *path),
-                    Outcome::Path(p) => (0, *p),
-                    Outcome::Failed(s) => {
-                        let mut p = [0u8; 64];
-                        p.copy_from_slice(&entry[8..72]);
-                        (s, p)
-                    }
-                };
-                let mut buf = [0u8; 88];
-                buf[..16].copy_from_slice(&reply.hdr);
-                buf[1] |= 0x80;
-                buf[2] = status;
-                buf[16..24].copy_from_slice(&entry[..8]);
-                buf[24..88].copy_from_slice(&path);
-                self.reply_to(reply.to, &buf, None, status);
-            }
-            ReplyKind::Resolve { src_out } => {
-                let (status, path) = match outcome {
-                    Outcome::Path(p) => (0, Some(p)),
-                    Outcome::Failed(s) => (s, None),
-                    Outcome::Query { status, path } => (status, (status == 0).then_some(path)),
-                };
-                self.counters.count_status(status);
-                let mut buf = [0u8; 160];
-                buf[..16].copy_from_slice(&reply.hdr);
-                buf[2] = status;
-                buf[3..6].fill(0);
-                let len = match path {
-                    Some(path) => {
-                        buf[16..20].copy_from_slice(&PathFlags::IBACMP_REPLY.0.to_ne_bytes());
-                        buf[20..22].copy_from_slice(&AddrType::PATH.0.to_ne_bytes());
-                        buf[24..88].copy_from_slice(path);
-                        if src_out {
-                            buf[88..160].copy_from_slice(&entry);
-                            160
-                        } else {
-                            88
-                        }
-                    }
-                    None => 16,
-                };
-                buf[6..8].copy_from_slice(&(len as u16).to_ne_bytes());
-                self.reply_to(reply.to, &buf[..len], path, status);
-            }
+        let resolve = reply.is_resolve();
+        let mut buf = [0u8; REPLY_MAX];
+        let (to, len, path, status) = reply.answer(outcome, &mut buf);
+        if resolve {
+            self.counters.count_status(status);
         }
-    }
-
-    /// Sends a finished reply where it belongs.
-    fn reply_to(&mut self, to: ReplyTo, bytes: &[u8], path: Option<&[u8; 64]>, status: u8) {
         match to {
-            ReplyTo::Client { conn, epoch } => self.deliver(conn, epoch, Reply::new(bytes)),
+            ReplyTo::Client { conn, epoch } => self.deliver(conn, epoch, Reply::new(&buf[..len])),
             ReplyTo::Kernel {
                 nl_type,
                 seq,
                 path_use,
             } => {
-                self.netlink_reply(
-                    nl_type,
-                    seq,
-                    path_use,
-                    if status == 0 { path } else { None },
+                let path = if status == Status::SUCCESS {
+                    path
+                } else {
+                    None
+                };
+                self.netlink_reply(nl_type, seq, path_use, path);
+            }
+        }
+    }
+
+    /// A pending reply for a request handed to a provider.
+    pub(crate) fn pending_reply(
+        &self,
+        to: ReplyTo,
+        hdr: [u8; HEADER_LEN],
+        entry: Option<[u8; ENTRY_LEN]>,
+        kind: ReplyKind,
+    ) -> PendingReply {
+        PendingReply::new(
+            to,
+            hdr,
+            entry,
+            kind,
+            #[cfg(debug_assertions)]
+            &self.dropped,
+        )
+    }
+
+    /// Logs a warning for replies a provider dropped unanswered (debug builds).
+    pub(crate) fn check_dropped_replies(&mut self) {
+        #[cfg(debug_assertions)]
+        {
+            let n = self.dropped.replace(0);
+            if n > 0 {
+                log!(
+                    self,
+                    Level::Basic,
+                    "acm_engine",
+                    "warning: {n} request(s) dropped by a provider without an answer"
                 );
             }
         }
@@ -415,6 +384,9 @@ impl Core {
         self.local_ips.iter().any(|i| &i.addr == addr)
     }
 }
+
+/// The largest reply a pending request becomes: a path and the echoed source.
+const REPLY_MAX: usize = HEADER_LEN + 2 * ENTRY_LEN;
 
 /// The TID counter's first value. Seed 0 starts at 1, as the reference does; other
 /// seeds start elsewhere so that a restarted engine does not reuse the TIDs its previous

@@ -1,9 +1,10 @@
 //! Kernel path requests over RDMA netlink (spec 5.14): RDMA_NL_LS RESOLVE requests are
 //! turned into path resolves and answered through the same resolution path.
 
-use super::{Core, ReplyTo};
+use super::Core;
 use crate::Engine;
 use crate::log::{Level, log};
+use crate::request::ReplyTo;
 use acm_proto::client::{AddrType, EpFlags};
 use acm_proto::netlink::{LsOp, LsReplyRepr, LsRequestRepr, NlMsgHeaderRepr, PathUse};
 use acm_proto::path_record::{PathDataRepr, PathFlags, PathRecordRepr};

@@ -5,7 +5,10 @@ use crate::counters::Counters;
 use crate::io::{ClientOutput, ConnId, EndpointId, Reply};
 use crate::log::{Level, log};
 use acm_proto::Bytes64;
-use acm_proto::client::{AddrType, EpFlags, Status};
+use acm_proto::client::{
+    Direction, ENTRY_LEN, EP_CONFIG_LEN, EpConfigRepr, EpFlags, EpQueryReplyRepr, HEADER_LEN,
+    HeaderRepr, MAX_COUNTERS, MessagePacket, PerfReplyRepr, Status,
+};
 use alloc::vec::Vec;
 
 /// EP_QUERY replies stop growing at this size; addresses that would not fit are left
@@ -22,14 +25,18 @@ impl Engine {
     }
 
     pub(crate) fn perf_query(&mut self, conn: ConnId, bytes: &[u8]) {
-        let len = u16::from_be_bytes([bytes[6], bytes[7]]);
-        let idx = bytes[4];
+        let msg = MessagePacket::new_unchecked(bytes);
+        let hdr = msg.header();
+        let len = hdr.length(Direction::Request);
+        let idx = hdr.data()[1];
         // Quirk 36: the entry's flags are host order although the rest is big-endian.
-        let entry = bytes.get(16..88);
-        let has_source = entry.is_some_and(|e| {
-            EpFlags(u32::from_ne_bytes([e[0], e[1], e[2], e[3]])).contains(EpFlags::SOURCE)
-        });
-        let counters: Option<Counters> = if (len < 88 && idx < 1) || (len >= 88 && !has_source) {
+        let entry = msg.entry(0);
+        let has_source = entry
+            .as_ref()
+            .is_some_and(|e| e.flags().contains(EpFlags::SOURCE));
+        let with_entry = usize::from(len) >= HEADER_LEN + ENTRY_LEN;
+        let counters: Option<Counters> = if (!with_entry && idx < 1) || (with_entry && !has_source)
+        {
             Some(self.core.counters)
         } else if idx >= 1 {
             // The reference also uses the index as a port filter (its bug 1), so
@@ -41,28 +48,27 @@ impl Engine {
         } else {
             entry
                 .and_then(|e| {
-                    let mut b = [0u8; 64];
-                    b.copy_from_slice(&e[8..72]);
                     let addr = crate::Address {
-                        ty: AddrType(u16::from_ne_bytes([e[4], e[5]])),
-                        bytes: Bytes64(b),
+                        ty: e.addr_type(),
+                        bytes: Bytes64::read(e.info()).unwrap_or_default(),
                     };
                     self.core.find_ep_by_addr(&addr)
                 })
                 .and_then(|ep| self.endpoint_counters(ep))
         };
-        let mut buf = [0u8; 16 + 8 * 7];
-        buf[..16].copy_from_slice(&bytes[..16]);
-        buf[1] |= 0x80;
-        buf[5] = 0;
-        let n = match counters {
+        let mut header = HeaderRepr::parse(bytes, Direction::Request)
+            .unwrap_or(HeaderRepr::new(acm_proto::client::Opcode::PERF_QUERY));
+        header.opcode = header.opcode.with_ack();
+        header.data[2] = 0;
+        let mut reply = PerfReplyRepr {
+            header,
+            counters: heapless::Vec::new(),
+        };
+        match counters {
             Some(c) => {
-                buf[2] = 0;
-                buf[3] = c.0.len() as u8;
-                for (i, v) in c.0.iter().enumerate() {
-                    buf[16 + 8 * i..24 + 8 * i].copy_from_slice(&v.to_be_bytes());
-                }
-                16 + 8 * c.0.len()
+                reply.header.status = Status::SUCCESS;
+                reply.header.data[0] = c.0.len() as u8;
+                reply.counters.extend(c.0.iter().copied());
             }
             None => {
                 log!(
@@ -71,12 +77,12 @@ impl Engine {
                     "acm_svr_perf_query",
                     "no endpoint for the perf query"
                 );
-                buf[2] = Status::ESRCADDR.0;
-                buf[3] = 0;
-                16
+                reply.header.status = Status::ESRCADDR;
+                reply.header.data[0] = 0;
             }
-        };
-        buf[6..8].copy_from_slice(&(n as u16).to_be_bytes());
+        }
+        let mut buf = [0u8; HEADER_LEN + 8 * MAX_COUNTERS];
+        let n = reply.emit(&mut buf, Direction::Response);
         self.core.push_client(ClientOutput::Reply {
             conn,
             reply: Reply::new(&buf[..n]),
@@ -84,63 +90,60 @@ impl Engine {
     }
 
     pub(crate) fn ep_query(&mut self, conn: ConnId, bytes: &[u8]) {
-        let index = bytes[3];
-        let port = bytes[4];
+        let mut header = HeaderRepr::parse(bytes, Direction::Request)
+            .unwrap_or(HeaderRepr::new(acm_proto::client::Opcode::EP_QUERY));
+        let [index, port, _] = header.data;
         let found = usize::from(index)
             .checked_sub(1)
             .and_then(|i| self.enumerate(port).nth(i));
-        let mut hdr = [0u8; 16];
-        hdr.copy_from_slice(&bytes[..16]);
-        hdr[1] |= 0x80;
-        hdr[4] = 0;
-        hdr[5] = 0;
-        let Some(reply) = found.and_then(|ep| self.ep_config(ep, hdr)) else {
+        header.opcode = header.opcode.with_ack();
+        header.data[1] = 0;
+        header.data[2] = 0;
+        let config = found.and_then(|ep| self.ep_config(ep));
+        if config.is_none() {
             log!(
                 self.core,
                 Level::Verbose,
                 "acm_get_ep",
                 "notice - could not find ep {index}"
             );
-            hdr[2] = Status::EINVAL.0;
-            hdr[6..8].copy_from_slice(&16u16.to_be_bytes());
-            self.core.push_client(ClientOutput::Reply {
-                conn,
-                reply: Reply::new(&hdr),
-            });
-            return;
-        };
-        self.core.push_client(ClientOutput::Reply { conn, reply });
+            header.status = Status::EINVAL;
+        }
+        let reply = EpQueryReplyRepr { header, config };
+        let mut buf = alloc::vec![0u8; reply.buffer_len()];
+        reply.emit(&mut buf, Direction::Response);
+        self.core.push_client(ClientOutput::Reply {
+            conn,
+            reply: Reply::from_vec(buf),
+        });
     }
 
-    /// The EP_QUERY success reply for an endpoint.
-    fn ep_config(&self, ep: EndpointId, hdr: [u8; 16]) -> Option<Reply> {
+    /// The EP_QUERY description of an endpoint, with as many addresses as fit in a
+    /// reply.
+    fn ep_config(&self, ep: EndpointId) -> Option<EpConfigRepr> {
         let e = self.core.endpoint(ep)?;
         let dev = self.core.device(e.port.device)?;
-        let mut body: Vec<u8> = Vec::with_capacity(16 + 80 + 64 * e.addrs.len());
-        body.extend_from_slice(&hdr);
-        body.extend_from_slice(&dev.guid.to_be_bytes());
-        body.push(e.port.port);
-        body.push(dev.ports.len() as u8);
-        body.extend_from_slice(&[0, 0]);
-        body.extend_from_slice(&e.pkey.to_be_bytes());
-        body.extend_from_slice(&[0, 0]); // addr_cnt, filled below
         let name = self
             .core
             .provider_names
             .get(e.provider)
             .map_or("", |s| s.as_str());
-        body.extend_from_slice(&Bytes64::c_string(name).0);
-        let mut cnt: u16 = 0;
-        for a in &e.addrs {
-            if body.len() + 64 > EP_REPLY_MAX {
-                break;
-            }
-            body.extend_from_slice(&Bytes64::c_string(&a.display).0);
-            cnt += 1;
-        }
-        body[16 + 14..16 + 16].copy_from_slice(&cnt.to_be_bytes());
-        let len = body.len() as u16;
-        body[6..8].copy_from_slice(&len.to_be_bytes());
-        Some(Reply::from_vec(body))
+        let room = (EP_REPLY_MAX - HEADER_LEN - EP_CONFIG_LEN) / 64;
+        let addrs: Vec<Bytes64> = e
+            .addrs
+            .iter()
+            .take(room)
+            .map(|a| Bytes64::c_string(&a.display))
+            .collect();
+        Some(EpConfigRepr {
+            dev_guid: dev.guid,
+            port_num: e.port.port,
+            phys_port_cnt: dev.ports.len() as u8,
+            reserved: 0,
+            pkey: e.pkey,
+            addr_cnt: addrs.len() as u16,
+            prov_name: Bytes64::c_string(name),
+            addrs,
+        })
     }
 }
