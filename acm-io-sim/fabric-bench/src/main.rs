@@ -3,8 +3,8 @@
 //! our queue depths and with the reference's (`resolve_depth 1`, `sa_depth 1`).
 //!
 //! ```text
-//! cargo run --release -p acm-io-sim --bin fabric-bench -- --hosts 1024 --pattern all-to-all
-//! cargo run --release -p acm-io-sim --bin fabric-bench -- --hosts 1024 --pattern random-16 --route-prot sa
+//! cargo run --release -p fabric-bench -- --hosts 1024 --pattern all-to-all
+//! cargo run --release -p fabric-bench -- --hosts 1024 --pattern random-16 --route-prot sa
 //! ```
 //!
 //! Each configuration runs in a child process of this binary (`--only ours|reference`),
