@@ -12,6 +12,7 @@ use acm_io_sim::FabricSpec;
 use acm_io_sim::fabric;
 use acm_io_sim::hub::{Hub, HubClient, HubError, HubStats};
 use acm_io_sim::sim::requests;
+use acm_proto::client::{Direction, EpAddrRepr, EpAddress, ResolveRepr, Status};
 use acm_proto::path_record::PathRecordRepr;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -266,9 +267,12 @@ fn run_host(
 
 /// The path of a successful RESOLVE reply.
 fn resolved_path(reply: &[u8]) -> PathRecordRepr {
-    assert!(reply.len() >= 88, "reply of {} bytes", reply.len());
-    assert_eq!(reply[2], 0, "RESOLVE status");
-    PathRecordRepr::parse(&reply[24..88]).expect("path record")
+    let msg = ResolveRepr::parse(reply, Direction::Response).expect("a RESOLVE reply");
+    assert_eq!(msg.header.status, Status::SUCCESS, "RESOLVE status");
+    match msg.entries.first().map(EpAddrRepr::address) {
+        Some(EpAddress::Path(path)) => path,
+        other => panic!("a PATH entry first, not {other:?}"),
+    }
 }
 
 #[test]
