@@ -3,11 +3,9 @@
 //! on them instead of checking again.
 
 use super::{FabricSpec, LinkLayer, PortSpec, SpecError};
+use acm_proto::MULTICAST_LID_BASE;
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
-
-/// The first LID that is not unicast (multicast LIDs start here).
-const MULTICAST_LID_BASE: u32 = 0xC000;
 
 impl FabricSpec {
     /// The checks [`FabricSpec::parse`] makes after reading, for specs built in code
@@ -173,7 +171,7 @@ fn validate_port(pp: &str, p: &PortSpec) -> Result<(), SpecError> {
             why: "is reserved (a port needs a unicast LID, 1..=0xbfff)",
         });
     }
-    if end > MULTICAST_LID_BASE {
+    if end > u32::from(MULTICAST_LID_BASE) {
         return Err(SpecError::BadLid {
             field,
             lid: p.lid,
