@@ -14,9 +14,9 @@ use crate::topology::{PortRef, Topology};
 use acm_engine::config::{AddrFile, Options, parse_hosts};
 use acm_engine::io::{AddressVector, EndpointId, LocalIp, RecvInfo};
 use acm_engine::{DeviceId, EngineConfig, PortId};
-use acm_proto::Gid;
 use acm_proto::acm_mad::ACM_QKEY;
 use acm_proto::grh::{GRH_LEN, GrhRepr};
+use acm_proto::{Gid, MULTICAST_LID_BASE};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::time::Duration;
@@ -126,7 +126,7 @@ pub fn ud_delivery(
         pkey_index: 0,
     };
     let mut targets = Vec::new();
-    if av.dlid >= 0xC000 {
+    if av.dlid >= MULTICAST_LID_BASE {
         if let Some(members) = mcast.get(&av.grh.dgid) {
             for &(th, tep) in members {
                 if th == host && tep == ep {

@@ -9,7 +9,8 @@
 //! faults, and checking invariants. The delivery rules themselves live in [`fabric`].
 //!
 //! For tests with separate processes, the [`hub`] serves one fabric on a unix datagram
-//! socket (the `acm-fabric-hub` binary) and each process attaches as one host through
+//! socket (the `acm-fabric-hub` binary, a package of its own in `fabric-hub/`, as
+//! `fabric-bench` is in `fabric-bench/`) and each process attaches as one host through
 //! [`hub::HubClient`]; that runs in real time and is not deterministic.
 //!
 //! Everything random comes from one seed: `ACM_SIM_SEED` pins it

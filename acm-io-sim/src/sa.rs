@@ -61,18 +61,22 @@ use crate::topology::{PortRef, Topology};
 use acm_proto::mad::{AttrId, MAD_LEN, MadStatus, Method, MgmtClass};
 use acm_proto::mcmember::{JoinState, McCompMask, McMemberRecordRepr};
 use acm_proto::path_record::{PathCompMask, PathRecordRepr};
-use acm_proto::sa::{RmppRepr, SA_HEADER_LEN, SaHeaderRepr, SaPacket};
+use acm_proto::sa::{RmppRepr, SA_HEADER_LEN, SaClassStatus, SaHeaderRepr, SaPacket};
 use acm_proto::{Gid, Mtu, Rate, Selected, Selector};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// MAD status: busy (generic bit 0).
-const STATUS_BUSY: u16 = 0x0001;
-/// MAD status: ERR_NO_RESOURCES in the class byte.
-const STATUS_NO_RESOURCES: u16 = 0x0100;
-/// MAD status: ERR_REQ_INVALID in the class byte.
-const STATUS_REQ_INVALID: u16 = 0x0200;
-/// MAD status: ERR_NO_RECORDS in the class byte.
-const STATUS_NO_RECORDS: u16 = 0x0300;
+/// The MAD status word of an SA error: the class status in bits 15:8, where
+/// [`MadStatus::class_status`] reads it back.
+const fn sa_error(s: SaClassStatus) -> u16 {
+    (s.0 as u16) << 8
+}
+
+/// MAD status: ERR_NO_RESOURCES in the class byte (0x0100).
+const STATUS_NO_RESOURCES: u16 = sa_error(SaClassStatus::NO_RESOURCES);
+/// MAD status: ERR_REQ_INVALID in the class byte (0x0200).
+const STATUS_REQ_INVALID: u16 = sa_error(SaClassStatus::REQ_INVALID);
+/// MAD status: ERR_NO_RECORDS in the class byte (0x0300).
+const STATUS_NO_RECORDS: u16 = sa_error(SaClassStatus::NO_RECORDS);
 
 /// The first multicast LID.
 pub const MLID_FIRST: u16 = 0xC001;
@@ -183,7 +187,7 @@ impl SubnetAdmin {
         };
         if self.mode == SaMode::Busy {
             self.stats.busy += 1;
-            return Some(response(&hdr, resp_method, STATUS_BUSY, &[]));
+            return Some(response(&hdr, resp_method, MadStatus::BUSY.0, &[]));
         }
         let data = SaPacket::new_unchecked(&req[..]).data();
         let attr = hdr.mad.attr_id;
@@ -208,7 +212,7 @@ impl SubnetAdmin {
             Err(STATUS_REQ_INVALID)
         };
         Some(match result {
-            Ok(rec) => response(&hdr, resp_method, 0, &rec),
+            Ok(rec) => response(&hdr, resp_method, MadStatus::OK.0, &rec),
             Err(status) => response(&hdr, resp_method, status, &[]),
         })
     }
@@ -573,6 +577,7 @@ fn mtu_bytes(m: Mtu) -> u32 {
 mod tests {
     use super::*;
     use crate::spec::{FabricSpec, GenOptions};
+    use acm_proto::acm_mad::ACM_QKEY;
     use acm_proto::mcmember::McScope;
     use acm_proto::mgid::AcmMgid;
     use quickcheck::{QuickCheck, TestResult};
@@ -853,7 +858,7 @@ mod tests {
         let mgid: Gid = "ff15:4001:ffff:3:400::".parse().unwrap();
         assert_eq!(r.mgid, mgid);
         assert_eq!(r.port_gid, spec.port_gid(0, 0, 1));
-        assert_eq!((r.qkey, r.mlid, r.pkey), (0x8001_0000, 0xC001, 0xFFFF));
+        assert_eq!((r.qkey, r.mlid, r.pkey), (ACM_QKEY, 0xC001, 0xFFFF));
         assert_eq!(r.mtu.to_byte(), 0x84);
         assert_eq!(r.rate.to_byte(), 0x83);
         assert_eq!(r.packet_lifetime.to_byte(), 0x80 | 16);
@@ -885,7 +890,7 @@ mod tests {
         assert_eq!(g.members, BTreeSet::from([p(0), p(1)]));
         assert_eq!(
             (g.rate, g.mtu, g.qkey, g.sl),
-            (Rate::RATE_10, Mtu::MTU_2048, 0x8001_0000, 0)
+            (Rate::RATE_10, Mtu::MTU_2048, ACM_QKEY, 0)
         );
         assert_eq!(sa.groups().count(), 3);
         assert_eq!(sa.group_by_mlid(0xC002).unwrap().rate, Rate::RATE_40);

@@ -8,11 +8,9 @@
 
 use crate::spec::{FabricSpec, LinkLayer};
 use acm_engine::device::{DeviceDesc, DeviceId, PortAttrs, PortState};
+use acm_proto::mgid::PKEY_FULL_MEMBER;
 use acm_proto::{Gid, Mtu, Rate};
 use std::collections::BTreeMap;
-
-/// The membership bit of a pkey.
-const FULL_MEMBER: u16 = 0x8000;
 
 /// Names one port of the fabric: host index, HCA index and port number. Ordered by host,
 /// then HCA, then port, which is the order everything in the simulator iterates in.
@@ -268,10 +266,13 @@ impl Topology {
                 .iter()
                 .copied()
                 .filter(|&kb| Self::same_partition(ka, kb))
-                .max_by_key(|&kb| kb & FULL_MEMBER);
+                .max_by_key(|&kb| kb & PKEY_FULL_MEMBER);
             if let Some(kb) = best {
-                let v = (ka & !FULL_MEMBER) | (ka & kb & FULL_MEMBER);
-                if !out.iter().any(|&o| o & !FULL_MEMBER == v & !FULL_MEMBER) {
+                let v = (ka & !PKEY_FULL_MEMBER) | (ka & kb & PKEY_FULL_MEMBER);
+                if !out
+                    .iter()
+                    .any(|&o| o & !PKEY_FULL_MEMBER == v & !PKEY_FULL_MEMBER)
+                {
                     out.push(v);
                 }
             }
@@ -283,8 +284,8 @@ impl Topology {
     /// number, and not both limited members.
     #[must_use]
     pub fn same_partition(a_pkey: u16, b_pkey: u16) -> bool {
-        let part = a_pkey & !FULL_MEMBER;
-        part != 0 && part == b_pkey & !FULL_MEMBER && (a_pkey | b_pkey) & FULL_MEMBER != 0
+        let part = a_pkey & !PKEY_FULL_MEMBER;
+        part != 0 && part == b_pkey & !PKEY_FULL_MEMBER && (a_pkey | b_pkey) & PKEY_FULL_MEMBER != 0
     }
 }
 

@@ -7,6 +7,7 @@ use acm_engine::{ClientOutput, ConnId, Instant};
 use acm_io_sim::Sim;
 use acm_io_sim::sim::requests;
 use acm_io_sim::spec::{FabricSpec, GenOptions};
+use acm_proto::client::{Direction, HeaderRepr, PerfQueryRepr, Status};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
@@ -47,7 +48,13 @@ fn a_driven_host_answers_its_clients_on_their_connections() {
     let on = |c: u64| got.iter().filter(|(conn, _)| conn.0 == c).count();
     assert_eq!((on(1), on(2)), (2, 1), "{got:?}");
     for (conn, bytes) in &got {
-        assert_eq!(bytes[2], 0, "status on connection {}", conn.0);
+        let header = HeaderRepr::parse(bytes, Direction::Response).expect("a header");
+        assert_eq!(
+            header.status,
+            Status::SUCCESS,
+            "status on connection {}",
+            conn.0
+        );
     }
     sim.driver_closed(ConnId(1));
     sim.driver_closed(ConnId(2));
@@ -77,8 +84,10 @@ fn a_driven_host_gets_its_log_lines_and_closes() {
         "the driven host's start-up is logged from the first line: {origins:?}"
     );
     // A version-2 header: the engine closes the connection without a reply.
-    let mut bad = requests::perf_global();
-    bad[0] = 2;
+    let mut perf = PerfQueryRepr::parse(&requests::perf_global(), Direction::Request).unwrap();
+    perf.header.version = 2;
+    let mut bad = vec![0; perf.buffer_len()];
+    perf.emit(&mut bad, Direction::Request);
     sim.driver_request(ConnId(9), &bad);
     let closes: Vec<_> = std::iter::from_fn(|| sim.poll_driver_output())
         .filter(|o| matches!(o, HostOutput::Client(ClientOutput::Close { .. })))

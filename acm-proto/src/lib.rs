@@ -88,5 +88,10 @@ pub use error::{ParseError, Reason, Result};
 pub use gid::Gid;
 pub use units::{Mtu, Rate, Selected, Selector};
 
+/// The first multicast LID (IBTA Vol 1 §4.1.3): LIDs from here up to 0xFFFE name
+/// multicast groups, below it (from 1) ports. Senders and the fabric tell a multicast
+/// destination from a unicast one by it.
+pub const MULTICAST_LID_BASE: u16 = 0xC000;
+
 #[cfg(test)]
 mod testutil;

@@ -156,6 +156,9 @@ impl MadStatus {
     /// All clear.
     pub const OK: Self = Self(0);
 
+    /// Only the busy bit (bit 0): what an overloaded SA answers, the request discarded.
+    pub const BUSY: Self = Self(0x0001);
+
     /// Whether every bit is zero (how an SA join response is judged, spec §3.5).
     #[must_use]
     pub const fn is_ok(self) -> bool {

@@ -840,6 +840,7 @@ impl HubMsg {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use acm_proto::acm_mad::{ACM_QKEY, MULTICAST_QPN};
 
     fn mad(seed: u8) -> Box<[u8; MAD_LEN]> {
         let mut m = [0u8; MAD_LEN];
@@ -887,8 +888,8 @@ mod tests {
                         tclass: 5,
                         sgid_index: 2,
                     },
-                    remote_qpn: 0xFF_FFFF,
-                    remote_qkey: 0x8001_0000,
+                    remote_qpn: MULTICAST_QPN,
+                    remote_qkey: ACM_QKEY,
                 },
                 mad: mad(3),
             },
@@ -910,7 +911,7 @@ mod tests {
                     sl: 2,
                     pkey_index: 3,
                     remote_qpn: 1,
-                    remote_qkey: 0x8001_0000,
+                    remote_qkey: ACM_QKEY,
                 },
                 timeout_ms: 2000,
                 retries: 2,

@@ -6,8 +6,11 @@ use super::Event;
 use super::Sim;
 use super::invariants::CheckKey;
 use acm_engine::{ConnId, Instant};
+use acm_proto::client::{EpAddrPacket, HEADER_LEN, HeaderPacket, Status};
 use acm_proto::path_record::PathRecordRepr;
 use std::collections::VecDeque;
+
+pub mod requests;
 
 /// A submitted request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -156,11 +159,17 @@ impl Sim {
     #[must_use]
     pub fn resolve_result(&self, id: RequestId) -> Option<ResolveResult> {
         let b = self.reply(id)?;
-        let status = *b.get(2)?;
-        let path = (status == 0 && b.len() >= 88)
-            .then(|| PathRecordRepr::parse(&b[24..88]).ok())
-            .flatten();
-        Some(ResolveResult { status, path })
+        let status = HeaderPacket::new_checked(b).ok()?.status();
+        // The path is the first entry's, whatever its type (the daemon answers a
+        // successful resolve with one PATH entry).
+        let path = (status == Status::SUCCESS)
+            .then(|| EpAddrPacket::new_checked(b.get(HEADER_LEN..)?).ok())
+            .flatten()
+            .and_then(|e| PathRecordRepr::parse(e.info()).ok());
+        Some(ResolveResult {
+            status: status.0,
+            path,
+        })
     }
 
     /// Submits a request on `host` and runs until it is answered (or nothing is left
@@ -207,95 +216,6 @@ pub(crate) fn finish(sim: &mut Sim, idx: usize, outcome: Outcome) {
     };
     for v in violations {
         sim.inv.violate(now, v);
-    }
-}
-
-/// Builders for the requests clients send (byte layouts of spec section 1).
-pub mod requests {
-    use acm_proto::Gid;
-    use std::net::IpAddr;
-
-    const SOURCE: u32 = 1;
-    const DEST: u32 = 2;
-    const NODELAY: u32 = 0x4000_0000;
-
-    fn entry(buf: &mut Vec<u8>, flags: u32, ty: u16, info: &[u8]) {
-        buf.extend_from_slice(&flags.to_ne_bytes());
-        buf.extend_from_slice(&ty.to_ne_bytes());
-        buf.extend_from_slice(&[0, 0]);
-        let mut i = [0u8; 64];
-        let n = info.len().min(64);
-        i[..n].copy_from_slice(&info[..n]);
-        buf.extend_from_slice(&i);
-    }
-
-    fn finish_resolve(mut buf: Vec<u8>) -> Vec<u8> {
-        let len = buf.len() as u16;
-        buf[6..8].copy_from_slice(&len.to_ne_bytes());
-        buf
-    }
-
-    fn header(opcode: u8) -> Vec<u8> {
-        // Room for the header and two entries: no reallocation while building.
-        let mut b = Vec::with_capacity(16 + 2 * 72);
-        b.resize(16, 0);
-        b[0] = 1;
-        b[1] = opcode;
-        b
-    }
-
-    fn ip_entry(buf: &mut Vec<u8>, flags: u32, ip: IpAddr) {
-        match ip {
-            IpAddr::V4(v4) => entry(buf, flags, 2, &v4.octets()),
-            IpAddr::V6(v6) => entry(buf, flags, 3, &v6.octets()),
-        }
-    }
-
-    /// A RESOLVE of `dst` from `src` (or from the source the routing picks).
-    #[must_use]
-    pub fn resolve_ip(src: Option<IpAddr>, dst: IpAddr, nodelay: bool) -> Vec<u8> {
-        let mut b = header(1);
-        if let Some(s) = src {
-            ip_entry(&mut b, SOURCE, s);
-        }
-        ip_entry(&mut b, DEST | if nodelay { NODELAY } else { 0 }, dst);
-        finish_resolve(b)
-    }
-
-    /// A RESOLVE of name `dst` from name `src`.
-    #[must_use]
-    pub fn resolve_name(src: &str, dst: &str, nodelay: bool) -> Vec<u8> {
-        let mut b = header(1);
-        entry(&mut b, SOURCE, 1, src.as_bytes());
-        entry(
-            &mut b,
-            DEST | if nodelay { NODELAY } else { 0 },
-            1,
-            dst.as_bytes(),
-        );
-        finish_resolve(b)
-    }
-
-    /// A path RESOLVE to `dgid` (from this host's port GID `sgid`, if given).
-    #[must_use]
-    pub fn resolve_gid(sgid: Option<Gid>, dgid: Gid) -> Vec<u8> {
-        let mut path = [0u8; 64];
-        path[8..24].copy_from_slice(&dgid.0);
-        if let Some(s) = sgid {
-            path[24..40].copy_from_slice(&s.0);
-        }
-        path[49] = 0x81;
-        let mut b = header(1);
-        entry(&mut b, 0, 0x10, &path);
-        finish_resolve(b)
-    }
-
-    /// A global PERF_QUERY.
-    #[must_use]
-    pub fn perf_global() -> Vec<u8> {
-        let mut b = header(2);
-        b[6..8].copy_from_slice(&16u16.to_be_bytes());
-        b
     }
 }
 

@@ -7,8 +7,10 @@ use super::Sim;
 use super::fasthash::FastMap;
 use acm_engine::{Address, Instant};
 use acm_proto::Bytes64;
-use acm_proto::client::AddrType;
-use acm_proto::path_record::PathRecordRepr;
+use acm_proto::client::{
+    AddrType, ENTRY_LEN, EpAddrPacket, EpFlags, HEADER_LEN, HeaderPacket, Opcode, Status,
+};
+use acm_proto::path_record::{PathRecordPacket, PathRecordRepr};
 use std::fmt;
 use std::time::Duration;
 
@@ -218,24 +220,27 @@ pub(crate) enum CheckKey {
 impl Invariants {
     /// The check key of request `req`, numbering its destination address.
     pub(crate) fn check_key(&mut self, req: &[u8]) -> CheckKey {
-        if req.len() < 88 || req[1] != 0x01 {
+        let is_resolve = HeaderPacket::new_checked(req)
+            .is_ok_and(|h| h.opcode() == Opcode::RESOLVE && req.len() >= HEADER_LEN + ENTRY_LEN);
+        if !is_resolve {
             return CheckKey::None;
         }
-        // The destination entry.
-        let entries = (req.len() - 16) / 72;
-        let dest = (0..entries)
-            .map(|i| &req[16 + 72 * i..88 + 72 * i])
-            .find(|e| {
-                let flags = u32::from_ne_bytes([e[0], e[1], e[2], e[3]]);
-                let ty = u16::from_ne_bytes([e[4], e[5]]);
-                flags & 2 != 0 || ty == 0x10
-            });
+        // The destination entry: the first flagged DEST, or a path. Whole entries only,
+        // whatever the header's length says (the daemon checks that, not this).
+        let dest = req[HEADER_LEN..]
+            .chunks_exact(ENTRY_LEN)
+            .map(EpAddrPacket::new_unchecked)
+            .find(|e| e.flags().intersects(EpFlags::DEST) || e.addr_type() == AddrType::PATH);
         let Some(dest) = dest else {
             return CheckKey::NoDest;
         };
-        match u16::from_ne_bytes([dest[4], dest[5]]) {
-            ty @ 1..=3 => CheckKey::Addr(self.number(addr(ty as u8, &dest[8..72]))),
-            0x10 => CheckKey::Gid(acm_proto::Gid::read(&dest[16..32])),
+        match dest.addr_type() {
+            ty @ (AddrType::NAME | AddrType::IP | AddrType::IP6) => {
+                CheckKey::Addr(self.number(addr(ty.0 as u8, dest.info())))
+            }
+            AddrType::PATH => {
+                CheckKey::Gid(Some(PathRecordPacket::new_unchecked(dest.info()).dgid()))
+            }
             _ => CheckKey::NoDest,
         }
     }
@@ -246,10 +251,15 @@ impl Invariants {
 /// allocate).
 pub(crate) fn check_resolve(sim: &Sim, h: usize, key: CheckKey, reply: &[u8]) -> Vec<String> {
     let mut wrong = Vec::new();
-    if key == CheckKey::None || reply.len() < 88 || reply[2] != 0 {
+    if key == CheckKey::None || reply.len() < HEADER_LEN + ENTRY_LEN {
         return wrong;
     }
-    let Ok(path) = PathRecordRepr::parse(&reply[24..88]) else {
+    if HeaderPacket::new_unchecked(reply).status() != Status::SUCCESS {
+        return wrong;
+    }
+    // The first entry holds the path.
+    let entry = EpAddrPacket::new_unchecked(&reply[HEADER_LEN..]);
+    let Ok(path) = PathRecordRepr::parse(entry.info()) else {
         wrong.push(format!("host {h}: unparsable path in a successful reply"));
         return wrong;
     };

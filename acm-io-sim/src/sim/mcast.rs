@@ -20,7 +20,7 @@ use crate::fabric::{self, UdTarget};
 use crate::spec::FabricSpec;
 use crate::topology::Topology;
 use acm_engine::io::{AddressVector, EndpointId, RecvInfo};
-use acm_proto::Gid;
+use acm_proto::{Gid, MULTICAST_LID_BASE};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -166,7 +166,7 @@ impl Sim {
         ep: EndpointId,
         av: &AddressVector,
     ) -> Option<([u8; 40], Receivers)> {
-        if av.dlid < 0xC000 {
+        if av.dlid < MULTICAST_LID_BASE {
             let d = fabric::ud_delivery(&self.topo, &self.hosts[..], &self.mcast, h, ep, av)?;
             let receivers = d
                 .targets

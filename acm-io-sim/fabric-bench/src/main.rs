@@ -3,8 +3,8 @@
 //! our queue depths and with the reference's (`resolve_depth 1`, `sa_depth 1`).
 //!
 //! ```text
-//! cargo run --release -p acm-io-sim --bin fabric-bench -- --hosts 1024 --pattern all-to-all
-//! cargo run --release -p acm-io-sim --bin fabric-bench -- --hosts 1024 --pattern random-16 --route-prot sa
+//! cargo run --release -p fabric-bench -- --hosts 1024 --pattern all-to-all
+//! cargo run --release -p fabric-bench -- --hosts 1024 --pattern random-16 --route-prot sa
 //! ```
 //!
 //! Each configuration runs in a child process of this binary (`--only ours|reference`),
@@ -21,6 +21,7 @@ use acm_io_sim::Sim;
 use acm_io_sim::rng::SimRng;
 use acm_io_sim::sim::{Outcome, requests};
 use acm_io_sim::spec::{FabricSpec, GenOptions};
+use acm_proto::client::{HeaderPacket, Status};
 use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::{Deserialize, Serialize};
@@ -486,7 +487,8 @@ fn run(args: &Args, config: Config) -> Report {
                 let l = at.saturating_duration_since(wave_starts[wave].1).as_nanos() as u64;
                 wave_span[wave] = wave_span[wave].max(l);
                 latencies.push(l);
-                if bytes.get(2) == Some(&0) {
+                let status = HeaderPacket::new_checked(bytes.as_slice()).map(|h| h.status());
+                if status == Ok(Status::SUCCESS) {
                     successes += 1;
                 } else {
                     failures += 1;

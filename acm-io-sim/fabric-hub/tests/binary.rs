@@ -1,0 +1,84 @@
+//! The `acm-fabric-hub` binary: started on `testdata/fabrics/demo.toml`, it serves a
+//! host to a `HubClient` and logs the attach and detach. (The hub itself is tested in
+//! `acm-io-sim/tests/hub.rs`; this checks only the command line around it.)
+
+use acm_io_sim::hub::HubClient;
+use std::path::PathBuf;
+use std::thread;
+use std::time::{Duration, Instant as WallInstant};
+
+/// A directory for the test's sockets, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let dir = std::env::temp_dir().join(format!(
+            "acm-hub-bin-{tag}-{}-{nanos:x}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        Self(dir)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn the_binary_serves_a_fabric_file() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let dir = TempDir::new("bin");
+    let hub_path = dir.path("hub.sock");
+    let fabric = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/fabrics/demo.toml"
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_acm-fabric-hub"))
+        .arg("--fabric")
+        .arg(fabric)
+        .arg("--socket")
+        .arg(&hub_path)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start acm-fabric-hub");
+    let started = WallInstant::now();
+    while !hub_path.exists() && started.elapsed() < Duration::from_secs(5) {
+        thread::sleep(Duration::from_millis(10));
+    }
+    let attached = HubClient::attach(&hub_path, dir.path("n2.sock"), "node2");
+    let (client, setup) = match attached {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("attach through the binary: {e}");
+        }
+    };
+    assert_eq!(setup.host, 1);
+    assert_eq!(setup.devices[0].ports[0].lid, 2);
+    client.detach().unwrap();
+    // Give the hub a moment to log the detach, then stop it.
+    thread::sleep(Duration::from_millis(100));
+    child.kill().expect("stop acm-fabric-hub");
+    child.wait().expect("reap acm-fabric-hub");
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut log)
+        .unwrap();
+    assert!(log.contains("host node2 (index 1) attached from"), "{log}");
+    assert!(log.contains("host node2 detached"), "{log}");
+}
