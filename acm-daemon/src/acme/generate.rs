@@ -8,9 +8,9 @@
 //! process never changes its working directory (Debian `chdir`s into the directory, so a
 //! relative `-D` used by both `-A` and `-O` would nest).
 
-use super::errno;
 use super::format::Report;
 use super::sysfs::{self, Device};
+use crate::client::errno;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use thiserror::Error;

@@ -3,9 +3,10 @@
 //! entry point, which turns the command line into a run and the run into an exit code.
 
 use super::cli::{self, CliError, Options};
-use super::client::{self, PORT_FILE};
 use super::format::{JsonReport, Report, TextReport};
-use super::{brackets, endpoints, generate, perf, resolve, sysfs};
+use super::{endpoints, generate, perf, resolve, sysfs};
+use crate::client::brackets;
+use crate::client::{self, PORT_FILE};
 use std::io::Write;
 use std::path::PathBuf;
 

@@ -482,7 +482,7 @@ mod tests {
 
         // Two requests and half of a third: two replies, the half left over.
         let req = crate::load::requests::resolve_request(
-            crate::acme::addr::AddrFormat::Ip,
+            crate::client::addr::AddrFormat::Ip,
             Some("10.0.0.1"),
             "10.0.0.2",
             false,
