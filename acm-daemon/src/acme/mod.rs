@@ -17,7 +17,7 @@
 //! | [`getopt`] | getopt(3)-compatible scanning |
 //! | [`cli`] | options, usage checks, usage text |
 //! | [`resolve`], [`perf`], [`endpoints`] | the three kinds of query |
-//! | [`generate`], [`sysfs`] | `-A` / `-O` and the port list they need |
+//! | [`generate`] | `-A` / `-O`; `-A` lists ports with `acm_io_verbs::sysfs` |
 //! | [`format`](mod@format) | text and JSON output |
 //! | [`run`] | order of work, exit status |
 //!
@@ -27,9 +27,9 @@
 //! # Environment
 //!
 //! * `ACM_SYSFS_ROOT`: read InfiniBand devices for `-A` from
-//!   `$ACM_SYSFS_ROOT/class/infiniband/<dev>/ports/<n>/{state,link_layer}` instead of
-//!   `/sys/...` (tests use fixture trees). Ports whose link layer is not InfiniBand are
-//!   skipped.
+//!   `$ACM_SYSFS_ROOT/class/infiniband/` instead of `/sys/class/infiniband/` (tests use
+//!   fixture trees), with the daemon's sysfs discovery. Ports whose link layer is not
+//!   InfiniBand are skipped.
 //! * `POSIXLY_CORRECT`: options end at the first operand, as with getopt.
 //!
 //! # `--json`
@@ -115,7 +115,6 @@ pub mod getopt;
 pub mod perf;
 pub mod resolve;
 pub mod run;
-pub mod sysfs;
 
 /// Runs `ib_acme` with the process's arguments and environment; returns the exit code.
 #[must_use]

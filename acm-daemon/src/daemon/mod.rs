@@ -131,10 +131,17 @@ fn start(args: &Args, paths: &RunPaths, opts: &LoadedOptions) -> Result<(), Stri
     }
 }
 
-/// The sysfs root the hardware backend reads: `/sys`, or `$ACM_SYSFS_ROOT` (fixture
-/// trees in tests, as for `ib_acme -A`).
+/// Environment variable naming the sysfs root to read instead of `/sys` (tests point it
+/// at fixture trees; `ib_acme -A` honours the same variable).
+pub const SYSFS_ROOT_ENV: &str = "ACM_SYSFS_ROOT";
+
+/// The sysfs root the hardware backend reads: `$ACM_SYSFS_ROOT`, or
+/// [`acm_io_verbs::sysfs::DEFAULT_ROOT`].
 fn sysfs_root() -> PathBuf {
-    crate::acme::sysfs::root()
+    std::env::var_os(SYSFS_ROOT_ENV).map_or_else(
+        || PathBuf::from(acm_io_verbs::sysfs::DEFAULT_ROOT),
+        PathBuf::from,
+    )
 }
 
 /// Whether this build and this host can run on hardware, in one line if not.
