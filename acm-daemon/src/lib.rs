@@ -7,8 +7,15 @@
 //! - `acmdump` ([`dump`]): decodes raw ACM messages field by field.
 //! - `acm-load` ([`load`]): a load generator for any ACM daemon, and the echo server
 //!   that measures the socket's own limit.
+//! - [`client`]: what the tools that talk to a daemon share (libacm's part in
+//!   rdma-core): connecting, request entries, address and bracket-list parsing, errno
+//!   texts.
+//!
+//! Dependencies run one way: the tools use [`client`]; the daemon uses none of the
+//! tools' modules nor [`client`], and no tool uses the daemon's modules.
 
 pub mod acme;
+pub mod client;
 pub mod daemon;
 pub mod dump;
 pub mod load;

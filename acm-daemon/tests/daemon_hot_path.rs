@@ -50,7 +50,7 @@ fn cache_hits_allocate_nothing_per_request() {
         // log_level 0, as in production: level 2 formats a line per request by design.
         config.options.log_level = 0;
         let backend = SimBackend::new(spec, 0, config, 1, "demo".into());
-        let (log, _) = Logger::open("stderr", 0);
+        let (log, _) = Logger::open("stderr", acm_daemon::daemon::log::max_level(0));
         let mut server = Server::new(
             listener,
             backend,

@@ -22,8 +22,8 @@
 
 mod acme_fake;
 
-use acm_daemon::acme::brackets;
-use acm_daemon::acme::client;
+use acm_daemon::client;
+use acm_daemon::client::brackets;
 use acme_fake::{
     Case, DEBIAN, FakeServer, OURS, debian_available, first_request_difference, load_cases,
     run_client, temp_dir,
@@ -134,7 +134,7 @@ fn real_captures_need_no_name_lookup() {
             if let Some(i) = case.args.iter().position(|a| a == flag) {
                 let value = &case.args[i + 1];
                 assert!(
-                    acm_daemon::acme::addr::parse_ip(value).is_some(),
+                    acm_daemon::client::addr::parse_ip(value).is_some(),
                     "{}: {flag} {value} would need a lookup",
                     case.label
                 );

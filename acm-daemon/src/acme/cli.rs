@@ -7,12 +7,12 @@
 //! `col`) except `s` which must be exact, any other `-P` argument is read with `atoi`,
 //! and `-f` looks only at its first character.
 
-use super::addr::AddrFormat;
-use super::brackets::{self, BracketError};
-use super::client::DEFAULT_SERVICE;
-use super::cnum::atoi;
 use super::generate::{DEFAULT_ADDR_FILE, DEFAULT_DIR, DEFAULT_OPTS_FILE};
 use super::getopt::{Getopt, GetoptError, Item, OptString, Settings};
+use crate::client::DEFAULT_SERVICE;
+use crate::client::addr::AddrFormat;
+use crate::client::brackets::{self, BracketError};
+use crate::client::cnum::atoi;
 use thiserror::Error;
 
 /// The getopt string of Debian's `ib_acme`.

@@ -6,8 +6,8 @@
 //! `N` the indexes 1, 2, … are walked until one is found on no port. The request counts
 //! matter: a capture of the real tool shows 255 queries for a missing endpoint.
 
-use super::client::{ClientError, Connection};
 use super::format::Report;
+use crate::client::{ClientError, Connection};
 
 /// Highest index and port a one-byte field can name.
 pub const MAX_INDEX: i32 = 255;

@@ -8,9 +8,9 @@
 //! process never changes its working directory (Debian `chdir`s into the directory, so a
 //! relative `-D` used by both `-A` and `-O` would nest).
 
-use super::errno;
 use super::format::Report;
-use super::sysfs::{self, Device};
+use crate::client::errno;
+use acm_io_verbs::sysfs::{self, DiscoveryError, IbDevice};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -68,6 +68,11 @@ pub enum GenerateError {
         /// Why.
         errno: i32,
     },
+    /// sysfs holds a device that does not read as the kernel writes it (a missing or
+    /// malformed attribute); the message names the file. A system call's failure is
+    /// [`GenerateError::File`] instead, as Debian reports it.
+    #[error("{0}")]
+    Sysfs(DiscoveryError),
 }
 
 impl GenerateError {
@@ -85,7 +90,7 @@ impl GenerateError {
             // Debian reports the directory, then the file it therefore could not open.
             Self::Directory { errno, .. } => vec![self.to_string(), open_failed(*errno)],
             Self::File { errno } => vec![open_failed(*errno)],
-            Self::NoDevices | Self::HostName { .. } => vec![self.to_string()],
+            Self::NoDevices | Self::HostName { .. } | Self::Sysfs(_) => vec![self.to_string()],
         }
     }
 
@@ -96,7 +101,7 @@ impl GenerateError {
             Self::Directory { errno, .. } | Self::File { errno } | Self::HostName { errno } => {
                 Some(*errno)
             }
-            Self::NoDevices => None,
+            Self::NoDevices | Self::Sysfs(_) => None,
         }
     }
 }
@@ -238,17 +243,15 @@ pub fn short_hostname() -> io::Result<String> {
 /// numbered from 1. Ports of other link layers (RoCE) are skipped: ibacm does not serve
 /// them.
 #[must_use]
-pub fn address_lines(host: &str, devices: &[Device]) -> Vec<String> {
+pub fn address_lines(host: &str, devices: &[IbDevice]) -> Vec<String> {
     let ib_ports = || {
         devices.iter().flat_map(|d| {
-            d.ports
-                .iter()
-                .filter(|p| p.is_infiniband())
-                .map(move |p| (d.name.as_str(), p))
+            d.infiniband_ports()
+                .map(move |p| (d.name.as_str(), &p.info))
         })
     };
     let mut lines = Vec::new();
-    if let Some((dev, port)) = ib_ports().find(|(_, p)| p.active) {
+    if let Some((dev, port)) = ib_ports().find(|(_, p)| p.state.is_active()) {
         lines.push(format!("{host} {dev} {} default", port.number));
     }
     for (i, (dev, port)) in ib_ports().enumerate() {
@@ -289,6 +292,16 @@ fn file_error(e: &io::Error) -> GenerateError {
     }
 }
 
+/// A system call's failure is reported with its errno, as any other file error; a tree
+/// that does not read as sysfs (a missing or malformed attribute) with discovery's own
+/// message, which names the file.
+fn discovery_error(e: DiscoveryError) -> GenerateError {
+    match &e {
+        DiscoveryError::Io { source, .. } if source.raw_os_error().is_some() => file_error(source),
+        _ => GenerateError::Sysfs(e),
+    }
+}
+
 /// `-A`: writes the address file for this host's ports (from sysfs under `sysfs_root`).
 /// Returns the status `ib_acme` keeps (0 or -1).
 pub fn address_file(dir: &str, file: &str, sysfs_root: &Path, report: &mut dyn Report) -> i32 {
@@ -308,7 +321,11 @@ fn write_address_file(
     // Created before the devices are read, as Debian does: an empty file is left behind
     // when there are none.
     let mut out = std::fs::File::create(target(dir, file)).map_err(|e| file_error(&e))?;
-    let devices = sysfs::devices(sysfs_root).map_err(|e| file_error(&e))?;
+    // Every device counts here, RoCE-only ones included: a host with only those gets
+    // an address file without entries, not "no devices".
+    let devices = sysfs::discover(sysfs_root)
+        .map_err(discovery_error)?
+        .devices;
     if devices.is_empty() {
         return Err(GenerateError::NoDevices);
     }
@@ -362,13 +379,35 @@ pub fn effective_lines(text: &str) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::acme::sysfs::Port;
+    use acm_io_verbs::port::{LinkLayer, PortInfo, PortState};
+    use acm_io_verbs::sysfs::{NodeType, SysfsPort};
 
-    fn port(number: u32, active: bool, ll: &str) -> Port {
-        Port {
-            number,
-            active,
-            link_layer: ll.into(),
+    fn port(number: u8, active: bool, ll: &str) -> SysfsPort {
+        SysfsPort {
+            info: PortInfo {
+                number,
+                state: if active {
+                    PortState::ACTIVE
+                } else {
+                    PortState::DOWN
+                },
+                link_layer: match ll {
+                    "InfiniBand" => LinkLayer::InfiniBand,
+                    "Ethernet" => LinkLayer::Ethernet,
+                    other => LinkLayer::Other(other.into()),
+                },
+                ..PortInfo::default()
+            },
+            umad: None,
+        }
+    }
+
+    fn device(name: &str, ports: Vec<SysfsPort>) -> IbDevice {
+        IbDevice {
+            name: name.into(),
+            node_guid: 0,
+            node_type: NodeType::CA,
+            ports,
         }
     }
 
@@ -420,10 +459,7 @@ mod tests {
 
     #[test]
     fn spec_example_one_active_port() {
-        let devices = [Device {
-            name: "mlx5_0".into(),
-            ports: vec![port(1, true, "InfiniBand")],
-        }];
+        let devices = [device("mlx5_0", vec![port(1, true, "InfiniBand")])];
         assert_eq!(
             address_lines("node1", &devices),
             ["node1 mlx5_0 1 default", "node1-1 mlx5_0 1 default"]
@@ -433,14 +469,14 @@ mod tests {
     #[test]
     fn every_ib_port_numbered_and_first_active_named() {
         let devices = [
-            Device {
-                name: "mlx4_0".into(),
-                ports: vec![port(1, false, "InfiniBand"), port(2, false, "Ethernet")],
-            },
-            Device {
-                name: "mlx5_0".into(),
-                ports: vec![port(1, true, "InfiniBand"), port(2, true, "InfiniBand")],
-            },
+            device(
+                "mlx4_0",
+                vec![port(1, false, "InfiniBand"), port(2, false, "Ethernet")],
+            ),
+            device(
+                "mlx5_0",
+                vec![port(1, true, "InfiniBand"), port(2, true, "InfiniBand")],
+            ),
         ];
         assert_eq!(
             address_lines("h", &devices),
@@ -452,10 +488,7 @@ mod tests {
             ]
         );
         // No active port: only the numbered lines.
-        let down = [Device {
-            name: "d".into(),
-            ports: vec![port(1, false, "InfiniBand")],
-        }];
+        let down = [device("d", vec![port(1, false, "InfiniBand")])];
         assert_eq!(address_lines("h", &down), ["h-1 d 1 default"]);
     }
 

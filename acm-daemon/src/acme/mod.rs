@@ -16,22 +16,20 @@
 //! |---|---|
 //! | [`getopt`] | getopt(3)-compatible scanning |
 //! | [`cli`] | options, usage checks, usage text |
-//! | [`brackets`] | `node[01-03,7]` lists |
-//! | [`cnum`] | C number parsing (`atoi`, `%hu`) |
-//! | [`addr`] | address formats, auto-detection, glibc-style address text |
-//! | [`client`] | connecting to a service, one request / one reply |
 //! | [`resolve`], [`perf`], [`endpoints`] | the three kinds of query |
-//! | [`generate`], [`sysfs`] | `-A` / `-O` and the port list they need |
+//! | [`generate`] | `-A` / `-O`; `-A` lists ports with `acm_io_verbs::sysfs` |
 //! | [`format`](mod@format) | text and JSON output |
 //! | [`run`] | order of work, exit status |
-//! | [`errno`] | errno texts |
+//!
+//! What `acm-load` shares with it (connecting, request entries, address formats, bracket
+//! lists, C number parsing, errno texts) is in [`crate::client`].
 //!
 //! # Environment
 //!
 //! * `ACM_SYSFS_ROOT`: read InfiniBand devices for `-A` from
-//!   `$ACM_SYSFS_ROOT/class/infiniband/<dev>/ports/<n>/{state,link_layer}` instead of
-//!   `/sys/...` (tests use fixture trees). Ports whose link layer is not InfiniBand are
-//!   skipped.
+//!   `$ACM_SYSFS_ROOT/class/infiniband/` instead of `/sys/class/infiniband/` (tests use
+//!   fixture trees), with the daemon's sysfs discovery. Ports whose link layer is not
+//!   InfiniBand are skipped.
 //! * `POSIXLY_CORRECT`: options end at the first operand, as with getopt.
 //!
 //! # `--json`
@@ -95,7 +93,8 @@
 //!
 //! Kept on purpose: where Debian prints `strerror` of a stale errno (a name of 64 bytes
 //! or more, a `-P s` source it cannot encode, a host-name lookup that fails) we print
-//! the same "No such file or directory" that Debian prints there ([`errno::UNSET`]).
+//! the same "No such file or directory" that Debian prints there
+//! ([`UNSET`](crate::client::errno::UNSET)).
 //! Different on purpose:
 //!
 //! * The usage text and the comments of generated files are our own wording.
@@ -108,20 +107,14 @@
 //! * `-A` lists devices in natural name order from sysfs, skips non-InfiniBand ports, and
 //!   the output directory is created with mode 0755 instead of 0644.
 
-pub mod addr;
-pub mod brackets;
 pub mod cli;
-pub mod client;
-pub mod cnum;
 pub mod endpoints;
-pub mod errno;
 pub mod format;
 pub mod generate;
 pub mod getopt;
 pub mod perf;
 pub mod resolve;
 pub mod run;
-pub mod sysfs;
 
 /// Runs `ib_acme` with the process's arguments and environment; returns the exit code.
 #[must_use]

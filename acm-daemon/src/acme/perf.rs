@@ -5,11 +5,11 @@
 //! wins, and `-P` alone after `-e 2` asks for endpoint 2); [`Options::ep_index`] keeps
 //! that behaviour.
 
-use super::addr::{self, AddrFormat};
 use super::cli::{Options, PerfMode};
-use super::client::{self, ClientError, Connection};
-use super::errno;
 use super::format::Report;
+use crate::client::addr::{self, AddrFormat};
+use crate::client::errno;
+use crate::client::{self, ClientError, Connection};
 use acm_proto::client::{EpFlags, HeaderRepr, Opcode, PerfQueryRepr};
 use thiserror::Error;
 

@@ -11,13 +11,13 @@
 //! * `g`: one PATH entry with the GIDs and 0x81.
 //! * `-v`: a second request carrying the path the daemon returned, flags QUERY_SA.
 
-use super::addr::{self, AddrFormat};
-use super::brackets;
 use super::cli::Options;
-use super::client::{self, ClientError, Connection, ResolveReply};
-use super::cnum::atoi;
-use super::errno;
 use super::format::Report;
+use crate::client::addr::{self, AddrFormat};
+use crate::client::brackets;
+use crate::client::cnum::atoi;
+use crate::client::errno;
+use crate::client::{self, ClientError, Connection, ResolveReply};
 use acm_proto::Gid;
 use acm_proto::client::{EpAddrRepr, EpFlags, HeaderRepr, Opcode, ResolveRepr};
 use acm_proto::path_record::PathRecordRepr;

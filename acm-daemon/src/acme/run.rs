@@ -3,11 +3,16 @@
 //! entry point, which turns the command line into a run and the run into an exit code.
 
 use super::cli::{self, CliError, Options};
-use super::client::{self, PORT_FILE};
 use super::format::{JsonReport, Report, TextReport};
-use super::{brackets, endpoints, generate, perf, resolve, sysfs};
+use super::{endpoints, generate, perf, resolve};
+use crate::client::brackets;
+use crate::client::{self, PORT_FILE};
 use std::io::Write;
 use std::path::PathBuf;
+
+/// Environment variable naming the sysfs root `-A` reads instead of `/sys` (tests point
+/// it at fixture trees).
+pub const SYSFS_ROOT_ENV: &str = "ACM_SYSFS_ROOT";
 
 /// What a run reads from the system, so tests can substitute it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,7 +29,10 @@ impl Environment {
     pub fn system() -> Self {
         Self {
             port_file: PathBuf::from(PORT_FILE),
-            sysfs_root: sysfs::root(),
+            sysfs_root: std::env::var_os(SYSFS_ROOT_ENV).map_or_else(
+                || PathBuf::from(acm_io_verbs::sysfs::DEFAULT_ROOT),
+                PathBuf::from,
+            ),
         }
     }
 }

@@ -1,19 +1,18 @@
 //! One client connection: framing of the byte stream into requests, and a bounded
 //! queue of replies for a client that does not read them fast enough.
 //!
-//! Framing reads the 16-byte header, then the rest of what its length field announces
-//! (host order for RESOLVE, big-endian otherwise; spec 1.2). A header that no request
-//! can have (wrong version, unknown operation, a length under 16 or over 592) is handed
-//! to the engine as it is, and the engine closes the connection without a reply, as the
-//! reference does. A peer that stops halfway through a message only ever delays itself.
+//! Framing reads the 16-byte header, then the rest of what its length field announces,
+//! by acm-proto's rule ([`request_len`]: host order for RESOLVE, big-endian otherwise;
+//! spec 1.2), the same rule the engine checks whole requests with. A header that no
+//! request can have (wrong version, unknown operation, a length under 16 or over 592)
+//! is handed to the engine as it is, and the engine closes the connection without a
+//! reply, as the reference does. A peer that stops halfway through a message only ever
+//! delays itself.
 
 use super::listen::Stream;
+use acm_proto::client::{HEADER_LEN, MAX_REQUEST_LEN, request_len};
 use std::io::{self, Read, Write};
 
-/// The client header's size.
-pub const HEADER: usize = 16;
-/// The largest request (`sizeof(struct acm_msg)`).
-pub const MAX_MESSAGE: usize = 592;
 /// Replies waiting for a slow reader, in bytes, beyond which the daemon stops reading
 /// that client's requests until it catches up. Every request already read still gets
 /// its reply, so the queue's growth is bounded by the engine's per-connection limit.
@@ -52,7 +51,7 @@ impl Conn {
     pub fn new(stream: Stream) -> Self {
         Self {
             stream,
-            inbuf: Vec::with_capacity(MAX_MESSAGE),
+            inbuf: Vec::with_capacity(MAX_REQUEST_LEN),
             outbuf: Vec::new(),
             closing: false,
             peer_closed: false,
@@ -139,14 +138,14 @@ impl Conn {
     /// returns how many.
     fn deliver(&mut self, max: usize, on_request: &mut impl FnMut(&[u8])) -> usize {
         let (mut start, mut n) = (0, 0);
-        while n < max && self.inbuf.len() - start >= HEADER {
-            let header = &self.inbuf[start..start + HEADER];
-            let Some(len) = message_len(header) else {
+        while n < max && self.inbuf.len() - start >= HEADER_LEN {
+            let header = &self.inbuf[start..start + HEADER_LEN];
+            let Ok(len) = request_len(header) else {
                 // A header no request can have goes to the engine as it is, which
                 // closes the connection; nothing after it is read.
                 on_request(header);
                 self.closing = true;
-                start += HEADER;
+                start += HEADER_LEN;
                 n += 1;
                 break;
             };
@@ -202,24 +201,6 @@ impl Conn {
     }
 }
 
-/// The length a request header announces, if a request can have it.
-#[must_use]
-pub fn message_len(header: &[u8]) -> Option<usize> {
-    if header.len() < HEADER || header[0] != 1 || !matches!(header[1] & 0x0F, 1..=3) {
-        return None;
-    }
-    let raw = [header[6], header[7]];
-    // RESOLVE (exactly opcode 1) carries its length in host order, the others
-    // big-endian (spec 1.3).
-    let len = if header[1] == 1 {
-        u16::from_ne_bytes(raw)
-    } else {
-        u16::from_be_bytes(raw)
-    };
-    let len = usize::from(len);
-    (HEADER..=MAX_MESSAGE).contains(&len).then_some(len)
-}
-
 fn read(s: &mut Stream, buf: &mut [u8]) -> io::Result<usize> {
     match s {
         Stream::Unix(u) => u.read(buf),
@@ -238,30 +219,17 @@ fn write(s: &mut Stream, buf: &[u8]) -> io::Result<usize> {
 mod tests {
     use super::*;
 
-    fn header(version: u8, opcode: u8, len: u16) -> [u8; 16] {
-        let mut h = [0u8; 16];
-        h[0] = version;
-        h[1] = opcode;
-        let b = if opcode == 1 {
-            len.to_ne_bytes()
-        } else {
-            len.to_be_bytes()
-        };
-        h[6..8].copy_from_slice(&b);
-        h
-    }
+    use acm_proto::client::{Direction, HeaderPacket, Opcode};
 
-    #[test]
-    fn lengths_follow_the_opcode_byte_order() {
-        assert_eq!(message_len(&header(1, 1, 88)), Some(88));
-        assert_eq!(message_len(&header(1, 2, 16)), Some(16));
-        assert_eq!(message_len(&header(1, 3, 16)), Some(16));
-        // A RESOLVE response opcode (0x81) is not exactly 1: big-endian.
-        assert_eq!(message_len(&header(1, 0x81, 88)), Some(88));
-        assert_eq!(message_len(&header(2, 1, 88)), None, "version");
-        assert_eq!(message_len(&header(1, 4, 16)), None, "opcode");
-        assert_eq!(message_len(&header(1, 1, 15)), None, "short");
-        assert_eq!(message_len(&header(1, 1, 593)), None, "oversized");
+    /// A request header (version 1) announcing `len` bytes; the header rules themselves
+    /// are tested with `request_len` in acm-proto.
+    fn header(opcode: Opcode, len: u16) -> [u8; HEADER_LEN] {
+        let mut h = [0u8; HEADER_LEN];
+        let mut p = HeaderPacket::new_unchecked(&mut h[..]);
+        p.set_version(1);
+        p.set_opcode(opcode);
+        p.set_length(Direction::Request, len);
+        h
     }
 
     #[test]
@@ -270,8 +238,8 @@ mod tests {
         a.set_nonblocking(true).unwrap();
         let mut conn = Conn::new(Stream::Unix(mio::net::UnixStream::from_std(a)));
         let mut b = b;
-        let mut msg = header(1, 2, 16).to_vec();
-        msg.extend_from_slice(&header(1, 1, 24));
+        let mut msg = header(Opcode::PERF_QUERY, 16).to_vec();
+        msg.extend_from_slice(&header(Opcode::RESOLVE, 24));
         msg.extend_from_slice(&[7; 8]);
         // Half of the second message now, the rest later.
         b.write_all(&msg[..20]).unwrap();

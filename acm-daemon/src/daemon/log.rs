@@ -2,8 +2,11 @@
 //! (`YYYY-MM-DDTHH:MM:SS.mmm: <origin>: <message>`, local time, flushed per line) to
 //! `stdout`, `stderr` or a file opened truncated at start, with a fallback to stdout
 //! when the file cannot be opened (as the reference).
+//!
+//! Lines carry the engine's [`Level`], so the daemon's own lines and the engine's are
+//! filtered by one rule ([`max_level`]).
 
-use acm_engine::log::LogEvent;
+use acm_engine::log::{Level, LogEvent};
 use std::fs::File;
 use std::io::{self, Write};
 
@@ -17,11 +20,51 @@ enum Sink {
     Memory(Vec<String>),
 }
 
-/// The log: a sink and the level at or below which lines are written.
+/// The log: a sink and the most verbose level written (`None`: nothing is).
 #[derive(Debug)]
 pub struct Logger {
     sink: Sink,
-    level: i32,
+    max: Option<Level>,
+}
+
+/// The most verbose level written for a `log_level` option value: 0, 1 and 2 (or more)
+/// write up to [`Level::Basic`], [`Level::Config`] and [`Level::Verbose`]. A negative
+/// value writes nothing, as in the reference, which compares each line's level with the
+/// option (the engine does not: it queues its level-0 lines anyway, and they stop here).
+#[must_use]
+pub const fn max_level(log_level: i32) -> Option<Level> {
+    match log_level {
+        i32::MIN..=-1 => None,
+        0 => Some(Level::Basic),
+        1 => Some(Level::Config),
+        _ => Some(Level::Verbose),
+    }
+}
+
+/// What [`Logger::log`] takes as a line's level: the engine's [`Level`].
+///
+/// The `i32` impl exists for one call only, in `server.rs`'s dispatch of engine outputs
+/// (which is being reworked elsewhere and is left untouched here); it reads a number
+/// as the engine reads `log_level`. Remove it once that call passes a [`Level`].
+pub trait LineLevel {
+    /// The level.
+    fn level(self) -> Level;
+}
+
+impl LineLevel for Level {
+    fn level(self) -> Level {
+        self
+    }
+}
+
+impl LineLevel for i32 {
+    fn level(self) -> Level {
+        match self {
+            Self::MIN..=0 => Level::Basic,
+            1 => Level::Config,
+            _ => Level::Verbose,
+        }
+    }
 }
 
 impl Logger {
@@ -29,7 +72,7 @@ impl Logger {
     /// cannot be created falls back to stdout; the error is returned beside the logger
     /// so the caller can report it once the log is up.
     #[must_use]
-    pub fn open(target: &str, level: i32) -> (Self, Option<io::Error>) {
+    pub fn open(target: &str, max: Option<Level>) -> (Self, Option<io::Error>) {
         let (sink, err) = if target.eq_ignore_ascii_case("stdout") {
             (Sink::Stdout, None)
         } else if target.eq_ignore_ascii_case("stderr") {
@@ -40,15 +83,15 @@ impl Logger {
                 Err(e) => (Sink::Stdout, Some(e)),
             }
         };
-        (Self { sink, level }, err)
+        (Self { sink, max }, err)
     }
 
     /// A logger that keeps its lines (for tests).
     #[must_use]
-    pub fn memory(level: i32) -> Self {
+    pub fn memory(max: Option<Level>) -> Self {
         Self {
             sink: Sink::Memory(Vec::new()),
-            level,
+            max,
         }
     }
 
@@ -61,15 +104,16 @@ impl Logger {
         }
     }
 
-    /// The level lines must be at or below to be written.
+    /// Whether lines of `level` are written (callers check before gathering costly
+    /// details for a line).
     #[must_use]
-    pub fn level(&self) -> i32 {
-        self.level
+    pub fn enabled(&self, level: Level) -> bool {
+        self.max.is_some_and(|max| level <= max)
     }
 
     /// Writes `message` from `origin` if `level` is enabled.
-    pub fn log(&mut self, level: i32, origin: &str, message: &str) {
-        if level > self.level {
+    pub fn log(&mut self, level: impl LineLevel, origin: &str, message: &str) {
+        if !self.enabled(level.level()) {
             return;
         }
         let stamp = chrono::Local::now().format("%Y-%m-%dT%H:%M:%S%.3f");
@@ -89,7 +133,7 @@ impl Logger {
     /// Writes an engine log event (the engine filtered it by its own `log_level`,
     /// which is the same option, so it is written unless `--log-level` lowered ours).
     pub fn event(&mut self, ev: &LogEvent) {
-        self.log(ev.level as i32, ev.origin, &ev.message);
+        self.log(ev.level, ev.origin, &ev.message);
     }
 }
 
@@ -99,13 +143,13 @@ mod tests {
 
     #[test]
     fn lines_have_the_reference_format_and_respect_the_level() {
-        let mut l = Logger::memory(1);
+        let mut l = Logger::memory(max_level(1));
         l.log(
-            0,
+            Level::Basic,
             "main",
             "Assistant to the InfiniBand Communication Manager",
         );
-        l.log(2, "acm_svr_receive", "not written");
+        l.log(Level::Verbose, "acm_svr_receive", "not written");
         assert_eq!(l.lines().len(), 1);
         let line = &l.lines()[0];
         // 2026-11-20T10:11:12.345: main: ...
@@ -123,11 +167,24 @@ mod tests {
     }
 
     #[test]
+    fn log_level_option_maps_to_the_most_verbose_level_written() {
+        assert_eq!(max_level(-1), None);
+        assert_eq!(max_level(0), Some(Level::Basic));
+        assert_eq!(max_level(1), Some(Level::Config));
+        assert_eq!(max_level(7), Some(Level::Verbose));
+        let mut silent = Logger::memory(max_level(-1));
+        silent.log(Level::Basic, "main", "not written");
+        assert!(silent.lines().is_empty() && !silent.enabled(Level::Basic));
+        let verbose = Logger::memory(max_level(2));
+        assert!(verbose.enabled(Level::Verbose));
+    }
+
+    #[test]
     fn an_unwritable_file_falls_back_to_stdout() {
-        let (l, err) = Logger::open("/nonexistent-dir/ibacm.log", 0);
+        let (l, err) = Logger::open("/nonexistent-dir/ibacm.log", max_level(0));
         assert!(err.is_some());
         assert!(matches!(l.sink, Sink::Stdout));
-        let (l, err) = Logger::open("STDERR", 0);
+        let (l, err) = Logger::open("STDERR", max_level(0));
         assert!(err.is_none() && matches!(l.sink, Sink::Stderr));
     }
 }

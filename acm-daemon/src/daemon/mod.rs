@@ -13,6 +13,7 @@ pub mod args;
 pub mod backend;
 pub mod config;
 pub mod conn;
+pub mod error;
 pub mod kernel;
 pub mod listen;
 pub mod lock;
@@ -20,11 +21,13 @@ pub mod log;
 pub mod paths;
 pub mod server;
 
+use acm_engine::log::Level;
 use args::{Args, FabricArg};
 use backend::Backend;
 use backend::hub::HubBackend;
 use backend::sim::{DEMO_FABRIC, SimBackend};
 use config::LoadedOptions;
+use error::StartError;
 use log::Logger;
 use paths::RunPaths;
 use std::path::{Path, PathBuf};
@@ -90,17 +93,17 @@ pub fn run(mut args: Args) -> ExitCode {
 }
 
 /// Everything after the lock: log, fabric, listener, loop.
-fn start(args: &Args, paths: &RunPaths, opts: &LoadedOptions) -> Result<(), String> {
+fn start(args: &Args, paths: &RunPaths, opts: &LoadedOptions) -> Result<(), StartError> {
     let o = &opts.options;
-    let (mut log, log_err) = Logger::open(&o.log_file, o.log_level);
+    let (mut log, log_err) = Logger::open(&o.log_file, log::max_level(o.log_level));
     log.log(
-        0,
+        Level::Basic,
         "main",
         "Assistant to the InfiniBand Communication Manager",
     );
     if let Some(e) = log_err {
         log.log(
-            0,
+            Level::Basic,
             "main",
             &format!(
                 "cannot open log file {}: {e}; logging to stdout",
@@ -115,7 +118,7 @@ fn start(args: &Args, paths: &RunPaths, opts: &LoadedOptions) -> Result<(), Stri
     let mut shown = o.clone();
     shown.lock_file = paths.lock_file(&o.lock_file).display().to_string();
     for line in config::core_option_lines(&shown, &opts.path, &addr_display) {
-        log.log(0, "acm_log_options", &line);
+        log.log(Level::Basic, "acm_log_options", &line);
     }
     let epoch = std::time::Instant::now();
     match &args.fabric {
@@ -131,18 +134,27 @@ fn start(args: &Args, paths: &RunPaths, opts: &LoadedOptions) -> Result<(), Stri
     }
 }
 
-/// The sysfs root the hardware backend reads: `/sys`, or `$ACM_SYSFS_ROOT` (fixture
-/// trees in tests, as for `ib_acme -A`).
+/// Environment variable naming the sysfs root to read instead of `/sys` (tests point it
+/// at fixture trees; `ib_acme -A` honours the same variable).
+pub const SYSFS_ROOT_ENV: &str = "ACM_SYSFS_ROOT";
+
+/// The sysfs root the hardware backend reads: `$ACM_SYSFS_ROOT`, or
+/// [`acm_io_verbs::sysfs::DEFAULT_ROOT`].
 fn sysfs_root() -> PathBuf {
-    crate::acme::sysfs::root()
+    std::env::var_os(SYSFS_ROOT_ENV).map_or_else(
+        || PathBuf::from(acm_io_verbs::sysfs::DEFAULT_ROOT),
+        PathBuf::from,
+    )
 }
 
 /// Whether this build and this host can run on hardware, in one line if not.
-fn check_hardware() -> Result<(), String> {
+fn check_hardware() -> Result<(), StartError> {
     if cfg!(feature = "verbs") {
-        backend::hw::probe(&sysfs_root()).map(|_| ())
+        backend::hw::probe(&sysfs_root())
+            .map(|_| ())
+            .map_err(StartError::Hardware)
     } else {
-        Err(backend::hw::NO_VERBS_BUILD.to_owned())
+        Err(StartError::Hardware(backend::hw::NO_VERBS_BUILD.to_owned()))
     }
 }
 
@@ -153,8 +165,8 @@ fn hardware(
     _opts: &LoadedOptions,
     _log: Logger,
     _epoch: std::time::Instant,
-) -> Result<(), String> {
-    Err(backend::hw::NO_VERBS_BUILD.to_owned())
+) -> Result<(), StartError> {
+    Err(StartError::Hardware(backend::hw::NO_VERBS_BUILD.to_owned()))
 }
 
 /// This host's engine on its InfiniBand hardware.
@@ -165,14 +177,16 @@ fn hardware(
     opts: &LoadedOptions,
     mut log: Logger,
     epoch: std::time::Instant,
-) -> Result<(), String> {
+) -> Result<(), StartError> {
     let dev_root = std::env::var_os("ACM_DEV_ROOT").map_or_else(
         || PathBuf::from(acm_io_verbs::sysfs::DEFAULT_DEV_ROOT),
         PathBuf::from,
     );
-    let hw = backend::hw::open(&sysfs_root(), &dev_root).inspect_err(|e| {
-        log.log(0, "acm_open_devices", e);
-    })?;
+    let hw = backend::hw::open(&sysfs_root(), &dev_root)
+        .inspect_err(|e| {
+            log.log(Level::Basic, "acm_open_devices", e);
+        })
+        .map_err(StartError::Hardware)?;
     let addr_path = args
         .addr_file
         .clone()
@@ -187,7 +201,7 @@ fn hardware(
         config::engine_config(opts, text.as_deref().map(|t| (name.as_str(), t)), &mut logf)
     };
     for l in lines {
-        log.log(0, "acm_config", &l);
+        log.log(Level::Basic, "acm_config", &l);
     }
     // The engine's random choices (TIDs, ...) need only differ between runs.
     let seed = std::time::SystemTime::now()
@@ -209,10 +223,10 @@ fn serve<B: Backend>(
     backend: B,
     mut log: Logger,
     epoch: std::time::Instant,
-) -> Result<(), String> {
+) -> Result<(), StartError> {
     let o = &opts.options;
     let inherited = if args.systemd {
-        listen::inherit_from_systemd().map_err(|e| e.to_string())?
+        listen::inherit_from_systemd()?
     } else {
         listen::Inherited::default()
     };
@@ -225,17 +239,20 @@ fn serve<B: Backend>(
         !o.acme_plus_kernel_only,
         inherited.listener,
         &mut warnings,
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     for w in warnings {
-        log.log(0, "acm_listen", &w);
+        log.log(Level::Basic, "acm_listen", &w);
     }
     // Before systemd hears "ready", as in the reference.
     let kernel =
         kernel::channel::KernelChannel::setup(backend.serves_kernel(), inherited.netlink, &mut log);
     let at = listener.describe(paths);
     let what = backend.describe();
-    log.log(0, "acm_server", &format!("listening on {at} ({what})"));
+    log.log(
+        Level::Basic,
+        "acm_server",
+        &format!("listening on {at} ({what})"),
+    );
     if args.foreground && !args.systemd {
         println!("ibacm: listening on {at} ({what})");
     }
@@ -244,8 +261,8 @@ fn serve<B: Backend>(
         let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     }
     let mut server = server::Server::new(listener, backend, kernel, log, epoch)
-        .map_err(|e| format!("cannot start the event loop: {e}"))?;
-    server.run().map_err(|e| e.to_string())
+        .map_err(StartError::EventLoop)?;
+    Ok(server.run()?)
 }
 
 /// The simulated fabric, this daemon being host `host` (default: the first that runs
@@ -256,37 +273,43 @@ fn sim_backend(
     file: Option<&Path>,
     host: Option<&str>,
     log: &mut Logger,
-) -> Result<SimBackend, String> {
+) -> Result<SimBackend, StartError> {
     let (text, label) = match file {
         Some(f) => (
-            std::fs::read_to_string(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?,
+            std::fs::read_to_string(f).map_err(|source| StartError::ReadFabric {
+                path: f.to_owned(),
+                source,
+            })?,
             format!("simulated fabric {}", f.display()),
         ),
         None => (DEMO_FABRIC.to_owned(), "simulated demo fabric".to_owned()),
     };
-    let spec = acm_io_sim::FabricSpec::parse(&text).map_err(|e| match file {
-        Some(f) => format!("{}: {e}", f.display()),
-        None => format!("demo fabric: {e}"),
+    let spec = acm_io_sim::FabricSpec::parse(&text).map_err(|source| match file {
+        Some(f) => StartError::FabricFile {
+            path: f.to_owned(),
+            source,
+        },
+        None => StartError::DemoFabric(source),
     })?;
     let h = match host {
         Some(name) => spec
             .hosts
             .iter()
             .position(|h| h.name == name)
-            .ok_or_else(|| {
-                let names: Vec<_> = spec.hosts.iter().map(|h| h.name.as_str()).collect();
-                format!("no host {name} in the fabric (hosts: {})", names.join(", "))
+            .ok_or_else(|| StartError::NoSuchHost {
+                name: name.to_owned(),
+                hosts: spec.hosts.iter().map(|h| h.name.clone()).collect(),
             })?,
         None => spec
             .hosts
             .iter()
             .position(|h| h.daemon)
-            .ok_or("the fabric has no host that runs a daemon")?,
+            .ok_or(StartError::NoDaemonHost)?,
     };
     // The fabric description configures this host unless the command line names files.
     let mut config = acm_io_sim::fabric::engine_config(&spec, h);
     if args.opts_file.is_some() {
-        let mut logf = |m: String| log.log(0, "acm_config", &m);
+        let mut logf = |m: String| log.log(Level::Basic, "acm_config", &m);
         // The spec's address text stays (an -A file replaces it below); the options
         // and the preload files they name come from disk.
         let addr = spec.addr_file_text(h);
@@ -299,7 +322,7 @@ fn sim_backend(
         let topo = acm_io_sim::topology::Topology::new(&spec);
         let devices = topo.devices(h, spec.sm.lid, spec.sm.sl);
         let name = spec.hosts[h].name.clone();
-        let mut logf = |m: String| log.log(0, "acm_config", &m);
+        let mut logf = |m: String| log.log(Level::Basic, "acm_config", &m);
         let text = config::load_or_generate_addr_file(path, &name, &devices, &mut logf);
         config.addr_file = text.map(|t| {
             let (file, d) = acm_engine::AddrFile::parse(&path.display().to_string(), &t);
@@ -324,7 +347,7 @@ fn hub_backend(
     socket: &Path,
     host: &str,
     log: &mut Logger,
-) -> Result<HubBackend, String> {
+) -> Result<HubBackend, StartError> {
     let my_socket = paths.dir.join(format!("ibacm-hub-{host}.sock"));
     let addr_path = args.addr_file.clone().unwrap_or_else(|| {
         if args.run_dir.is_some() {
@@ -352,17 +375,19 @@ fn hub_backend(
         acm_io_sim::sim::seed_from_env() ^ u64::from(std::process::id()),
         acm_engine::Instant::ZERO,
     )
-    .map_err(|e| format!("cannot attach to the fabric hub {}: {e}", socket.display()))?;
+    .map_err(|source| StartError::Hub {
+        socket: socket.to_owned(),
+        source,
+    })?;
     for l in lines {
-        log.log(0, "acm_config", &l);
+        log.log(Level::Basic, "acm_config", &l);
     }
     Ok(backend)
 }
 
 /// Makes the command line's paths absolute, since detaching changes directory to `/`.
-fn absolutize(args: &mut Args) -> Result<(), String> {
-    let cwd =
-        std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
+fn absolutize(args: &mut Args) -> Result<(), StartError> {
+    let cwd = std::env::current_dir().map_err(StartError::CurrentDir)?;
     let abs = |p: &mut PathBuf| {
         if p.is_relative() {
             *p = cwd.join(&*p);

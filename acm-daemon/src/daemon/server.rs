@@ -22,6 +22,9 @@ use std::collections::HashMap;
 use std::io;
 use std::time::Duration;
 
+// Kept apart from the imports above, which change with the engine's `Output` type.
+use acm_engine::log::Level;
+
 const LISTENER: Token = Token(0);
 const BACKEND: Token = Token(1);
 const KERNEL: Token = Token(2);
@@ -167,7 +170,7 @@ impl<B: Backend> Server<B> {
                     // Out of descriptors, say: log it and wait for the next event
                     // rather than spinning.
                     self.log
-                        .log(0, "acm_server", &format!("accept failed: {e}"));
+                        .log(Level::Basic, "acm_server", &format!("accept failed: {e}"));
                     return;
                 }
             }
@@ -182,10 +185,10 @@ impl<B: Backend> Server<B> {
         let token = Token(id as usize);
         let registered = match &mut stream {
             Stream::Unix(s) => {
-                if self.log.level() >= 2 {
+                if self.log.enabled(Level::Verbose) {
                     let who = peer_credentials(s);
                     self.log.log(
-                        2,
+                        Level::Verbose,
                         "acm_svr_accept",
                         &format!("client {id} connected, {who}"),
                     );
@@ -193,12 +196,12 @@ impl<B: Backend> Server<B> {
                 self.poll.registry().register(s, token, interest)
             }
             Stream::Tcp(s) => {
-                if self.log.level() >= 2 {
+                if self.log.enabled(Level::Verbose) {
                     let peer = s
                         .peer_addr()
                         .map_or_else(|_| "unknown peer".into(), |a| a.to_string());
                     self.log.log(
-                        2,
+                        Level::Verbose,
                         "acm_svr_accept",
                         &format!("client {id} connected from {peer}"),
                     );
@@ -207,8 +210,11 @@ impl<B: Backend> Server<B> {
             }
         };
         if let Err(e) = registered {
-            self.log
-                .log(0, "acm_svr_accept", &format!("cannot watch client: {e}"));
+            self.log.log(
+                Level::Basic,
+                "acm_svr_accept",
+                &format!("cannot watch client: {e}"),
+            );
             return;
         }
         self.conns.insert(id, Conn::new(stream));
@@ -302,8 +308,11 @@ impl<B: Backend> Server<B> {
                 Stream::Unix(s) => self.poll.registry().deregister(s),
                 Stream::Tcp(s) => self.poll.registry().deregister(s),
             };
-            self.log
-                .log(2, "acm_svr_receive", &format!("client {id}: {why}"));
+            self.log.log(
+                Level::Verbose,
+                "acm_svr_receive",
+                &format!("client {id}: {why}"),
+            );
             let now = self.now();
             self.backend.client_closed(now, ConnId(id));
         }

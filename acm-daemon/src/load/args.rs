@@ -7,7 +7,7 @@ use super::mix::Mix;
 use super::requests::{Addresses, Templates};
 use super::target::Target;
 use super::worker::Stop;
-use crate::acme::addr::AddrFormat;
+use crate::client::addr::AddrFormat;
 use clap::{ArgGroup, Parser};
 use std::ffi::OsString;
 use std::net::ToSocketAddrs;

@@ -1,7 +1,7 @@
 //! The echo server (`acm-load --echo-server PATH`, `--echo-tcp ADDR`): the yardstick for
 //! the daemon's throughput. It speaks just enough of the client protocol to be loaded
 //! like a daemon: it frames requests by the 16-byte header's length field with the
-//! daemon's own rule ([`message_len`]), and answers each with one fixed reply of the
+//! rule the daemon frames them by ([`request_len`], from acm-proto), and answers each with one fixed reply of the
 //! size a real daemon sends (an 88-byte RESOLVE success carrying one path, a 72-byte
 //! PERF_QUERY reply with seven counters, a 160-byte EP_QUERY reply with one address),
 //! the request's tid copied in. It looks nothing up, so a load run against it measures
@@ -14,10 +14,9 @@
 //! A header no request can have closes the connection, as the daemon does. Connections
 //! are accepted by a blocking thread per listener and handed to the loops in turn.
 
-use crate::daemon::conn::message_len;
 use acm_proto::client::{
     ClientMessage, Direction, EpAddrRepr, EpConfigRepr, EpFlags, EpQueryReplyRepr, HEADER_LEN,
-    HeaderRepr, Opcode, PerfReplyRepr, ResolveRepr,
+    HeaderPacket, HeaderRepr, Opcode, Operation, PerfReplyRepr, ResolveRepr, request_len,
 };
 use acm_proto::path_record::{PathFlags, PathRecordRepr};
 use acm_proto::{Bytes64, Mtu, Rate, Selected};
@@ -107,14 +106,16 @@ impl Replies {
         }
     }
 
-    /// The reply to a request whose opcode byte is `opcode` (`message_len` has already
-    /// refused operations other than 1 to 3).
+    /// The reply to a request for `operation` ([`request_len`] has already refused
+    /// operations other than RESOLVE, PERF_QUERY and EP_QUERY).
     #[must_use]
-    pub fn for_opcode(&self, opcode: u8) -> &[u8] {
-        match opcode & 0x0F {
-            1 => &self.resolve,
-            2 => &self.perf,
-            _ => &self.ep,
+    pub fn for_operation(&self, operation: Operation) -> &[u8] {
+        if operation == Operation::RESOLVE {
+            &self.resolve
+        } else if operation == Operation::PERF_QUERY {
+            &self.perf
+        } else {
+            &self.ep
         }
     }
 }
@@ -126,15 +127,16 @@ impl Replies {
 pub fn answer(input: &[u8], out: &mut Vec<u8>, replies: &Replies) -> Option<usize> {
     let mut at = 0;
     while input.len() - at >= HEADER_LEN {
-        let len = message_len(&input[at..at + HEADER_LEN])?;
+        let head = &input[at..at + HEADER_LEN];
+        let len = request_len(head).ok()?;
+        let header = HeaderPacket::new_unchecked(head);
         if input.len() - at < len {
             break;
         }
-        let request = &input[at..at + len];
-        let reply = replies.for_opcode(request[1]);
+        let reply = replies.for_operation(header.opcode().operation());
         let o = out.len();
         out.extend_from_slice(reply);
-        out[o + 8..o + 16].copy_from_slice(&request[8..16]);
+        HeaderPacket::new_unchecked(&mut out[o..]).set_tid(header.tid());
         at += len;
     }
     Some(at)
@@ -482,7 +484,7 @@ mod tests {
 
         // Two requests and half of a third: two replies, the half left over.
         let req = crate::load::requests::resolve_request(
-            crate::acme::addr::AddrFormat::Ip,
+            crate::client::addr::AddrFormat::Ip,
             Some("10.0.0.1"),
             "10.0.0.2",
             false,

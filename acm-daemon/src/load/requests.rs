@@ -1,6 +1,7 @@
 //! The bytes of every request a run sends, built once before it starts with acm-proto's
-//! client message types and `ib_acme`'s entry builders ([`acme::client::ip_entry`],
-//! [`acme::client::name_entry`]); a client only copies one and writes its tid.
+//! client message types and the entry builders it shares with `ib_acme`
+//! ([`client::ip_entry`], [`client::name_entry`]); a client only copies one and writes
+//! its tid.
 //!
 //! Addresses (`-s`, `-d`, `--miss-dst`) are read as `ib_acme -f` reads them, except that
 //! without `-f` anything that is not an IP literal is a name (`ib_acme` would look it up
@@ -8,13 +9,13 @@
 //! bracket list as `ib_acme` expands it (`node[1-3]`, `10.0.0.[2-3]`), or an inclusive
 //! range of IP addresses of one family (`10.1.0.1-10.1.3.255`).
 //!
-//! [`acme::client::ip_entry`]: crate::acme::client::ip_entry
-//! [`acme::client::name_entry`]: crate::acme::client::name_entry
+//! [`client::ip_entry`]: crate::client::ip_entry
+//! [`client::name_entry`]: crate::client::name_entry
 
 use super::mix::{Kind, Mix};
-use crate::acme::addr::{self, AddrFormat};
-use crate::acme::brackets::{self, BracketError, MAX_ITEMS};
-use crate::acme::client::{gid_path_entry, ip_entry, lid_path_entry, name_entry};
+use crate::client::addr::{self, AddrFormat};
+use crate::client::brackets::{self, BracketError, MAX_ITEMS};
+use crate::client::{gid_path_entry, ip_entry, lid_path_entry, name_entry};
 use acm_proto::Gid;
 use acm_proto::client::{
     ClientMessage, Direction, EpAddrRepr, EpFlags, EpQueryRepr, HeaderRepr, Opcode, PerfQueryRepr,

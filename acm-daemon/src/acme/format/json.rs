@@ -2,13 +2,13 @@
 //! written when the run ends. The schema is documented in the [`crate::acme`] module.
 
 use super::{Report, endpoint_addresses, path_lines};
-use crate::acme::addr::{AddrFormat, ntop6};
 use crate::acme::cli::PerfMode;
-use crate::acme::client::{ClientError, ConnectError};
-use crate::acme::errno;
 use crate::acme::generate::{FileKind, GenerateError};
 use crate::acme::perf::{COUNTER_KEYS, PerfFailure};
 use crate::acme::resolve::ResolveFailure;
+use crate::client::addr::{AddrFormat, ntop6};
+use crate::client::errno;
+use crate::client::{ClientError, ConnectError};
 use acm_proto::client::EpConfigRepr;
 use acm_proto::path_record::PathRecordRepr;
 use serde::Serialize;

@@ -8,12 +8,12 @@
 pub mod json;
 pub mod output;
 
-use super::addr::AddrFormat;
 use super::cli::PerfMode;
-use super::client::{ClientError, ConnectError};
 use super::generate::{FileKind, GenerateError};
 use super::perf::PerfFailure;
 use super::resolve::ResolveFailure;
+use crate::client::addr::AddrFormat;
+use crate::client::{ClientError, ConnectError};
 use acm_proto::client::EpConfigRepr;
 use acm_proto::path_record::PathRecordRepr;
 
@@ -74,8 +74,8 @@ pub trait Report {
 pub fn path_lines(p: &PathRecordRepr) -> Vec<String> {
     vec![
         "Path information".to_owned(),
-        format!("  dgid: {}", super::addr::ntop6(&p.dgid.0)),
-        format!("  sgid: {}", super::addr::ntop6(&p.sgid.0)),
+        format!("  dgid: {}", crate::client::addr::ntop6(&p.dgid.0)),
+        format!("  sgid: {}", crate::client::addr::ntop6(&p.sgid.0)),
         format!("  dlid: {}", p.dlid),
         format!("  slid: {}", p.slid),
         format!("  flow label: 0x{:x}", p.flow_label),

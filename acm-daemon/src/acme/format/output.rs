@@ -4,13 +4,13 @@
 use super::{
     ENDPOINT_HEADER, Report, endpoint_line, path_lines, perf_column, perf_header, perf_row,
 };
-use crate::acme::addr::AddrFormat;
 use crate::acme::cli::PerfMode;
-use crate::acme::client::{ClientError, ConnectError};
-use crate::acme::errno;
 use crate::acme::generate::{FileKind, GenerateError};
 use crate::acme::perf::PerfFailure;
 use crate::acme::resolve::ResolveFailure;
+use crate::client::addr::AddrFormat;
+use crate::client::errno;
+use crate::client::{ClientError, ConnectError};
 use acm_proto::client::EpConfigRepr;
 use acm_proto::path_record::PathRecordRepr;
 use std::io::Write;

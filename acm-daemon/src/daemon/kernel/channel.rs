@@ -10,6 +10,7 @@
 
 use super::ls::{LsOpenError, LsSocket};
 use crate::daemon::log::Logger;
+use acm_engine::log::Level;
 use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
 use std::io;
@@ -53,7 +54,7 @@ impl KernelChannel {
         if !serves_kernel {
             if inherited.is_some() {
                 log.log(
-                    1,
+                    Level::Config,
                     "acm_init_nl",
                     "ignoring the netlink socket systemd passed: this fabric has no \
                      kernel devices",
@@ -67,11 +68,15 @@ impl KernelChannel {
         };
         match opened {
             Ok(sock) => {
-                log.log(1, "acm_init_nl", &format!("listening on {what}"));
+                log.log(
+                    Level::Config,
+                    "acm_init_nl",
+                    &format!("listening on {what}"),
+                );
                 Self::with_socket(sock)
             }
             Err(e) => {
-                log.log(0, "acm_init_nl", &unavailable(&e));
+                log.log(Level::Basic, "acm_init_nl", &unavailable(&e));
                 Self::none()
             }
         }
@@ -110,13 +115,17 @@ impl KernelChannel {
                 Ok(None) => return None,
                 Err(e) if e.raw_os_error() == Some(nix::libc::ENOBUFS) => {
                     log.log(
-                        1,
+                        Level::Config,
                         "acm_nl_receive",
                         "kernel requests were lost (receive queue full)",
                     );
                 }
                 Err(e) => {
-                    log.log(0, "acm_nl_receive", &format!("netlink receive failed: {e}"));
+                    log.log(
+                        Level::Basic,
+                        "acm_nl_receive",
+                        &format!("netlink receive failed: {e}"),
+                    );
                     return None;
                 }
             }
@@ -129,7 +138,11 @@ impl KernelChannel {
         if let Some(s) = &self.sock
             && let Err(e) = s.send(bytes)
         {
-            log.log(1, "acm_nl_send", &format!("netlink send failed: {e}"));
+            log.log(
+                Level::Config,
+                "acm_nl_send",
+                &format!("netlink send failed: {e}"),
+            );
         }
     }
 }
@@ -142,18 +155,19 @@ fn unavailable(e: &LsOpenError) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::daemon::log::max_level;
     use nix::errno::Errno;
 
     #[test]
     fn backend_without_kernel_gets_no_channel_and_drops_the_inherited_fd() {
-        let mut log = Logger::memory(1);
+        let mut log = Logger::memory(max_level(1));
         let (a, _b) = std::os::unix::net::UnixDatagram::pair().unwrap();
         let ch = KernelChannel::setup(false, Some(OwnedFd::from(a)), &mut log);
         assert!(!ch.is_open());
         assert_eq!(log.lines().len(), 1, "{:?}", log.lines());
         assert!(log.lines()[0].contains("ignoring the netlink socket systemd passed"));
         // Nothing inherited: nothing to say.
-        let mut log = Logger::memory(2);
+        let mut log = Logger::memory(max_level(2));
         let mut ch = KernelChannel::setup(false, None, &mut log);
         assert!(log.lines().is_empty());
         assert!(ch.next_message(&mut log).is_none());
@@ -163,7 +177,7 @@ mod tests {
 
     #[test]
     fn serving_backend_opens_or_warns_at_level_0() {
-        let mut log = Logger::memory(0);
+        let mut log = Logger::memory(max_level(0));
         let ch = KernelChannel::setup(true, None, &mut log);
         if ch.is_open() {
             assert!(log.lines().is_empty(), "{:?}", log.lines());
@@ -180,7 +194,7 @@ mod tests {
 
     #[test]
     fn an_inherited_socket_that_is_not_netlink_is_refused_with_a_warning() {
-        let mut log = Logger::memory(0);
+        let mut log = Logger::memory(max_level(0));
         let (a, _b) = std::os::unix::net::UnixDatagram::pair().unwrap();
         let ch = KernelChannel::setup(true, Some(OwnedFd::from(a)), &mut log);
         assert!(!ch.is_open());

@@ -1,118 +1,21 @@
-//! The connection to an ibacm service: how `-S` names it (spec §1.1), how a request goes
-//! out (one write of the whole message, as the daemon reads each request with a single
-//! `recv`) and how a reply comes back (the 16-byte header, then the rest of the length it
-//! declares).
-//!
-//! Error values carry what `ib_acme` prints and returns: a unix connect failure returns
-//! its errno, a TCP one returns -1, a failed host lookup returns the `EAI_*` code, and a
-//! daemon status becomes an errno through libacm's table ([`Status::libacm_errno`]).
+//! One connection to an ibacm service: how a request goes out (one write of the whole
+//! message, as the daemon reads each request with a single `recv`) and how a reply comes
+//! back (the 16-byte header, then the rest of the length it declares), and the three
+//! calls libacm offers on top of it (resolve, performance counters, endpoints).
 
 use super::addr;
-use super::cnum;
 use super::errno;
+use super::error::{ClientError, ConnectError};
+use super::service::{ServiceAddr, lookup_first, read_port_file};
 use acm_proto::client::{
     AddrType, ClientMessage, Direction, EpAddress, EpConfigRepr, EpFlags, EpQueryReplyRepr,
     EpQueryRepr, HEADER_LEN, HeaderRepr, PerfQueryRepr, PerfReplyRepr, ResolveRepr, Status,
 };
 use acm_proto::path_record::PathRecordRepr;
-use acm_proto::{Bytes64, client::EpAddrRepr};
-use dns_lookup::{AddrInfoHints, SockType};
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use thiserror::Error;
-
-/// `-S` when none is given: the daemon's unix socket on Debian.
-pub const DEFAULT_SERVICE: &str = "/run/ibacm-unix.sock";
-/// Where a daemon in a TCP mode writes its port, read for any `-S` not starting with `/`.
-pub const PORT_FILE: &str = "/run/ibacm-tcp.port";
-/// The port used when the port file is missing or unreadable.
-pub const DEFAULT_PORT: u16 = 6125;
-
-/// Why a service could not be reached.
-#[derive(Debug, Error)]
-pub enum ConnectError {
-    /// Connecting to the unix socket failed.
-    #[error("{}", errno::strerror(*errno))]
-    Unix {
-        /// The connect errno (also the status `ib_acme` returns).
-        errno: i32,
-    },
-    /// `getaddrinfo` found no address for the host.
-    #[error("{}", errno::strerror(*errno))]
-    Lookup {
-        /// The `EAI_*` code (negative; the status `ib_acme` returns).
-        code: i32,
-        /// The errno printed: what the failed port-file open left, as in Debian.
-        errno: i32,
-    },
-    /// Creating or connecting the TCP socket failed.
-    #[error("{}", errno::strerror(*errno))]
-    Tcp {
-        /// The errno.
-        errno: i32,
-    },
-}
-
-impl ConnectError {
-    /// The value `ib_acme` keeps as its return status.
-    #[must_use]
-    pub const fn status(&self) -> i32 {
-        match self {
-            Self::Unix { errno } => *errno,
-            Self::Lookup { code, .. } => *code,
-            Self::Tcp { .. } => -1,
-        }
-    }
-
-    /// The errno whose text is printed.
-    #[must_use]
-    pub const fn errno(&self) -> i32 {
-        match self {
-            Self::Unix { errno } | Self::Lookup { errno, .. } | Self::Tcp { errno } => *errno,
-        }
-    }
-}
-
-/// Why a request got no usable answer.
-#[derive(Debug, Error)]
-pub enum ClientError {
-    /// The daemon answered with a non-zero status.
-    #[error("the daemon answered with status {0}")]
-    Status(u8),
-    /// Reading or writing the socket failed.
-    #[error("I/O error: {0}")]
-    Io(#[from] io::Error),
-    /// The daemon closed the connection instead of answering.
-    #[error("the daemon closed the connection without replying")]
-    Closed,
-    /// The reply does not decode, or is not an answer to the request.
-    #[error("malformed reply: {0}")]
-    Malformed(String),
-    /// A name of 64 bytes or more, refused before sending as libacm does.
-    #[error("the name is longer than 63 bytes")]
-    NameTooLong,
-}
-
-impl ClientError {
-    /// The errno `ib_acme` prints for this failure.
-    ///
-    /// Debian's prints a stale errno for a refused name (so do we, see
-    /// [`errno::UNSET`]); for replies it cannot use it prints stale values or crashes, so
-    /// there we report a real cause: ECONNRESET for a closed connection, EPROTO for a
-    /// malformed reply.
-    #[must_use]
-    pub fn errno(&self) -> i32 {
-        match self {
-            Self::Status(s) => Status(*s).libacm_errno(),
-            Self::Io(e) => errno::of_io(e),
-            Self::Closed => errno::ECONNRESET,
-            Self::Malformed(_) => errno::EPROTO,
-            Self::NameTooLong => errno::UNSET,
-        }
-    }
-}
 
 /// A successful RESOLVE answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,63 +24,6 @@ pub struct ResolveReply {
     pub paths: Vec<PathRecordRepr>,
     /// The source address the daemon chose, as text, when the reply carries one.
     pub source: Option<String>,
-}
-
-/// The ways `-S` can name a service.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ServiceAddr<'a> {
-    /// A path starting with `/`: a unix stream socket.
-    Unix(&'a Path),
-    /// Anything else: a host name or address for TCP.
-    Tcp(&'a str),
-}
-
-impl<'a> ServiceAddr<'a> {
-    /// Classifies a `-S` item.
-    #[must_use]
-    pub fn of(svc: &'a str) -> Self {
-        if svc.starts_with('/') {
-            Self::Unix(Path::new(svc))
-        } else {
-            Self::Tcp(svc)
-        }
-    }
-}
-
-/// What the port file says. A file that cannot be opened silently means
-/// [`DEFAULT_PORT`]; one that holds no number means the default too, with a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PortFile {
-    /// The port to use.
-    pub port: u16,
-    /// The file exists but holds no number: `ib_acme` says "Failed to read server port".
-    pub unreadable: bool,
-    /// The errno of a failed open, which the lookup error message reuses.
-    pub open_errno: Option<i32>,
-}
-
-/// Reads a port file the way libacm does (`scanf("%hu")` of its contents).
-#[must_use]
-pub fn read_port_file(path: &Path) -> PortFile {
-    match std::fs::read(path) {
-        Ok(bytes) => match cnum::scan_hu(&String::from_utf8_lossy(&bytes)) {
-            Some(port) => PortFile {
-                port,
-                unreadable: false,
-                open_errno: None,
-            },
-            None => PortFile {
-                port: DEFAULT_PORT,
-                unreadable: true,
-                open_errno: None,
-            },
-        },
-        Err(e) => PortFile {
-            port: DEFAULT_PORT,
-            unreadable: false,
-            open_errno: Some(errno::of_io(&e)),
-        },
-    }
 }
 
 #[derive(Debug)]
@@ -234,28 +80,6 @@ pub fn connect(
                     errno: errno::of_io(&e),
                 })
         }
-    }
-}
-
-/// The first address `getaddrinfo(host, AF_UNSPEC, SOCK_STREAM)` returns (libacm tries no
-/// other), or the `EAI_*` code.
-fn lookup_first(host: &str) -> Result<IpAddr, i32> {
-    /// glibc's EAI_NONAME, for a host name that cannot even be passed to C (a NUL in it).
-    const EAI_NONAME: i32 = -2;
-    let hints = AddrInfoHints {
-        socktype: SockType::Stream.into(),
-        ..AddrInfoHints::default()
-    };
-    let mut answers =
-        dns_lookup::getaddrinfo(Some(host), None, Some(hints)).map_err(|e| {
-            match e.error_num() {
-                0 => EAI_NONAME,
-                n => n,
-            }
-        })?;
-    match answers.next() {
-        Some(Ok(info)) => Ok(info.sockaddr.ip()),
-        _ => Err(EAI_NONAME),
     }
 }
 
@@ -411,71 +235,11 @@ impl Drop for Connection {
     }
 }
 
-/// A NAME entry, refusing names of 64 bytes or more as libacm does (a name must leave
-/// room for its NUL in the 64-byte field).
-///
-/// # Errors
-/// [`ClientError::NameTooLong`].
-pub fn name_entry(flags: EpFlags, name: &str) -> Result<EpAddrRepr, ClientError> {
-    if name.len() >= acm_proto::BYTES64_LEN {
-        return Err(ClientError::NameTooLong);
-    }
-    Ok(EpAddrRepr::new(
-        flags,
-        AddrType::NAME,
-        Bytes64::zero_padded(name.as_bytes()),
-    ))
-}
-
-/// A PATH entry asking for the path from LID `slid` (0: any) to `dlid`, as libacm's
-/// `ib_acm_resolve_path` sends it.
-#[must_use]
-pub fn lid_path_entry(flags: EpFlags, slid: u16, dlid: u16) -> EpAddrRepr {
-    path_entry(
-        flags,
-        PathRecordRepr {
-            slid,
-            dlid,
-            ..PathRecordRepr::default()
-        },
-    )
-}
-
-/// A PATH entry asking for the path from GID `sgid` (zero: any) to `dgid`.
-#[must_use]
-pub fn gid_path_entry(flags: EpFlags, sgid: acm_proto::Gid, dgid: acm_proto::Gid) -> EpAddrRepr {
-    path_entry(
-        flags,
-        PathRecordRepr {
-            sgid,
-            dgid,
-            ..PathRecordRepr::default()
-        },
-    )
-}
-
-/// A reversible, one-path request for `path`'s addresses.
-fn path_entry(flags: EpFlags, path: PathRecordRepr) -> EpAddrRepr {
-    let path = PathRecordRepr {
-        reversible: true,
-        numpath: 1,
-        ..path
-    };
-    EpAddrRepr::path(flags, &path)
-}
-
-/// An IP or IP6 entry for an address.
-#[must_use]
-pub fn ip_entry(flags: EpFlags, ip: IpAddr) -> EpAddrRepr {
-    match ip {
-        IpAddr::V4(a) => EpAddrRepr::ipv4(flags, a),
-        IpAddr::V6(a) => EpAddrRepr::ipv6(flags, a),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::service::PORT_FILE;
+    use acm_proto::client::EpAddrRepr;
     use acm_proto::client::Opcode;
     use std::os::unix::net::UnixListener;
     use std::thread;
@@ -514,40 +278,6 @@ mod tests {
             seen
         });
         (path, handle)
-    }
-
-    #[test]
-    fn port_file_rules() {
-        let d = temp_dir("port");
-        let f = d.join("port");
-        std::fs::write(&f, "16125\n").unwrap();
-        assert_eq!(
-            read_port_file(&f),
-            PortFile {
-                port: 16125,
-                unreadable: false,
-                open_errno: None
-            }
-        );
-        std::fs::write(&f, "junk").unwrap();
-        assert_eq!(
-            read_port_file(&f),
-            PortFile {
-                port: 6125,
-                unreadable: true,
-                open_errno: None
-            }
-        );
-        let missing = read_port_file(&d.join("none"));
-        assert_eq!(
-            (missing.port, missing.unreadable, missing.open_errno),
-            (6125, false, Some(errno::ENOENT))
-        );
-        assert_eq!(
-            ServiceAddr::of("/run/x"),
-            ServiceAddr::Unix(Path::new("/run/x"))
-        );
-        assert_eq!(ServiceAddr::of("localhost"), ServiceAddr::Tcp("localhost"));
     }
 
     #[test]
@@ -609,12 +339,5 @@ mod tests {
             seen[0],
             ClientMessage::Resolve(req).to_vec(Direction::Request)
         );
-    }
-
-    #[test]
-    fn names_of_64_bytes_are_refused() {
-        assert!(name_entry(EpFlags::DEST, &"a".repeat(63)).is_ok());
-        let e = name_entry(EpFlags::DEST, &"a".repeat(64)).unwrap_err();
-        assert_eq!(e.errno(), errno::UNSET);
     }
 }
