@@ -41,32 +41,6 @@ pub const fn max_level(log_level: i32) -> Option<Level> {
     }
 }
 
-/// What [`Logger::log`] takes as a line's level: the engine's [`Level`].
-///
-/// The `i32` impl exists for one call only, in `server.rs`'s dispatch of engine outputs
-/// (which is being reworked elsewhere and is left untouched here); it reads a number
-/// as the engine reads `log_level`. Remove it once that call passes a [`Level`].
-pub trait LineLevel {
-    /// The level.
-    fn level(self) -> Level;
-}
-
-impl LineLevel for Level {
-    fn level(self) -> Level {
-        self
-    }
-}
-
-impl LineLevel for i32 {
-    fn level(self) -> Level {
-        match self {
-            Self::MIN..=0 => Level::Basic,
-            1 => Level::Config,
-            _ => Level::Verbose,
-        }
-    }
-}
-
 impl Logger {
     /// Opens `target` (`stdout`, `stderr`, case-insensitive, or a path). A path that
     /// cannot be created falls back to stdout; the error is returned beside the logger
@@ -112,8 +86,8 @@ impl Logger {
     }
 
     /// Writes `message` from `origin` if `level` is enabled.
-    pub fn log(&mut self, level: impl LineLevel, origin: &str, message: &str) {
-        if !self.enabled(level.level()) {
+    pub fn log(&mut self, level: Level, origin: &str, message: &str) {
+        if !self.enabled(level) {
             return;
         }
         let stamp = chrono::Local::now().format("%Y-%m-%dT%H:%M:%S%.3f");
