@@ -37,13 +37,13 @@ pub struct Mad(pub [u8; 256]);
 
 impl fmt::Debug for Mad {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let b = &self.0;
+        let h = acm_proto::mad::MadHeaderPacket::new_unchecked(&self.0[..]);
         write!(
             f,
             "Mad(class {:#04x} method {:#04x} tid {:#x})",
-            b[1],
-            b[3],
-            u64::from_be_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]])
+            h.mgmt_class().0,
+            h.method().0,
+            h.tid()
         )
     }
 }

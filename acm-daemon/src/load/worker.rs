@@ -243,7 +243,10 @@ impl Client<'_> {
             Ok(()) => self.in_flight.push(Pending {
                 tid,
                 kind,
-                operation: template[1] & 0x0F,
+                operation: HeaderPacket::new_unchecked(&template[..])
+                    .opcode()
+                    .operation()
+                    .0,
                 sent,
             }),
             Err(e) => {

@@ -5,7 +5,9 @@ use super::Core;
 use crate::Engine;
 use crate::log::{Level, log};
 use crate::request::ReplyTo;
-use acm_proto::client::{AddrType, EpFlags};
+use acm_proto::client::{
+    AddrType, Direction, ENTRY_LEN, EpFlags, HEADER_LEN, HeaderRepr, MessagePacket, Opcode,
+};
 use acm_proto::netlink::{LsOp, LsReplyRepr, LsRequestRepr, NlMsgHeaderRepr, PathUse};
 use acm_proto::path_record::{PathDataRepr, PathFlags, PathRecordRepr};
 
@@ -89,13 +91,19 @@ impl Engine {
         if let Some(q) = req.qos_class {
             path.qos_class = q & 0x0FFF;
         }
-        let mut msg = [0u8; 88];
-        msg[0] = 1;
-        msg[1] = 1;
-        msg[6..8].copy_from_slice(&88u16.to_ne_bytes());
-        msg[16..20].copy_from_slice(&flags.0.to_ne_bytes());
-        msg[20..22].copy_from_slice(&AddrType::PATH.0.to_ne_bytes());
-        msg[24..88].copy_from_slice(&path.to_bytes());
+        // The kernel's request as the client RESOLVE it amounts to: one PATH entry.
+        let mut msg = [0u8; HEADER_LEN + ENTRY_LEN];
+        let mut m = MessagePacket::new_unchecked(&mut msg[..]);
+        HeaderRepr {
+            length: (HEADER_LEN + ENTRY_LEN) as u16,
+            ..HeaderRepr::new(Opcode::RESOLVE)
+        }
+        .emit(m.header_mut().into_inner(), Direction::Request);
+        if let Some(mut e) = m.entry_mut(0) {
+            e.set_flags(flags);
+            e.set_addr_type(AddrType::PATH);
+            e.info_mut().copy_from_slice(&path.to_bytes());
+        }
         let to = ReplyTo::Kernel {
             nl_type: hdr.msg_type,
             seq: hdr.seq,

@@ -39,8 +39,7 @@ pub(crate) fn sa_dest(attrs: &PortAttrs) -> SaDest {
 }
 
 fn tid_of(mad: &Mad) -> u64 {
-    let b = &mad.0;
-    u64::from_be_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]])
+    acm_proto::mad::MadHeaderPacket::new_unchecked(&mad.0[..]).tid()
 }
 
 impl SaAgent {

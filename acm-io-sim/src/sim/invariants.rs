@@ -7,9 +7,11 @@ use super::Sim;
 use super::fasthash::FastMap;
 use acm_engine::{Address, Instant};
 use acm_proto::Bytes64;
+use acm_proto::acm_mad::{AcmMadPacket, RESOLVE_REC_OFFSET};
 use acm_proto::client::{
     AddrType, ENTRY_LEN, EpAddrPacket, EpFlags, HEADER_LEN, HeaderPacket, Opcode, Status,
 };
+use acm_proto::mad::Method;
 use acm_proto::path_record::{PathRecordPacket, PathRecordRepr};
 use std::fmt;
 use std::time::Duration;
@@ -61,17 +63,32 @@ fn fnv(bytes: &[u8]) -> u64 {
     })
 }
 
-fn addr(ty: u8, bytes: &[u8]) -> Address {
-    let mut b = [0u8; 64];
-    b.copy_from_slice(&bytes[..64]);
+/// An ACM MAD's view, if it is long enough to hold a resolve record's addresses (the
+/// GIDs are not read here).
+fn acm_view(mad: &[u8]) -> Option<AcmMadPacket<&[u8]>> {
+    (mad.len() >= ACM_ADDRS_END).then(|| AcmMadPacket::new_unchecked(mad))
+}
+
+/// Where the resolve record's source address ends: what the checks below read.
+const ACM_ADDRS_END: usize = RESOLVE_REC_OFFSET + 8 + 2 * 64;
+
+fn dest_addr(p: &AcmMadPacket<&[u8]>) -> Address {
     Address {
-        ty: AddrType(u16::from(ty)),
-        bytes: Bytes64(b),
+        ty: p.dest_type(),
+        bytes: p.dest(),
     }
 }
 
-fn low_tid(mad: &[u8]) -> u32 {
-    u32::from_be_bytes([mad[12], mad[13], mad[14], mad[15]])
+fn src_addr(p: &AcmMadPacket<&[u8]>) -> Address {
+    Address {
+        ty: p.src_type(),
+        bytes: p.src(),
+    }
+}
+
+/// The TID's low half: the part the requester's counter fills.
+fn low_tid(p: &AcmMadPacket<&[u8]>) -> u32 {
+    p.tid() as u32
 }
 
 impl Invariants {
@@ -101,12 +118,12 @@ impl Invariants {
 
     /// Host `h` sends an ACM MAD.
     pub(crate) fn on_acm_send(&mut self, now: Instant, h: usize, mad: &[u8]) {
-        if mad.len() < 152 || mad[3] != 0x01 {
+        let Some(p) = acm_view(mad).filter(|p| p.method() == Method::GET) else {
             return;
-        }
-        let tid = low_tid(mad);
-        let content = fnv(&mad[16..]);
-        let dest = addr(mad[16], &mad[24..88]);
+        };
+        let tid = low_tid(&p);
+        let content = fnv(&mad[RESOLVE_REC_OFFSET..]);
+        let dest = dest_addr(&p);
         if let Some(&(prev, _, at)) = self.requests.get(&(h, tid))
             && prev != content
             && now.saturating_duration_since(at) < TID_WINDOW
@@ -127,13 +144,13 @@ impl Invariants {
     /// An ACM MAD reaches host `h` (of `hosts`): a request teaches it the requester's
     /// address; a response teaches it the address it asked for.
     pub(crate) fn on_acm_arrival(&mut self, now: Instant, h: usize, hosts: usize, mad: &[u8]) {
-        if mad.len() < 152 {
+        let Some(p) = acm_view(mad) else {
             return;
-        }
-        match mad[3] {
-            0x01 => self.learn(h, hosts, addr(mad[18], &mad[88..152]), now),
-            0x81 => {
-                if let Some(&(_, dest, _)) = self.requests.get(&(h, low_tid(mad))) {
+        };
+        match p.method() {
+            Method::GET => self.learn(h, hosts, src_addr(&p), now),
+            Method::GET_RESP => {
+                if let Some(&(_, dest, _)) = self.requests.get(&(h, low_tid(&p))) {
                     self.learn(h, hosts, dest, now);
                 }
             }
@@ -160,7 +177,8 @@ impl Invariants {
     /// what every host it reaches learns ([`Invariants::on_acm_arrival`]). Found once
     /// per send, not once per receiver.
     pub(crate) fn requester(&mut self, mad: &[u8]) -> Option<u32> {
-        (mad.len() >= 152 && mad[3] == 0x01).then(|| self.number(addr(mad[18], &mad[88..152])))
+        let p = acm_view(mad).filter(|p| p.method() == Method::GET)?;
+        Some(self.number(src_addr(&p)))
     }
 
     /// Host `h` (of `hosts`) learned address `a` at `now`.
@@ -236,7 +254,11 @@ impl Invariants {
         };
         match dest.addr_type() {
             ty @ (AddrType::NAME | AddrType::IP | AddrType::IP6) => {
-                CheckKey::Addr(self.number(addr(ty.0 as u8, dest.info())))
+                let a = Address {
+                    ty,
+                    bytes: Bytes64::read(dest.info()).unwrap_or_default(),
+                };
+                CheckKey::Addr(self.number(a))
             }
             AddrType::PATH => {
                 CheckKey::Gid(Some(PathRecordPacket::new_unchecked(dest.info()).dgid()))
