@@ -243,7 +243,7 @@ impl Client<'_> {
             Ok(()) => self.in_flight.push(Pending {
                 tid,
                 kind,
-                operation: HeaderPacket::new_unchecked(&template[..])
+                operation: HeaderPacket::new_unchecked(template)
                     .opcode()
                     .operation()
                     .0,
