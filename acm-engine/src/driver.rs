@@ -104,6 +104,7 @@ pub fn handle<F: Fabric + ?Sized>(fabric: &mut F, now: Instant, input: Input<'_>
 /// Carries out the engine's fabric operations, and feeds back what the fabric answers
 /// at once, until the engine has something for the caller (returned) or is quiet
 /// (`None`). Call it until it returns `None` after every input.
+#[inline]
 pub fn poll_output<F: Fabric + ?Sized>(fabric: &mut F) -> Option<HostOutput> {
     loop {
         while let Some(out) = fabric.engine().poll_output() {
@@ -121,6 +122,7 @@ pub fn poll_output<F: Fabric + ?Sized>(fabric: &mut F) -> Option<HostOutput> {
 }
 
 /// Hands one operation to the fabric method that carries it out.
+#[inline]
 fn carry<F: Fabric + ?Sized>(fabric: &mut F, op: FabricOp) {
     match op {
         FabricOp::OpenQp(qp) => fabric.open_qp(qp),

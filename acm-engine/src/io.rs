@@ -261,6 +261,18 @@ impl<const N: usize> InlineBytes<N> {
         }
     }
 
+    /// The first `len` bytes of `inline` (all of them when `len` is larger), moved in
+    /// without a copy: for replies built in place.
+    #[must_use]
+    #[inline]
+    pub fn from_array(inline: [u8; N], len: usize) -> Self {
+        Self {
+            inline,
+            len: len.min(N) as u16,
+            heap: None,
+        }
+    }
+
     /// Takes ownership of `bytes` (copied inline when they fit).
     #[must_use]
     pub fn from_vec(bytes: Vec<u8>) -> Self {

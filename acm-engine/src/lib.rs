@@ -12,9 +12,10 @@
 //!
 //! * **Inputs**: [`Engine::handle`] takes one [`Input`] at an instant. It also fires
 //!   every timer due at that instant, so a driver that never sends [`Input::Tick`] is
-//!   still correct, and spurious ticks do nothing. Instants must not go backwards (a
-//!   backwards instant is treated as the last one seen).
-//! * **Outputs**: [`Engine::poll_output`] returns the next [`Output`] in causal order.
+//!   still correct, and spurious ticks do nothing. An instant earlier than the last one
+//!   seen is taken as the last one: the engine's clock never goes back.
+//! * **Outputs**: [`Engine::poll_output`] returns the next [`Output`] in causal order:
+//!   for a client ([`ClientOutput`]), for the fabric ([`FabricOp`]) or for the log.
 //! * **Timing**: [`Engine::poll_timeout`] is the earliest instant at which the engine
 //!   wants [`Input::Tick`]; it is pure, so a simulator can ask thousands of engines.
 //!
@@ -23,8 +24,10 @@
 //! 1. Build the engine with [`Engine::new`] (config, seed, now).
 //! 2. Feed the devices with [`Input::DeviceAdded`] and the host's IPoIB addresses with
 //!    [`Input::LocalIpAdded`].
-//! 3. **After every `handle`, drain `poll_output` until it returns `None`**, carrying
-//!    out each output (client replies, UD and SA sends, QP and multicast operations).
+//! 3. **After every `handle`, drain the outputs until there are none**, carrying out
+//!    each. Backends do it through [`driver`]: they implement [`Fabric`] once, and
+//!    [`driver::poll_output`] carries out the fabric operations, feeds back what the
+//!    fabric answers at once, and hands back only client replies and log lines.
 //! 4. Wait for I/O or for `poll_timeout`, whichever comes first; then go to 3 with the
 //!    new input (or `Input::Tick`).
 //!

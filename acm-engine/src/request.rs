@@ -111,7 +111,11 @@ impl PendingReply {
         {
             self.unanswered = None;
         }
-        let entry = self.entry();
+        // Only a query and a resolve whose source the daemon chose echo an entry.
+        let entry = match self.kind {
+            ReplyKind::Query | ReplyKind::Resolve { src_out: true } => self.entry(),
+            ReplyKind::Resolve { src_out: false } => [0; ENTRY_LEN],
+        };
         let echoed = EpAddrPacket::new_unchecked(&entry[..]);
         buf[..HEADER_LEN].copy_from_slice(&self.hdr);
         let mut msg = MessagePacket::new_unchecked(&mut *buf);

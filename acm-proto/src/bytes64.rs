@@ -40,6 +40,7 @@ impl Bytes64 {
 
     /// The field from the first 64 bytes of `bytes`, or `None` if there are fewer.
     #[must_use]
+    #[inline]
     pub fn read(bytes: &[u8]) -> Option<Self> {
         Self::read_from_prefix(bytes).ok().map(|(b, _)| b)
     }

@@ -253,7 +253,9 @@ impl Core {
             self.counters.count_status(status);
         }
         match to {
-            ReplyTo::Client { conn, epoch } => self.deliver(conn, epoch, Reply::new(&buf[..len])),
+            ReplyTo::Client { conn, epoch } => {
+                self.deliver(conn, epoch, Reply::from_array(buf, len));
+            }
             ReplyTo::Kernel {
                 nl_type,
                 seq,
@@ -385,7 +387,8 @@ impl Core {
     }
 }
 
-/// The largest reply a pending request becomes: a path and the echoed source.
+/// The largest reply a pending request becomes: a path and the echoed source (the size
+/// a [`Reply`] keeps inline, so that it is built in place).
 const REPLY_MAX: usize = HEADER_LEN + 2 * ENTRY_LEN;
 
 /// The TID counter's first value. Seed 0 starts at 1, as the reference does; other

@@ -44,6 +44,7 @@ impl core::error::Error for FrameError {}
 
 /// Checks the header at the start of `bytes` and returns its length field, read in the
 /// request's byte order (host order for opcode 0x01 exactly, big-endian otherwise).
+#[inline]
 fn checked_header(bytes: &[u8]) -> Result<u16, FrameError> {
     if bytes.len() < HEADER_LEN {
         return Err(FrameError::ShortHeader);
@@ -65,6 +66,7 @@ fn checked_header(bytes: &[u8]) -> Result<u16, FrameError> {
 /// # Errors
 /// A short header, a bad version or operation, or a length under 16 or over 592
 /// (`received` is then the header's length).
+#[inline]
 pub fn request_len(header: &[u8]) -> Result<usize, FrameError> {
     let declared = checked_header(header)?;
     let len = usize::from(declared);
@@ -83,6 +85,7 @@ pub fn request_len(header: &[u8]) -> Result<usize, FrameError> {
 /// # Errors
 /// The reason to close: a short header, a version other than 1, an unknown operation,
 /// or a length field that disagrees with the bytes (or exceeds 592).
+#[inline]
 pub fn check_request(bytes: &[u8]) -> Result<(), FrameError> {
     let declared = checked_header(bytes)?;
     if usize::from(declared) != bytes.len() || bytes.len() > MAX_REQUEST_LEN {

@@ -174,6 +174,7 @@ impl LengthOrder {
         if host { Self::Host } else { Self::Big }
     }
 
+    #[inline]
     fn read(self, b: &[u8]) -> u16 {
         match self {
             Self::Host => NativeEndian::read_u16(b),
@@ -181,6 +182,7 @@ impl LengthOrder {
         }
     }
 
+    #[inline]
     fn write(self, b: &mut [u8], v: u16) {
         match self {
             Self::Host => NativeEndian::write_u16(b, v),
