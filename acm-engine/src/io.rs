@@ -23,7 +23,7 @@ pub struct ConnId(pub u64);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct EndpointId(pub u32);
 
-/// A pending source-address lookup (see [`Output::SourceQuery`]).
+/// A pending source-address lookup (see [`FabricOp::SourceQuery`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct LookupId(pub u64);
 
@@ -175,7 +175,7 @@ pub enum Input<'a> {
     /// that sent a RESOLVE must be closed with this, or the engine keeps its few bytes of
     /// book-keeping.
     ClientClosed(ConnId),
-    /// The answer to [`Output::SourceQuery`]: the source the host's routing picks, or the
+    /// The answer to [`FabricOp::SourceQuery`]: the source the host's routing picks, or the
     /// errno the lookup failed with.
     SourceAnswer {
         /// The lookup.
@@ -183,7 +183,7 @@ pub enum Input<'a> {
         /// The chosen source, or an errno.
         result: Result<IpAddr, u8>,
     },
-    /// The QP requested by [`Output::OpenQp`] exists (or could not be created).
+    /// The QP requested by [`FabricOp::OpenQp`] exists (or could not be created).
     QpOpened {
         /// The endpoint.
         ep: EndpointId,

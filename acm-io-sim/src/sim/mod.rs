@@ -7,7 +7,7 @@
 //! engine timers are kept in an ordered index so a step costs O(log n) however many
 //! hosts there are. All randomness comes from the seed. A multicast on fault-free links
 //! is one queue entry per latency, not one per receiver, and the runs to idle or to an
-//! instant take a storm's multicasts in batches, host by host ([`batch`]), with the
+//! instant take a storm's multicasts in batches, host by host (module `batch`), with the
 //! outcome of taking them one by one.
 
 mod batch;

@@ -9,7 +9,7 @@
 //! - [`hub::HubBackend`]: this host's engine, its fabric traffic going through a fabric
 //!   hub shared with other processes.
 //!
-//! - [`hw::HwBackend`] (feature `verbs`): this host's engine on its InfiniBand ports,
+//! - `hw::HwBackend` (feature `verbs`): this host's engine on its InfiniBand ports,
 //!   through acm-io-verbs.
 
 pub mod hub;

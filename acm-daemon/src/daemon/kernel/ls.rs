@@ -2,7 +2,7 @@
 //! lookups (RDMA_NL_LS, spec 5.14) and on which the replies go back.
 //!
 //! The daemon only moves bytes here; the engine parses the requests and builds the
-//! replies ([`acm_engine::Input::Netlink`], [`acm_engine::Output::NetlinkReply`]).
+//! replies ([`acm_engine::Input::Netlink`], [`acm_engine::ClientOutput::Netlink`]).
 //!
 //! Differences from the reference, each deliberate: the socket is non-blocking (it sits
 //! in the event loop with everything else, where the reference's is blocking in its own
