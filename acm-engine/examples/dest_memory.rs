@@ -16,9 +16,9 @@
 #[path = "../benches/common/mod.rs"]
 mod common;
 
-use acm_engine::io::{AddressVector, Mad, Output, Reply};
 use acm_engine::provider::PendingReply;
 use acm_engine::{Address, ConnId};
+use acm_engine::{AddressVector, Mad, Output, Reply};
 use common::{BASE_GUID, Driver, MAX_UCAST_LID, config, resolve_gid, resolve_ip, resolve_lid};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use std::alloc::System;

@@ -10,7 +10,7 @@
 //!
 //! ```
 //! use acm_engine::driver::{self, Fabric, HostOutput};
-//! use acm_engine::io::{McastGroup, OpenQp, SaSend, SourceQuery, UdSend};
+//! use acm_engine::{McastGroup, OpenQp, SaSend, SourceQuery, UdSend};
 //! use acm_engine::{EndpointId, Engine, EngineConfig, Input, Instant};
 //!
 //! /// A fabric that has no ports: nothing is ever asked of it.

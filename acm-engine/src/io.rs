@@ -7,6 +7,7 @@
 use crate::device::{DeviceDesc, DeviceId, PortAttrs, PortId};
 use crate::log::LogEvent;
 use acm_proto::Gid;
+use acm_proto::client::FrameError;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::fmt;
@@ -312,10 +313,6 @@ pub type Reply = InlineBytes<160>;
 /// an RMPP-reassembled one).
 pub type MadBytes = InlineBytes<256>;
 
-/// Why the engine closes a client connection without a reply (spec 1.11): the framing
-/// rule is acm-proto's.
-pub use acm_proto::client::FrameError as CloseReason;
-
 /// One thing the driver must do, drained from [`crate::Engine::poll_output`]: for a
 /// client, for the fabric, or for the log. [`crate::driver`] carries out the fabric's
 /// share through a [`crate::driver::Fabric`] and hands back the rest.
@@ -348,7 +345,7 @@ pub enum ClientOutput {
         /// The connection.
         conn: ConnId,
         /// Why.
-        reason: CloseReason,
+        reason: FrameError,
     },
     /// Send this to the kernel's RDMA_NL_LS group.
     Netlink(Vec<u8>),

@@ -25,7 +25,7 @@
 //! 2. Feed the devices with [`Input::DeviceAdded`] and the host's IPoIB addresses with
 //!    [`Input::LocalIpAdded`].
 //! 3. **After every `handle`, drain the outputs until there are none**, carrying out
-//!    each. Backends do it through [`driver`]: they implement [`Fabric`] once, and
+//!    each. Backends do it through [`driver`]: they implement [`driver::Fabric`] once, and
 //!    [`driver::poll_output`] carries out the fabric operations, feeds back what the
 //!    fabric answers at once, and hands back only client replies and log lines.
 //! 4. Wait for I/O or for `poll_timeout`, whichever comes first; then go to 3 with the
@@ -47,27 +47,31 @@
 extern crate alloc;
 
 pub mod acmp;
-pub mod addr;
+mod addr;
 pub mod config;
 mod core;
-pub mod counters;
-pub mod device;
+mod counters;
+mod device;
 pub mod driver;
 mod engine;
 mod fxhash;
-pub mod io;
+mod io;
 pub mod log;
 pub mod provider;
 mod request;
-pub mod time;
+mod time;
 
+// The engine's vocabulary, one path each: the modules that define it are private.
 pub use addr::Address;
-pub use config::{AddrFile, HostEntry, Options, RouteData};
-pub use counters::{Counter, Counters};
-pub use device::{DeviceDesc, DeviceId, PortAttrs, PortId, PortState};
-pub use driver::{Fabric, HostOutput};
+use config::{AddrFile, HostEntry, Options, RouteData};
+pub use counters::{COUNTER_COUNT, COUNTER_NAMES, Counter, Counters};
+pub use device::{DeviceDesc, DeviceId, PortAttrs, PortId, PortState, rate_from_width_speed};
 pub use engine::Engine;
-pub use io::{ClientOutput, ConnId, EndpointId, FabricEvent, FabricOp, Input, Output};
+pub use io::{
+    AddressVector, ClientOutput, ConnId, EndpointId, FabricEvent, FabricOp, GlobalRoute,
+    InlineBytes, Input, LocalIp, LookupId, Mad, MadBytes, McastGroup, OpenQp, Output, PortEvent,
+    RecvInfo, Reply, SaDest, SaSend, SendToken, SourceQuery, UdSend,
+};
 pub use time::Instant;
 
 use alloc::vec::Vec;

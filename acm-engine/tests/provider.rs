@@ -3,13 +3,13 @@
 
 mod support;
 
+use acm_engine::Counters;
 use acm_engine::config::Options;
-use acm_engine::counters::Counters;
-use acm_engine::io::{ClientOutput, EndpointId};
 use acm_engine::provider::{Ctx, Outcome, PendingReply, Provider, Resolve};
 use acm_engine::{
     Address, ConnId, DeviceDesc, DeviceId, Engine, Input, Instant, Output, PortAttrs, PortId,
 };
+use acm_engine::{ClientOutput, EndpointId};
 use acm_proto::client::Status;
 use std::collections::BTreeMap;
 use support::reference;

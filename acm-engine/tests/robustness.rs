@@ -3,7 +3,7 @@
 
 mod support;
 
-use acm_engine::io::RecvInfo;
+use acm_engine::RecvInfo;
 use acm_engine::{ConnId, EndpointId, Input};
 use quickcheck::{QuickCheck, TestResult};
 use support::reference;

@@ -4,8 +4,9 @@
 
 mod support;
 
-use acm_engine::io::{CloseReason, FabricEvent, LocalIp, MadBytes};
 use acm_engine::{ConnId, EndpointId, Input, Instant};
+use acm_engine::{FabricEvent, LocalIp, MadBytes};
+use acm_proto::client::FrameError;
 use acm_proto::netlink::{LsOp, LsRequestRepr, PathUse, ResolveHeaderRepr};
 use std::net::IpAddr;
 use std::time::Duration;
@@ -392,7 +393,7 @@ fn nodelay_miss_is_served_from_the_cache_once_a_peer_answered() {
     grh[0] = 0x60;
     grh[8..24].copy_from_slice(&peer.0);
     grh[24..40].copy_from_slice(&gid(LOCAL_GID).0);
-    let wc = acm_engine::io::RecvInfo {
+    let wc = acm_engine::RecvInfo {
         slid: 9,
         src_qp: 0x99,
         dlid_path_bits: 0,
@@ -792,24 +793,24 @@ fn malformed_requests_are_rejected_without_disturbing_other_clients() {
     let mut big = vec![0u8; 600];
     big[..160].copy_from_slice(&good);
     big[6..8].copy_from_slice(&600u16.to_ne_bytes());
-    let framing: [(&[u8], CloseReason); 5] = [
-        (&v2, CloseReason::BadVersion(2)),
-        (&op5, CloseReason::UnknownOpcode(5)),
+    let framing: [(&[u8], FrameError); 5] = [
+        (&v2, FrameError::BadVersion(2)),
+        (&op5, FrameError::UnknownOpcode(5)),
         (
             &short_body,
-            CloseReason::BadLength {
+            FrameError::BadLength {
                 declared: 160,
                 received: 88,
             },
         ),
         (
             &big,
-            CloseReason::BadLength {
+            FrameError::BadLength {
                 declared: 600,
                 received: 600,
             },
         ),
-        (&good[..10], CloseReason::ShortHeader),
+        (&good[..10], FrameError::ShortHeader),
     ];
     for (i, (bytes, reason)) in framing.into_iter().enumerate() {
         let conn = ConnId(i as u64 + 1);

@@ -12,8 +12,8 @@
 mod support;
 
 use acm_engine::config::RouteProt;
-use acm_engine::io::{LocalIp, PortEvent, RecvInfo};
 use acm_engine::{ConnId, Counter, EndpointId, Input};
+use acm_engine::{LocalIp, PortEvent, RecvInfo};
 use acm_proto::acm_mad::{ACM_QKEY, MULTICAST_QPN};
 use acm_proto::{Gid, Mtu, Rate, Selected};
 use std::cell::Cell;
@@ -820,7 +820,7 @@ fn client_reregister_rejoins() {
 fn pkey_change_adds_and_removes_endpoints() {
     let mut config = reference::config();
     let text = format!("{}fakehost-b fakeib0 1 0x8001\n", reference::ADDRS);
-    let (file, diags) = acm_engine::AddrFile::parse("ibacm_addr.cfg", &text);
+    let (file, diags) = acm_engine::config::AddrFile::parse("ibacm_addr.cfg", &text);
     assert!(diags.is_empty(), "{diags:?}");
     config.addr_file = Some(file);
     let mut node = node_with(config);

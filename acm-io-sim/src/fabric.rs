@@ -12,7 +12,7 @@
 use crate::spec::FabricSpec;
 use crate::topology::{PortRef, Topology};
 use acm_engine::config::{AddrFile, Options, parse_hosts};
-use acm_engine::io::{AddressVector, EndpointId, LocalIp, RecvInfo};
+use acm_engine::{AddressVector, EndpointId, LocalIp, RecvInfo};
 use acm_engine::{DeviceId, EngineConfig, PortId};
 use acm_proto::acm_mad::ACM_QKEY;
 use acm_proto::grh::{GRH_LEN, GrhRepr};
@@ -442,7 +442,7 @@ pub fn local_ips(spec: &FabricSpec, h: usize) -> Vec<LocalIp> {
 mod tests {
     use super::*;
     use crate::spec::{GenOptions, IpSpec};
-    use acm_engine::io::GlobalRoute;
+    use acm_engine::GlobalRoute;
 
     struct Tables(Vec<QpTable>);
 

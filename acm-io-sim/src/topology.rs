@@ -7,7 +7,7 @@
 //! consistently everywhere.
 
 use crate::spec::{FabricSpec, LinkLayer};
-use acm_engine::device::{DeviceDesc, DeviceId, PortAttrs, PortState};
+use acm_engine::{DeviceDesc, DeviceId, PortAttrs, PortState};
 use acm_proto::mgid::PKEY_FULL_MEMBER;
 use acm_proto::{Gid, Mtu, Rate};
 use std::collections::BTreeMap;

@@ -325,7 +325,7 @@ fn sim_backend(
         let mut logf = |m: String| log.log(Level::Basic, "acm_config", &m);
         let text = config::load_or_generate_addr_file(path, &name, &devices, &mut logf);
         config.addr_file = text.map(|t| {
-            let (file, d) = acm_engine::AddrFile::parse(&path.display().to_string(), &t);
+            let (file, d) = acm_engine::config::AddrFile::parse(&path.display().to_string(), &t);
             config.diagnostics.extend(d);
             file
         });

@@ -8,7 +8,7 @@
 //! only stops its own requests from being read (see [`super::conn`]).
 //!
 //! With a backend that serves the kernel, the RDMA_NL_LS socket is one more source:
-//! each kernel request goes to the backend, each `NetlinkReply` back to the kernel
+//! each kernel request goes to the backend, each netlink reply (`ClientOutput::Netlink`) back to the kernel
 //! (see [`super::kernel::channel`]).
 
 use super::backend::{Backend, BackendError};
@@ -16,7 +16,8 @@ use super::conn::Conn;
 use super::kernel::channel::KernelChannel;
 use super::listen::{Listener, Stream};
 use super::log::Logger;
-use acm_engine::{ClientOutput, ConnId, HostOutput, Instant};
+use acm_engine::driver::HostOutput;
+use acm_engine::{ClientOutput, ConnId, Instant};
 use mio::{Events, Interest, Poll, Token};
 use std::collections::HashMap;
 use std::io;

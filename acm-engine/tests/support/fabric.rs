@@ -4,8 +4,8 @@
 
 use super::{Node, hex, reference};
 use acm_engine::config::{AddrFile, AddrPreload, RouteProt};
-use acm_engine::io::{FabricEvent, LocalIp, MadBytes, PortEvent, RecvInfo};
 use acm_engine::{ConnId, DeviceDesc, DeviceId, EndpointId, EngineConfig, Input, Instant};
+use acm_engine::{FabricEvent, LocalIp, MadBytes, PortEvent, RecvInfo};
 use acm_engine::{PortAttrs, PortId};
 use acm_proto::Gid;
 use acm_proto::acm_mad::{AcmMadRepr, MULTICAST_QPN};

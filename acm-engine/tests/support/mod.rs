@@ -10,11 +10,12 @@ pub mod reference_fabric;
 pub mod requests;
 
 use acm_engine::driver::{self, Fabric, HostOutput};
-use acm_engine::io::{
-    AddressVector, CloseReason, FabricEvent, Mad, MadBytes, McastGroup, OpenQp, PortEvent, SaSend,
-    SourceQuery, UdSend,
+use acm_engine::{
+    AddressVector, FabricEvent, Mad, MadBytes, McastGroup, OpenQp, PortEvent, SaSend, SourceQuery,
+    UdSend,
 };
 use acm_engine::{ClientOutput, ConnId, EndpointId, Engine, EngineConfig, Input, Instant, PortId};
+use acm_proto::client::FrameError;
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::net::IpAddr;
@@ -45,7 +46,7 @@ pub struct Node {
     pub events: VecDeque<(Instant, u64, FabricEvent)>,
     seq: u64,
     pub replies: Vec<(ConnId, Vec<u8>)>,
-    pub closes: Vec<(ConnId, CloseReason)>,
+    pub closes: Vec<(ConnId, FrameError)>,
     pub netlink: Vec<Vec<u8>>,
     pub ud_sent: Vec<UdSent>,
     pub sa_sent: Vec<(Instant, Mad)>,

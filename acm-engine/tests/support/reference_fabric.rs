@@ -7,7 +7,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use acm_engine::config::{AddrFile, Options, parse_hosts};
-use acm_engine::device::rate_from_width_speed;
+use acm_engine::rate_from_width_speed;
 use acm_engine::{DeviceDesc, DeviceId, EngineConfig, PortAttrs, PortState};
 use acm_proto::{Gid, Mtu};
 

@@ -6,7 +6,7 @@ use super::HubError;
 use super::server::bind_fresh;
 use super::wire::{HostMsg, HostSetup, HubMsg, MAX_DATAGRAM};
 use crate::fabric;
-use acm_engine::io::{
+use acm_engine::{
     EndpointId, FabricEvent, MadBytes, McastGroup, OpenQp, SaSend, SourceQuery, UdSend,
 };
 use std::collections::VecDeque;

@@ -8,7 +8,7 @@ use crate::fabric::{self, FabricQp, McastIndex, QpTable, QpTables, UmadExpiry, U
 use crate::sa::SubnetAdmin;
 use crate::spec::FabricSpec;
 use crate::topology::{PortRef, Topology};
-use acm_engine::io::{AddressVector, EndpointId, RecvInfo, SendToken};
+use acm_engine::{AddressVector, EndpointId, RecvInfo, SendToken};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io;
 use std::os::unix::net::{SocketAddr, UnixDatagram};

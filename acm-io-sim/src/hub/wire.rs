@@ -5,10 +5,8 @@
 //! `encode` and decode with `decode`, which checks the header, the body length and
 //! every field, and rejects trailing bytes.
 
-use acm_engine::device::{DeviceDesc, DeviceId, PortAttrs, PortId, PortState};
-use acm_engine::io::{
-    AddressVector, EndpointId, GlobalRoute, LocalIp, RecvInfo, SaDest, SendToken,
-};
+use acm_engine::{AddressVector, EndpointId, GlobalRoute, LocalIp, RecvInfo, SaDest, SendToken};
+use acm_engine::{DeviceDesc, DeviceId, PortAttrs, PortId, PortState};
 use acm_proto::{Gid, Mtu, Rate};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

@@ -10,7 +10,7 @@ use crate::rng::SimRng;
 use crate::spec::FabricSpec;
 use crate::topology::{PortRef, Topology};
 use acm_engine::driver::{self, Fabric, HostOutput};
-use acm_engine::io::{
+use acm_engine::{
     AddressVector, ClientOutput, EndpointId, LocalIp, Mad, McastGroup, OpenQp, SaSend, SourceQuery,
     UdSend,
 };

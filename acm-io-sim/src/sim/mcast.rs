@@ -19,7 +19,7 @@ use super::{Event, Sim, UdPayload};
 use crate::fabric::{self, UdTarget};
 use crate::spec::FabricSpec;
 use crate::topology::Topology;
-use acm_engine::io::{AddressVector, EndpointId, RecvInfo};
+use acm_engine::{AddressVector, EndpointId, RecvInfo};
 use acm_proto::{Gid, MULTICAST_LID_BASE};
 use std::rc::Rc;
 use std::time::Duration;

@@ -161,7 +161,7 @@ pub struct PortSpec {
     #[serde(default = "default_width")]
     pub width: u8,
     /// `ibv_port_attr.active_speed` code (1 SDR … 256 XDR); the port's rate is
-    /// [`acm_engine::device::rate_from_width_speed`] of width and speed, as the engine
+    /// [`acm_engine::rate_from_width_speed`] of width and speed, as the engine
     /// computes it.
     #[serde(default = "one_u16")]
     pub speed: u16,
@@ -206,7 +206,7 @@ impl PortSpec {
     /// `ibv_query_port`.
     #[must_use]
     pub fn rate(&self) -> Rate {
-        acm_engine::device::rate_from_width_speed(self.width, self.speed)
+        acm_engine::rate_from_width_speed(self.width, self.speed)
     }
 
     /// The port's MTU enum, or `None` when `mtu` is not an IB MTU.

@@ -2,7 +2,7 @@
 //! engine and gives back what the engine says to clients (replies, closes), to the
 //! kernel (netlink replies) and to the log ([`HostOutput`]); everything else (UD and SA
 //! traffic, QPs, multicast, source lookups) the engine's driver carries out through the
-//! backend's [`acm_engine::Fabric`].
+//! backend's [`acm_engine::driver::Fabric`].
 //!
 //! - [`sim::SimBackend`]: an in-process simulated fabric; this host's engine runs inside
 //!   the simulator with every other host's, on a clock kept in step with real time.
@@ -16,7 +16,8 @@ pub mod hub;
 pub mod hw;
 pub mod sim;
 
-use acm_engine::{ConnId, HostOutput, Instant};
+use acm_engine::driver::HostOutput;
+use acm_engine::{ConnId, Instant};
 use mio::{Registry, Token};
 use std::io;
 

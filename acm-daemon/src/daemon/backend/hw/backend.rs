@@ -14,11 +14,11 @@ use crate::daemon::backend::{Backend, BackendError};
 use crate::daemon::kernel::rtnl::{AddrEvent, RouteMonitor};
 use crate::daemon::kernel::{addrs, ipoib, source};
 use acm_engine::driver::{self, Fabric, HostOutput};
-use acm_engine::io::{
-    FabricEvent, LocalIp, McastGroup, OpenQp, RecvInfo, SaSend, SendToken, SourceQuery, UdSend,
-};
 use acm_engine::log::{Level, LogEvent};
 use acm_engine::{ConnId, DeviceId, EndpointId, Engine, Input, Instant, PortId};
+use acm_engine::{
+    FabricEvent, LocalIp, McastGroup, OpenQp, RecvInfo, SaSend, SendToken, SourceQuery, UdSend,
+};
 use acm_io_verbs::event::AsyncEventKind;
 use acm_io_verbs::umad::UmadDevice;
 use acm_io_verbs::verbs::{Completion, UdConfig, UdEndpoint};

@@ -1,8 +1,8 @@
 //! Translations between what acm-io-verbs reports and takes and what the engine says,
 //! kept apart from the I/O so that each is tested without hardware.
 
-use acm_engine::device::rate_from_width_speed;
-use acm_engine::io::{AddressVector, PortEvent, SaDest};
+use acm_engine::rate_from_width_speed;
+use acm_engine::{AddressVector, PortEvent, SaDest};
 use acm_engine::{DeviceDesc, DeviceId, PortAttrs, PortState};
 use acm_io_verbs::av::{GrhSpec, UdAddress};
 use acm_io_verbs::event::AsyncEventKind;
@@ -108,7 +108,7 @@ pub fn port_event(kind: AsyncEventKind, attrs: Option<PortAttrs>) -> Option<Port
 #[cfg(test)]
 mod tests {
     use super::*;
-    use acm_engine::io::GlobalRoute;
+    use acm_engine::GlobalRoute;
     use acm_io_verbs::PortState as HwState;
     use acm_proto::{Gid, Rate};
 

@@ -5,7 +5,7 @@
 use super::{convert, probe};
 use crate::daemon::kernel::addrs;
 use crate::daemon::kernel::rtnl::RouteMonitor;
-use acm_engine::io::LocalIp;
+use acm_engine::LocalIp;
 use acm_engine::{DeviceDesc, DeviceId, PortId};
 use acm_io_verbs::umad::UmadDevice;
 use acm_io_verbs::verbs::VerbsDevice;
