@@ -8,8 +8,8 @@
 //! only stops its own requests from being read (see [`super::conn`]).
 //!
 //! With a backend that serves the kernel, the RDMA_NL_LS socket is one more source:
-//! each kernel request goes to the backend, each netlink reply (`ClientOutput::Netlink`) back to the kernel
-//! (see [`super::kernel::channel`]).
+//! each kernel request goes to the backend, each netlink reply
+//! (`ClientOutput::Netlink`) back to the kernel (see [`super::kernel::channel`]).
 
 use super::backend::{Backend, BackendError};
 use super::conn::Conn;
