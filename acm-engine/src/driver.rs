@@ -9,7 +9,8 @@
 //! new trait method that every backend must answer, checked by the compiler.
 //!
 //! ```
-//! use acm_engine::driver::{self, Fabric, HostOutput};
+//! use acm_engine::driver::{self, Fabric};
+//! use acm_engine::HostOutput;
 //! use acm_engine::{McastGroup, OpenQp, SaSend, SourceQuery, UdSend};
 //! use acm_engine::{EndpointId, Engine, EngineConfig, Input, Instant};
 //!
@@ -40,10 +41,9 @@
 
 use crate::Engine;
 use crate::io::{
-    ClientOutput, EndpointId, FabricEvent, FabricOp, Input, McastGroup, OpenQp, Output, SaSend,
+    EndpointId, FabricEvent, FabricOp, HostOutput, Input, McastGroup, OpenQp, Output, SaSend,
     SourceQuery, UdSend,
 };
-use crate::log::LogEvent;
 use crate::time::Instant;
 
 /// What carries out an engine's fabric operations: UD QPs, multicast, SA MADs, and the
@@ -86,16 +86,6 @@ pub trait Fabric {
     }
 }
 
-/// What the driver hands back: everything the engine says that is not for the fabric.
-#[derive(Debug)]
-#[must_use]
-pub enum HostOutput {
-    /// For a client connection or the kernel.
-    Client(ClientOutput),
-    /// A log line.
-    Log(LogEvent),
-}
-
 /// Feeds one input to the fabric's engine at `now`. Afterwards, drain [`poll_output`].
 pub fn handle<F: Fabric + ?Sized>(fabric: &mut F, now: Instant, input: Input<'_>) {
     fabric.engine().handle(now, input);
@@ -110,8 +100,7 @@ pub fn poll_output<F: Fabric + ?Sized>(fabric: &mut F) -> Option<HostOutput> {
         while let Some(out) = fabric.engine().poll_output() {
             match out {
                 Output::Fabric(op) => carry(fabric, op),
-                Output::Client(c) => return Some(HostOutput::Client(c)),
-                Output::Log(ev) => return Some(HostOutput::Log(ev)),
+                Output::Host(out) => return Some(out),
             }
         }
         let ev = fabric.poll_event()?;

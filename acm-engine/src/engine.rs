@@ -178,7 +178,7 @@ mod tests {
         let mut engine = Engine::new(config, 0, Instant::ZERO);
         let mut lines = alloc::vec::Vec::new();
         while let Some(out) = engine.poll_output() {
-            if let Output::Log(ev) = out {
+            if let Output::Host(crate::io::HostOutput::Log(ev)) = out {
                 lines.push(alloc::format!("{ev}"));
             }
         }

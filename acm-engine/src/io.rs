@@ -313,18 +313,27 @@ pub type Reply = InlineBytes<160>;
 /// an RMPP-reassembled one).
 pub type MadBytes = InlineBytes<256>;
 
-/// One thing the driver must do, drained from [`crate::Engine::poll_output`]: for a
-/// client, for the fabric, or for the log. [`crate::driver`] carries out the fabric's
-/// share through a [`crate::driver::Fabric`] and hands back the rest.
+/// One thing the driver must do, drained from [`crate::Engine::poll_output`]: for the
+/// host (a client, the kernel, the log) or for the fabric. [`crate::driver`] carries
+/// out the fabric's share through a [`crate::driver::Fabric`] and hands back the host's
+/// as it is (no re-wrapping: the hand-off is on every request's path).
 #[derive(Debug)]
 #[must_use]
 // MADs and replies are inline so that producing an output allocates nothing.
 #[allow(clippy::large_enum_variant)]
 pub enum Output {
-    /// For a client connection or the kernel.
-    Client(ClientOutput),
+    /// For a client connection, the kernel or the log.
+    Host(HostOutput),
     /// For the fabric or the host's routing.
     Fabric(FabricOp),
+}
+
+/// What the driver hands back: everything the engine says that is not for the fabric.
+#[derive(Debug)]
+#[must_use]
+pub enum HostOutput {
+    /// For a client connection or the kernel.
+    Client(ClientOutput),
     /// A log line.
     Log(LogEvent),
 }

@@ -69,8 +69,8 @@ pub use device::{DeviceDesc, DeviceId, PortAttrs, PortId, PortState, rate_from_w
 pub use engine::Engine;
 pub use io::{
     AddressVector, ClientOutput, ConnId, EndpointId, FabricEvent, FabricOp, GlobalRoute,
-    InlineBytes, Input, LocalIp, LookupId, Mad, MadBytes, McastGroup, OpenQp, Output, PortEvent,
-    RecvInfo, Reply, SaDest, SaSend, SendToken, SourceQuery, UdSend,
+    HostOutput, InlineBytes, Input, LocalIp, LookupId, Mad, MadBytes, McastGroup, OpenQp, Output,
+    PortEvent, RecvInfo, Reply, SaDest, SaSend, SendToken, SourceQuery, UdSend,
 };
 pub use time::Instant;
 

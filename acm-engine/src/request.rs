@@ -102,6 +102,7 @@ impl PendingReply {
     /// Builds the reply `outcome` makes of this request into `buf` (at least 160
     /// bytes). Returns where it goes, its length, the path it carries (for a kernel
     /// reply) and its status.
+    #[inline]
     pub(crate) fn answer<'p>(
         #[allow(unused_mut)] mut self,
         outcome: Outcome<'p>,

@@ -3,13 +3,12 @@
 
 mod support;
 
-use acm_engine::Counters;
 use acm_engine::config::Options;
 use acm_engine::provider::{Ctx, Outcome, PendingReply, Provider, Resolve};
 use acm_engine::{
-    Address, ConnId, DeviceDesc, DeviceId, Engine, Input, Instant, Output, PortAttrs, PortId,
+    Address, ClientOutput, ConnId, Counters, DeviceDesc, DeviceId, EndpointId, Engine, HostOutput,
+    Input, Instant, Output, PortAttrs, PortId,
 };
-use acm_engine::{ClientOutput, EndpointId};
 use acm_proto::client::Status;
 use std::collections::BTreeMap;
 use support::reference;
@@ -106,10 +105,10 @@ fn ep_query_provider(e: &mut Engine) -> String {
     );
     let mut name = String::new();
     while let Some(out) = e.poll_output() {
-        if let Output::Client(ClientOutput::Reply {
+        if let Output::Host(HostOutput::Client(ClientOutput::Reply {
             conn: ConnId(9),
             reply,
-        }) = out
+        })) = out
         {
             let b = reply.as_bytes();
             assert_eq!(b[2], 0, "EP_QUERY succeeded");
@@ -143,10 +142,10 @@ fn ports_go_to_the_provider_their_prefix_names() {
     );
     let mut reply = None;
     while let Some(out) = e.poll_output() {
-        if let Output::Client(ClientOutput::Reply {
+        if let Output::Host(HostOutput::Client(ClientOutput::Reply {
             conn: ConnId(1),
             reply: r,
-        }) = out
+        })) = out
         {
             reply = Some(r.as_bytes().to_vec());
         }
@@ -196,8 +195,10 @@ fn a_port_with_no_provider_is_unused() {
     let mut logs = Vec::new();
     while let Some(out) = e.poll_output() {
         match out {
-            Output::Client(ClientOutput::Reply { reply, .. }) => status = Some(reply.as_bytes()[2]),
-            Output::Log(l) => logs.push(l.to_string()),
+            Output::Host(HostOutput::Client(ClientOutput::Reply { reply, .. })) => {
+                status = Some(reply.as_bytes()[2])
+            }
+            Output::Host(HostOutput::Log(l)) => logs.push(l.to_string()),
             _ => {}
         }
     }
@@ -245,7 +246,7 @@ fn a_reply_dropped_unanswered_is_logged_in_debug_builds() {
     );
     let mut logs = Vec::new();
     while let Some(out) = e.poll_output() {
-        if let Output::Log(l) = out {
+        if let Output::Host(HostOutput::Log(l)) = out {
             logs.push(l.to_string());
         }
     }

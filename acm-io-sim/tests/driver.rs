@@ -2,7 +2,7 @@
 //! describe the reference captures' environment (`daemon = false` peers, a default
 //! route outside the IPoIB subnets).
 
-use acm_engine::driver::HostOutput;
+use acm_engine::HostOutput;
 use acm_engine::{ClientOutput, ConnId, Instant};
 use acm_io_sim::Sim;
 use acm_io_sim::sim::requests;

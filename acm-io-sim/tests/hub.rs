@@ -6,7 +6,7 @@
 //! their results from a channel with a timeout, so a broken hub fails the test instead
 //! of hanging it.
 
-use acm_engine::driver::HostOutput;
+use acm_engine::HostOutput;
 use acm_engine::{ClientOutput, ConnId, Input, Instant};
 use acm_io_sim::FabricSpec;
 use acm_io_sim::fabric;

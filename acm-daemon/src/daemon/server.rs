@@ -16,7 +16,7 @@ use super::conn::Conn;
 use super::kernel::channel::KernelChannel;
 use super::listen::{Listener, Stream};
 use super::log::Logger;
-use acm_engine::driver::HostOutput;
+use acm_engine::HostOutput;
 use acm_engine::{ClientOutput, ConnId, Instant};
 use mio::{Events, Interest, Poll, Token};
 use std::collections::HashMap;

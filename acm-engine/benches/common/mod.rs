@@ -9,7 +9,8 @@
 mod reference_fabric;
 pub(crate) use reference_fabric::*;
 
-use acm_engine::driver::{self, Fabric, HostOutput};
+use acm_engine::HostOutput;
+use acm_engine::driver::{self, Fabric};
 use acm_engine::{ClientOutput, ConnId, EndpointId, Engine, EngineConfig, Input, Instant, PortId};
 use acm_engine::{McastGroup, OpenQp, SaSend, SendToken, SourceQuery, UdSend};
 use acm_proto::Gid;

@@ -58,9 +58,7 @@ impl Engine {
                 "client {}: {reason}; closing",
                 conn.0
             );
-            self.core
-                .out
-                .push_back(Output::Client(ClientOutput::Close { conn, reason }));
+            self.core.push_client(ClientOutput::Close { conn, reason });
             return;
         }
         let op = HeaderPacket::new_unchecked(bytes).opcode().operation();
@@ -158,10 +156,10 @@ impl Engine {
     /// Destination resolve (spec 1.7 validation, 1.8.2a).
     fn dest_resolve(&mut self, to: ReplyTo, bytes: &[u8]) {
         let msg = MessagePacket::new_unchecked(bytes);
-        let mut src: Option<usize> = None;
-        let mut dst: Option<usize> = None;
-        for i in 0..msg.entry_count().min(MAX_ENTRIES) {
-            let Some(e) = msg.entry(i) else { break };
+        let mut src: Option<EpAddrPacket<&[u8]>> = None;
+        let mut dst: Option<EpAddrPacket<&[u8]>> = None;
+        let entries = msg.body().chunks_exact(ENTRY_LEN).take(MAX_ENTRIES);
+        for e in entries.map(EpAddrPacket::new_unchecked) {
             let (flags, ty) = (e.flags(), e.addr_type());
             if flags.contains(EpFlags::SOURCE) {
                 if src.is_some() {
@@ -170,7 +168,7 @@ impl Engine {
                 if !ty.is_address() {
                     return self.core_error(to, bytes, Status::ESRCTYPE);
                 }
-                src = Some(i);
+                src = Some(e);
             }
             if flags.contains(EpFlags::DEST) {
                 if dst.is_some() {
@@ -179,16 +177,16 @@ impl Engine {
                 if !ty.is_address() {
                     return self.core_error(to, bytes, Status::EDESTTYPE);
                 }
-                dst = Some(i);
+                dst = Some(e);
             }
         }
-        let Some(de) = dst.and_then(|i| msg.entry(i)) else {
+        let Some(de) = dst else {
             return self.core_error(to, bytes, Status::EDESTTYPE);
         };
         let dest = entry_addr(&de);
         let dest_flags = de.flags();
         let hdr = header_of(bytes);
-        match src.and_then(|i| msg.entry(i)) {
+        match src {
             Some(se) => {
                 let src = entry_addr(&se);
                 self.dispatch_dest(to, hdr, src, dest, dest_flags, None);

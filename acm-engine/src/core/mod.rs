@@ -12,7 +12,9 @@ mod topology;
 use crate::counters::Counters;
 use crate::device::{DeviceId, PortAttrs, PortId};
 use crate::fxhash::SeqHashMap;
-use crate::io::{ClientOutput, ConnId, EndpointId, FabricOp, LookupId, Output, Reply, SaSend};
+use crate::io::{
+    ClientOutput, ConnId, EndpointId, FabricOp, HostOutput, LookupId, Output, Reply, SaSend,
+};
 use crate::log::{Level, LogEvent, log};
 use crate::request::{Outcome, PendingReply, ReplyKind, ReplyTo};
 
@@ -146,11 +148,11 @@ impl Core {
     }
 
     pub(crate) fn push_log(&mut self, ev: LogEvent) {
-        self.out.push_back(Output::Log(ev));
+        self.out.push_back(Output::Host(HostOutput::Log(ev)));
     }
 
     pub(crate) fn push_client(&mut self, out: ClientOutput) {
-        self.out.push_back(Output::Client(out));
+        self.out.push_back(Output::Host(HostOutput::Client(out)));
     }
 
     pub(crate) fn push_fabric(&mut self, op: FabricOp) {

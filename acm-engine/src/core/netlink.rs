@@ -148,9 +148,6 @@ impl Core {
             }
             None => LsReplyRepr::error(&request, pid),
         };
-        self.out
-            .push_back(crate::io::Output::Client(crate::io::ClientOutput::Netlink(
-                reply.to_vec(),
-            )));
+        self.push_client(crate::io::ClientOutput::Netlink(reply.to_vec()));
     }
 }

@@ -9,7 +9,8 @@ pub mod reference;
 pub mod reference_fabric;
 pub mod requests;
 
-use acm_engine::driver::{self, Fabric, HostOutput};
+use acm_engine::HostOutput;
+use acm_engine::driver::{self, Fabric};
 use acm_engine::{
     AddressVector, FabricEvent, Mad, MadBytes, McastGroup, OpenQp, PortEvent, SaSend, SourceQuery,
     UdSend,

@@ -5,7 +5,8 @@
 use super::HubError;
 use super::client::HubClient;
 use super::wire::HostSetup;
-use acm_engine::driver::{self, Fabric, HostOutput};
+use acm_engine::HostOutput;
+use acm_engine::driver::{self, Fabric};
 use acm_engine::{EndpointId, Engine, Input, Instant};
 use acm_engine::{FabricEvent, McastGroup, OpenQp, SaSend, SourceQuery, UdSend};
 use std::path::Path;

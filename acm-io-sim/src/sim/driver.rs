@@ -11,7 +11,7 @@
 //! connections on the same host.
 
 use super::Sim;
-use acm_engine::driver::HostOutput;
+use acm_engine::HostOutput;
 use acm_engine::{ClientOutput, ConnId, Input, Instant};
 use std::collections::VecDeque;
 

@@ -9,7 +9,8 @@ use crate::fabric::{self, FabricQp, QpTable, QpTables, UmadExpiry, UmadSend};
 use crate::rng::SimRng;
 use crate::spec::FabricSpec;
 use crate::topology::{PortRef, Topology};
-use acm_engine::driver::{self, Fabric, HostOutput};
+use acm_engine::HostOutput;
+use acm_engine::driver::{self, Fabric};
 use acm_engine::{
     AddressVector, ClientOutput, EndpointId, LocalIp, Mad, McastGroup, OpenQp, SaSend, SourceQuery,
     UdSend,

@@ -3,7 +3,7 @@
 //! processes share. Real time, like a real fabric.
 
 use super::{Backend, BackendError};
-use acm_engine::driver::HostOutput;
+use acm_engine::HostOutput;
 use acm_engine::{ConnId, EngineConfig, Input, Instant};
 use acm_io_sim::hub::{HostSetup, HubError, HubHost};
 use mio::unix::SourceFd;

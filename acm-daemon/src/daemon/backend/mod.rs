@@ -16,7 +16,7 @@ pub mod hub;
 pub mod hw;
 pub mod sim;
 
-use acm_engine::driver::HostOutput;
+use acm_engine::HostOutput;
 use acm_engine::{ConnId, Instant};
 use mio::{Registry, Token};
 use std::io;

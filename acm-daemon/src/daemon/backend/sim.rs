@@ -4,7 +4,7 @@
 //! retries take as long as they would on a real fabric.
 
 use super::{Backend, BackendError};
-use acm_engine::driver::HostOutput;
+use acm_engine::HostOutput;
 use acm_engine::{ConnId, EngineConfig, Instant};
 use acm_io_sim::{FabricSpec, Sim};
 use mio::{Registry, Token};

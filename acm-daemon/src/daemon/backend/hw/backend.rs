@@ -13,7 +13,8 @@ use super::open::{HwDevice, OpenedHardware};
 use crate::daemon::backend::{Backend, BackendError};
 use crate::daemon::kernel::rtnl::{AddrEvent, RouteMonitor};
 use crate::daemon::kernel::{addrs, ipoib, source};
-use acm_engine::driver::{self, Fabric, HostOutput};
+use acm_engine::HostOutput;
+use acm_engine::driver::{self, Fabric};
 use acm_engine::log::{Level, LogEvent};
 use acm_engine::{ConnId, DeviceId, EndpointId, Engine, Input, Instant, PortId};
 use acm_engine::{
