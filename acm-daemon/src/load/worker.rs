@@ -243,10 +243,7 @@ impl Client<'_> {
             Ok(()) => self.in_flight.push(Pending {
                 tid,
                 kind,
-                operation: HeaderPacket::new_unchecked(template)
-                    .opcode()
-                    .operation()
-                    .0,
+                operation: HeaderPacket::new_unchecked(template).opcode().operation().0,
                 sent,
             }),
             Err(e) => {
