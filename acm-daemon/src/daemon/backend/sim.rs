@@ -5,7 +5,7 @@
 
 use super::{Backend, BackendError};
 use acm_engine::{ConnId, EngineConfig, HostOutput, Instant};
-use acm_io_sim::{FabricSpec, Sim};
+use acm_io_sim::{FabricSpec, HostId, Sim};
 use mio::{Registry, Token};
 use std::collections::BTreeMap;
 use std::io;
@@ -16,7 +16,7 @@ pub const DEMO_FABRIC: &str = include_str!("../../../../testdata/fabrics/demo.to
 /// The simulator, driven for one host.
 pub struct SimBackend {
     sim: Sim,
-    host: usize,
+    host: HostId,
     label: String,
 }
 
@@ -26,7 +26,7 @@ impl SimBackend {
     #[must_use]
     pub fn new(
         spec: FabricSpec,
-        host: usize,
+        host: HostId,
         config: EngineConfig,
         seed: u64,
         label: String,
@@ -37,7 +37,7 @@ impl SimBackend {
 
     /// The host this daemon is.
     #[must_use]
-    pub fn host(&self) -> usize {
+    pub fn host(&self) -> HostId {
         self.host
     }
 }
@@ -47,7 +47,7 @@ impl Backend for SimBackend {
         format!(
             "{}, host {}",
             self.label,
-            self.sim.spec().hosts[self.host].name
+            self.sim.spec().hosts[self.host.index()].name
         )
     }
 
