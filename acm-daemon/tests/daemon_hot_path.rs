@@ -46,10 +46,10 @@ fn cache_hits_allocate_nothing_per_request() {
     // The engine and the simulator are single-threaded: build the server on its thread.
     std::thread::spawn(move || {
         let spec = FabricSpec::parse(DEMO_FABRIC).expect("the demo fabric");
-        let mut config = acm_io_sim::fabric::engine_config(&spec, 0);
+        let mut config = acm_io_sim::fabric::engine_config(&spec, acm_io_sim::HostId(0));
         // log_level 0, as in production: level 2 formats a line per request by design.
         config.options.log_level = 0;
-        let backend = SimBackend::new(spec, 0, config, 1, "demo".into());
+        let backend = SimBackend::new(spec, acm_io_sim::HostId(0), config, 1, "demo".into());
         let (log, _) = Logger::open("stderr", acm_daemon::daemon::log::max_level(0));
         let mut server = Server::new(
             listener,

@@ -3,11 +3,12 @@
 
 mod support;
 
+use acm_engine::HostOutput;
 use acm_engine::config::Options;
 use acm_engine::provider::{Ctx, Outcome, PendingReply, Provider, Resolve};
 use acm_engine::{
-    Address, ClientOutput, ConnId, Counters, DeviceDesc, DeviceId, EndpointId, Engine, HostOutput,
-    Input, Instant, Output, PortAttrs, PortId,
+    Address, ClientOutput, ConnId, Counters, DeviceDesc, DeviceId, EndpointId, Engine, Input,
+    Instant, Output, PortAttrs, PortId,
 };
 use acm_proto::client::Status;
 use std::collections::BTreeMap;

@@ -9,7 +9,7 @@
 //! things happen (a virtual clock and fault rules in the simulator, real time in the
 //! hub) and carry the results.
 
-use crate::spec::FabricSpec;
+use crate::spec::{FabricSpec, HostId};
 use crate::topology::{PortRef, Topology};
 use acm_engine::config::{AddrFile, Options, parse_hosts};
 use acm_engine::{AddressVector, EndpointId, LocalIp, RecvInfo};
@@ -50,21 +50,21 @@ pub struct FabricQp {
 /// One host's QPs by endpoint.
 pub type QpTable = BTreeMap<EndpointId, FabricQp>;
 
-/// The QPs attached to each multicast group, as (host index, endpoint).
-pub type McastIndex = BTreeMap<Gid, BTreeSet<(usize, EndpointId)>>;
+/// The QPs attached to each multicast group, as (host, endpoint).
+pub type McastIndex = BTreeMap<Gid, BTreeSet<(HostId, EndpointId)>>;
 
 /// Where the QP tables of every host live (the simulator keeps them in its hosts, the
 /// hub in its attachments).
 pub trait QpTables {
     /// Host `host`'s QPs, if it has any.
-    fn host_qps(&self, host: usize) -> Option<&QpTable>;
+    fn host_qps(&self, host: HostId) -> Option<&QpTable>;
 }
 
 /// One QP a UD send reaches, with the work completion it gets there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UdTarget {
     /// The receiving host.
-    pub host: usize,
+    pub host: HostId,
     /// The receiving endpoint.
     pub ep: EndpointId,
     /// Its work-completion data.
@@ -112,7 +112,7 @@ pub fn ud_delivery(
     topo: &Topology,
     qps: &(impl QpTables + ?Sized),
     mcast: &McastIndex,
-    host: usize,
+    host: HostId,
     ep: EndpointId,
     av: &AddressVector,
 ) -> Option<UdDelivery> {
@@ -181,7 +181,7 @@ pub fn ud_delivery(
 pub fn mcast_attach(
     qps: &mut QpTable,
     index: &mut McastIndex,
-    host: usize,
+    host: HostId,
     ep: EndpointId,
     mgid: Gid,
 ) {
@@ -197,7 +197,7 @@ pub fn mcast_attach(
 pub fn mcast_detach(
     qps: &mut QpTable,
     index: &mut McastIndex,
-    host: usize,
+    host: HostId,
     ep: EndpointId,
     mgid: Gid,
 ) {
@@ -208,7 +208,7 @@ pub fn mcast_detach(
 }
 
 /// Removes (host, endpoint) from group `mgid` in the index, dropping a group left empty.
-pub fn mcast_leave(index: &mut McastIndex, host: usize, ep: EndpointId, mgid: Gid) {
+pub fn mcast_leave(index: &mut McastIndex, host: HostId, ep: EndpointId, mgid: Gid) {
     if let Some(set) = index.get_mut(&mgid) {
         set.remove(&(host, ep));
         if set.is_empty() {
@@ -218,7 +218,7 @@ pub fn mcast_leave(index: &mut McastIndex, host: usize, ep: EndpointId, mgid: Gi
 }
 
 /// Destroys host `host`'s QP of endpoint `ep`, detaching it from every group.
-pub fn close_qp(qps: &mut QpTable, index: &mut McastIndex, host: usize, ep: EndpointId) {
+pub fn close_qp(qps: &mut QpTable, index: &mut McastIndex, host: HostId, ep: EndpointId) {
     if let Some(qp) = qps.remove(&ep) {
         for m in qp.mcast {
             mcast_leave(index, host, ep, m);
@@ -235,7 +235,7 @@ pub fn sm_port(topo: &Topology, sm_lid: u16) -> Option<PortRef> {
 
 /// The port of an engine output, as the topology names it.
 #[must_use]
-pub fn port_ref(host: usize, port: PortId) -> PortRef {
+pub fn port_ref(host: HostId, port: PortId) -> PortRef {
     PortRef {
         host,
         hca: port.device.0 as usize,
@@ -263,8 +263,8 @@ pub fn mad_tid(mad: &[u8]) -> u64 {
 /// The umad agent id of host `host`'s incarnation `incarnation`: the kernel puts it in
 /// the upper 32 bits of every TID the agent sends.
 #[must_use]
-pub fn umad_agent(host: usize, incarnation: u32) -> u32 {
-    ((incarnation & 0xFF) << 24) | (host as u32 + 1)
+pub fn umad_agent(host: HostId, incarnation: u32) -> u32 {
+    ((incarnation & 0xFF) << 24) | (host.index() as u32 + 1)
 }
 
 /// What the kernel does to a TID: the low 32 bits are the sender's, the upper 32 the
@@ -393,8 +393,8 @@ pub fn same_subnet(a: IpAddr, b: IpAddr, prefix: u8) -> bool {
 /// # Panics
 /// If the host does not exist.
 #[must_use]
-pub fn engine_config(spec: &FabricSpec, h: usize) -> EngineConfig {
-    let hs = &spec.hosts[h];
+pub fn engine_config(spec: &FabricSpec, h: HostId) -> EngineConfig {
+    let hs = &spec.hosts[h.index()];
     let opts_name = format!("{}:ibacm_opts.cfg", hs.name);
     let (options, mut diagnostics) = Options::parse(&opts_name, &hs.options);
     let (addr_file, d2) = AddrFile::parse(
@@ -425,8 +425,8 @@ pub fn engine_config(spec: &FabricSpec, h: usize) -> EngineConfig {
 /// # Panics
 /// If the host does not exist.
 #[must_use]
-pub fn local_ips(spec: &FabricSpec, h: usize) -> Vec<LocalIp> {
-    spec.hosts[h]
+pub fn local_ips(spec: &FabricSpec, h: HostId) -> Vec<LocalIp> {
+    spec.hosts[h.index()]
         .ips
         .iter()
         .map(|ip| LocalIp {
@@ -447,12 +447,12 @@ mod tests {
     struct Tables(Vec<QpTable>);
 
     impl QpTables for Tables {
-        fn host_qps(&self, host: usize) -> Option<&QpTable> {
-            self.0.get(host)
+        fn host_qps(&self, host: HostId) -> Option<&QpTable> {
+            self.0.get(host.index())
         }
     }
 
-    fn qp(host: usize, qpn: u32, pkey: u16) -> FabricQp {
+    fn qp(host: HostId, qpn: u32, pkey: u16) -> FabricQp {
         FabricQp {
             port: PortRef::new(host, 0, 1),
             qpn,
@@ -469,14 +469,14 @@ mod tests {
         let ep = EndpointId(1);
         let mut t = Tables(vec![QpTable::new(), QpTable::new(), QpTable::new()]);
         for h in 0..3 {
-            t.0[h].insert(ep, qp(h, 0x48 + h as u32, 0xFFFF));
+            t.0[h].insert(ep, qp(HostId(h), 0x48 + h as u32, 0xFFFF));
         }
         let mgid = Gid::from_parts(0xff12_401b_ffff_0000, 1);
         let mut index = McastIndex::new();
         for h in 0..3 {
-            mcast_attach(&mut t.0[h], &mut index, h, ep, mgid);
+            mcast_attach(&mut t.0[h], &mut index, HostId(h), ep, mgid);
         }
-        mcast_attach(&mut t.0[0], &mut index, 0, ep, mgid);
+        mcast_attach(&mut t.0[0], &mut index, HostId(0), ep, mgid);
         assert_eq!(t.0[0][&ep].mcast, vec![mgid], "attached once");
         let av = AddressVector {
             dlid: 0xC001,
@@ -489,15 +489,15 @@ mod tests {
             remote_qkey: ACM_QKEY,
             ..AddressVector::default()
         };
-        let d = ud_delivery(&topo, &t, &index, 0, ep, &av).unwrap();
-        let hosts: Vec<usize> = d.targets.iter().map(|x| x.host).collect();
-        assert_eq!(hosts, vec![1, 2], "everyone but the sender");
+        let d = ud_delivery(&topo, &t, &index, HostId(0), ep, &av).unwrap();
+        let hosts: Vec<HostId> = d.targets.iter().map(|x| x.host).collect();
+        assert_eq!(hosts, vec![HostId(1), HostId(2)], "everyone but the sender");
         assert_eq!(d.targets[0].wc.slid, 1);
         assert_eq!(d.targets[0].wc.src_qp, 0x48);
         let g = GrhRepr::parse(&d.grh).unwrap();
         assert_eq!(
             (g.sgid, g.dgid, g.hop_limit),
-            (spec.port_gid(0, 0, 1), mgid, 1)
+            (spec.port_gid(HostId(0), 0, 1), mgid, 1)
         );
 
         let uni = AddressVector {
@@ -505,40 +505,40 @@ mod tests {
             remote_qpn: 0x4A,
             ..av
         };
-        let d = ud_delivery(&topo, &t, &index, 0, ep, &uni).unwrap();
+        let d = ud_delivery(&topo, &t, &index, HostId(0), ep, &uni).unwrap();
         assert_eq!(d.targets.len(), 1);
-        assert_eq!((d.targets[0].host, d.targets[0].ep), (2, ep));
+        assert_eq!((d.targets[0].host, d.targets[0].ep), (HostId(2), ep));
         let wrong_qkey = AddressVector {
             remote_qkey: 1,
             ..uni
         };
         assert!(
-            ud_delivery(&topo, &t, &index, 0, ep, &wrong_qkey)
+            ud_delivery(&topo, &t, &index, HostId(0), ep, &wrong_qkey)
                 .unwrap()
                 .targets
                 .is_empty()
         );
-        assert!(ud_delivery(&topo, &t, &index, 0, EndpointId(9), &uni).is_none());
+        assert!(ud_delivery(&topo, &t, &index, HostId(0), EndpointId(9), &uni).is_none());
 
-        mcast_detach(&mut t.0[1], &mut index, 1, ep, mgid);
-        close_qp(&mut t.0[2], &mut index, 2, ep);
+        mcast_detach(&mut t.0[1], &mut index, HostId(1), ep, mgid);
+        close_qp(&mut t.0[2], &mut index, HostId(2), ep);
         assert!(
-            ud_delivery(&topo, &t, &index, 0, ep, &av)
+            ud_delivery(&topo, &t, &index, HostId(0), ep, &av)
                 .unwrap()
                 .targets
                 .is_empty()
         );
-        close_qp(&mut t.0[0], &mut index, 0, ep);
+        close_qp(&mut t.0[0], &mut index, HostId(0), ep);
         assert!(index.is_empty(), "empty groups are dropped");
     }
 
     #[test]
     fn umad_tid_rewrite_and_retries() {
-        let agent = umad_agent(2, 1);
+        let agent = umad_agent(HostId(2), 1);
         assert_eq!(agent, 0x0100_0003);
         let mut mad = [0u8; 256];
         mad[8..16].copy_from_slice(&0xdead_beef_0000_0007u64.to_be_bytes());
-        let (tid, mut u) = UmadSend::new(agent, PortRef::new(2, 0, 1), 7, 1, 0, 1, mad);
+        let (tid, mut u) = UmadSend::new(agent, PortRef::new(HostId(2), 0, 1), 7, 1, 0, 1, mad);
         assert_eq!(tid, 0x0100_0003_0000_0007);
         assert_eq!(mad_tid(&u.mad[..]), tid);
         assert_eq!(u.timeout, Duration::from_millis(1));

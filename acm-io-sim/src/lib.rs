@@ -26,4 +26,4 @@ pub mod spec;
 pub mod topology;
 
 pub use sim::Sim;
-pub use spec::FabricSpec;
+pub use spec::{FabricSpec, HostId};

@@ -576,7 +576,7 @@ fn mtu_bytes(m: Mtu) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{FabricSpec, GenOptions};
+    use crate::spec::{FabricSpec, GenOptions, HostId};
     use acm_proto::acm_mad::ACM_QKEY;
     use acm_proto::mcmember::McScope;
     use acm_proto::mgid::AcmMgid;
@@ -585,7 +585,7 @@ mod tests {
     const TID: u64 = 0x0000_0001_0000_002A;
 
     fn p(h: usize) -> PortRef {
-        PortRef::new(h, 0, 1)
+        PortRef::new(HostId(h), 0, 1)
     }
 
     fn topo(spec: &FabricSpec) -> Topology {
@@ -684,8 +684,8 @@ mod tests {
         let mut sa = SubnetAdmin::new();
 
         let r = ask_path(&mut sa, &t, p(0), &query(&t, p(0), p(1), 0xFFFF)).unwrap();
-        assert_eq!(r.sgid, spec.port_gid(0, 0, 1));
-        assert_eq!(r.dgid, spec.port_gid(1, 0, 1));
+        assert_eq!(r.sgid, spec.port_gid(HostId(0), 0, 1));
+        assert_eq!(r.dgid, spec.port_gid(HostId(1), 0, 1));
         assert_eq!((r.slid, r.dlid), (1, 2));
         // RATE_40 is enum 7 and RATE_25 enum 15: the minimum is by speed.
         assert_eq!(r.rate, Selected::exactly(Rate::RATE_25));
@@ -747,18 +747,18 @@ mod tests {
             (1, 6),
             "the queried LID within the LMC range"
         );
-        assert_eq!(r.sgid, spec.port_gid(0, 0, 1));
+        assert_eq!(r.sgid, spec.port_gid(HostId(0), 0, 1));
         // No SGID or SLID: the sender is the source; base LIDs.
         let q = PathRecordRepr {
-            dgid: spec.port_gid(0, 0, 1),
+            dgid: spec.port_gid(HostId(0), 0, 1),
             ..PathRecordRepr::default()
         };
         let r = ask_path(&mut sa, &t, p(1), &q).unwrap();
         assert_eq!((r.slid, r.dlid), (4, 1));
-        assert_eq!(r.sgid, spec.port_gid(1, 0, 1));
+        assert_eq!(r.sgid, spec.port_gid(HostId(1), 0, 1));
         // An SLID that is not the SGID's port: no record.
         let q = PathRecordRepr {
-            sgid: spec.port_gid(0, 0, 1),
+            sgid: spec.port_gid(HostId(0), 0, 1),
             slid: 5,
             dlid: 4,
             ..PathRecordRepr::default()
@@ -857,7 +857,7 @@ mod tests {
         let r = join(&mut sa, &t, p(0), 0xFFFF, Rate::RATE_10, Mtu::MTU_2048).unwrap();
         let mgid: Gid = "ff15:4001:ffff:3:400::".parse().unwrap();
         assert_eq!(r.mgid, mgid);
-        assert_eq!(r.port_gid, spec.port_gid(0, 0, 1));
+        assert_eq!(r.port_gid, spec.port_gid(HostId(0), 0, 1));
         assert_eq!((r.qkey, r.mlid, r.pkey), (ACM_QKEY, 0xC001, 0xFFFF));
         assert_eq!(r.mtu.to_byte(), 0x84);
         assert_eq!(r.rate.to_byte(), 0x83);
@@ -871,7 +871,7 @@ mod tests {
         // The same group from another host: same MLID, the member's own PortGID.
         let r2 = join(&mut sa, &t, p(1), 0xFFFF, Rate::RATE_10, Mtu::MTU_2048).unwrap();
         assert_eq!((r2.mgid, r2.mlid), (mgid, 0xC001));
-        assert_eq!(r2.port_gid, spec.port_gid(1, 0, 1));
+        assert_eq!(r2.port_gid, spec.port_gid(HostId(1), 0, 1));
         assert_eq!(
             r2.packet_lifetime.value, 16,
             "the group's, set by its creator"
@@ -1161,7 +1161,7 @@ mod tests {
                 m[16] = 0;
                 m[17] = if shape & 0x10 == 0 { 0x35 } else { 0x38 };
             }
-            let from = PortRef::new(usize::from(from % 4), 0, 1 + from / 128);
+            let from = PortRef::new(HostId(usize::from(from % 4)), 0, 1 + from / 128);
             for mode in [SaMode::Up, SaMode::Busy, SaMode::Down] {
                 sa.mode = mode;
                 if let Some(r) = sa.answer(&t, from, &m) {
@@ -1190,7 +1190,7 @@ mod tests {
             if method {
                 m[3] = Method::DELETE.0;
             }
-            let from = PortRef::new(usize::from(from % 3), 0, 1);
+            let from = PortRef::new(HostId(usize::from(from % 3)), 0, 1);
             let _ = sa.answer(&t, from, &m);
             // Also as a path query with the same bytes.
             m[3] = 0x01;

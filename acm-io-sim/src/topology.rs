@@ -6,18 +6,18 @@
 //! attributes handed to each host's engine — reads it from here, so one change is seen
 //! consistently everywhere.
 
-use crate::spec::{FabricSpec, LinkLayer};
+use crate::spec::{FabricSpec, HostId, LinkLayer};
 use acm_engine::{DeviceDesc, DeviceId, PortAttrs, PortState};
 use acm_proto::mgid::PKEY_FULL_MEMBER;
 use acm_proto::{Gid, Mtu, Rate};
 use std::collections::BTreeMap;
 
-/// Names one port of the fabric: host index, HCA index and port number. Ordered by host,
+/// Names one port of the fabric: host, HCA index and port number. Ordered by host,
 /// then HCA, then port, which is the order everything in the simulator iterates in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PortRef {
-    /// Index of the host in the spec.
-    pub host: usize,
+    /// The host.
+    pub host: HostId,
     /// Index of the HCA in the host's `hcas`.
     pub hca: usize,
     /// Port number, from 1.
@@ -27,7 +27,7 @@ pub struct PortRef {
 impl PortRef {
     /// Shorthand for building a reference in tests and fault scripts.
     #[must_use]
-    pub const fn new(host: usize, hca: usize, port: u8) -> Self {
+    pub const fn new(host: HostId, hca: usize, port: u8) -> Self {
         Self { host, hca, port }
     }
 }
@@ -100,7 +100,7 @@ impl Topology {
     pub fn new(spec: &FabricSpec) -> Self {
         let mut ports = BTreeMap::new();
         let mut hcas = Vec::with_capacity(spec.hosts.len());
-        for (h, host) in spec.hosts.iter().enumerate() {
+        for (h, host) in spec.host_ids().zip(&spec.hosts) {
             let mut infos = Vec::with_capacity(host.hcas.len());
             for (c, hca) in host.hcas.iter().enumerate() {
                 infos.push(HcaInfo {
@@ -218,8 +218,8 @@ impl Topology {
     /// The host's devices as the engine discovers them: `DeviceId(i)` is HCA `i`, with
     /// every port's current [`Topology::attrs`]. Empty for an unknown host.
     #[must_use]
-    pub fn devices(&self, host: usize, sm_lid: u16, sm_sl: u8) -> Vec<DeviceDesc> {
-        let Some(hcas) = self.hcas.get(host) else {
+    pub fn devices(&self, host: HostId, sm_lid: u16, sm_sl: u8) -> Vec<DeviceDesc> {
+        let Some(hcas) = self.hcas.get(host.index()) else {
             return Vec::new();
         };
         hcas.iter()
@@ -237,8 +237,8 @@ impl Topology {
 
     /// The verbs name of an HCA (`mlx5_0`), for logs and address files.
     #[must_use]
-    pub fn hca_name(&self, host: usize, hca: usize) -> Option<&str> {
-        Some(self.hcas.get(host)?.get(hca)?.name.as_str())
+    pub fn hca_name(&self, host: HostId, hca: usize) -> Option<&str> {
+        Some(self.hcas.get(host.index())?.get(hca)?.name.as_str())
     }
 
     /// The partition two ports share, which decides whether they may talk at all: the
@@ -292,7 +292,7 @@ impl Topology {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{GenOptions, PortSpec};
+    use crate::spec::{GenOptions, HostId, PortSpec};
 
     fn fabric(n: usize) -> FabricSpec {
         FabricSpec::generate(n, &GenOptions::default())
@@ -304,11 +304,11 @@ mod tests {
         let t = Topology::new(&spec);
         assert_eq!(t.hosts(), 3);
         assert_eq!(t.ports().count(), 3);
-        let r = PortRef::new(1, 0, 1);
+        let r = PortRef::new(HostId(1), 0, 1);
         let p = t.port(r).unwrap();
         assert_eq!(p.lid, 2);
-        assert_eq!(p.gid, spec.port_gid(1, 0, 1));
-        assert_eq!(p.guid, spec.port_guid(1, 0, 1));
+        assert_eq!(p.gid, spec.port_gid(HostId(1), 0, 1));
+        assert_eq!(p.guid, spec.port_guid(HostId(1), 0, 1));
         assert_eq!((p.rate, p.mtu), (Rate::RATE_10, Mtu::MTU_2048));
         assert_eq!(p.pkeys, vec![0xFFFF]);
         assert!(p.up && p.ib);
@@ -316,9 +316,9 @@ mod tests {
         assert_eq!(t.by_gid(&p.gid), Some(r));
         assert_eq!(t.by_lid(4), None);
         assert_eq!(t.by_lid(0), None);
-        assert_eq!(t.port(PortRef::new(1, 0, 2)), None);
-        assert_eq!(t.hca_name(2, 0), Some("mlx5_0"));
-        assert_eq!(t.hca_name(3, 0), None);
+        assert_eq!(t.port(PortRef::new(HostId(1), 0, 2)), None);
+        assert_eq!(t.hca_name(HostId(2), 0), Some("mlx5_0"));
+        assert_eq!(t.hca_name(HostId(3), 0), None);
         let order: Vec<PortRef> = t.ports().map(|(r, _)| r).collect();
         let mut sorted = order.clone();
         sorted.sort();
@@ -334,20 +334,24 @@ mod tests {
         spec.validate().unwrap();
         let t = Topology::new(&spec);
         for lid in 8..12 {
-            assert_eq!(t.by_lid(lid), Some(PortRef::new(1, 0, 1)), "lid {lid}");
+            assert_eq!(
+                t.by_lid(lid),
+                Some(PortRef::new(HostId(1), 0, 1)),
+                "lid {lid}"
+            );
         }
-        assert_eq!(t.by_lid(12), Some(PortRef::new(2, 0, 1)));
+        assert_eq!(t.by_lid(12), Some(PortRef::new(HostId(2), 0, 1)));
         assert_eq!(t.by_lid(13), None);
         assert_eq!(t.by_lid(7), None);
-        assert_eq!(t.by_lid(1), Some(PortRef::new(0, 0, 1)));
-        assert!(t.port(PortRef::new(1, 0, 1)).unwrap().has_lid(11));
+        assert_eq!(t.by_lid(1), Some(PortRef::new(HostId(0), 0, 1)));
+        assert!(t.port(PortRef::new(HostId(1), 0, 1)).unwrap().has_lid(11));
     }
 
     #[test]
     fn changes_are_seen_after_reindex() {
         let spec = fabric(2);
         let mut t = Topology::new(&spec);
-        let r = PortRef::new(1, 0, 1);
+        let r = PortRef::new(HostId(1), 0, 1);
         let p = t.port_mut(r).unwrap();
         p.lid = 40;
         p.gid = Gid::from_parts(0xfe80 << 48, 0x1234);
@@ -358,7 +362,7 @@ mod tests {
         assert_eq!(t.by_lid(2), None);
         assert_eq!(t.by_lid(40), Some(r), "down ports are still found");
         assert_eq!(t.by_gid(&Gid::from_parts(0xfe80 << 48, 0x1234)), Some(r));
-        assert_eq!(t.by_gid(&spec.port_gid(1, 0, 1)), None);
+        assert_eq!(t.by_gid(&spec.port_gid(HostId(1), 0, 1)), None);
     }
 
     #[test]
@@ -372,27 +376,27 @@ mod tests {
             ..PortSpec::ib(100)
         });
         let t = Topology::new(&spec);
-        let a = t.attrs(PortRef::new(0, 0, 1), 1, 3).unwrap();
+        let a = t.attrs(PortRef::new(HostId(0), 0, 1), 1, 3).unwrap();
         assert_eq!(a.state, PortState::Active);
         assert!(a.link_layer_ib && a.usable());
         assert_eq!((a.lid, a.lmc, a.sm_lid, a.sm_sl), (1, 0, 1, 3));
-        assert_eq!(a.gids, vec![spec.port_gid(0, 0, 1)]);
+        assert_eq!(a.gids, vec![spec.port_gid(HostId(0), 0, 1)]);
         assert_eq!(a.pkeys, vec![0xFFFF, 0x8001]);
         assert_eq!(
             (a.rate, a.mtu, a.subnet_timeout),
             (Rate::RATE_40, Mtu::MTU_4096, 18)
         );
-        let down = t.attrs(PortRef::new(0, 0, 2), 1, 3).unwrap();
+        let down = t.attrs(PortRef::new(HostId(0), 0, 2), 1, 3).unwrap();
         assert_eq!(down.state, PortState::Down);
-        assert_eq!(t.attrs(PortRef::new(0, 0, 3), 1, 0), None);
+        assert_eq!(t.attrs(PortRef::new(HostId(0), 0, 3), 1, 0), None);
 
-        let devs = t.devices(0, 1, 3);
+        let devs = t.devices(HostId(0), 1, 3);
         assert_eq!(devs.len(), 1);
         assert_eq!(devs[0].id, DeviceId(0));
         assert_eq!(devs[0].name, "mlx5_0");
         assert_eq!(devs[0].guid, spec.hosts[0].hcas[0].guid);
         assert_eq!(devs[0].ports, vec![a, down]);
-        assert!(t.devices(7, 1, 0).is_empty());
+        assert!(t.devices(HostId(7), 1, 0).is_empty());
     }
 
     #[test]
@@ -410,13 +414,13 @@ mod tests {
         spec.hosts[2].hcas[0].ports[0].pkeys = vec![0x7FFF];
         spec.hosts[3].hcas[0].ports[0].pkeys = vec![0x8002];
         let t = Topology::new(&spec);
-        let p = |h| PortRef::new(h, 0, 1);
+        let p = |h| PortRef::new(HostId(h), 0, 1);
         assert_eq!(t.shared_pkey(p(0), p(0)), Some(0xFFFF));
         assert_eq!(t.shared_pkeys(p(0), p(1)), vec![0x7FFF, 0x8001]);
         assert_eq!(t.shared_pkeys(p(1), p(0)), vec![0x7FFF, 0x8001]);
         assert_eq!(t.shared_pkey(p(1), p(2)), None, "limited + limited");
         assert_eq!(t.shared_pkey(p(0), p(2)), Some(0x7FFF));
         assert_eq!(t.shared_pkey(p(0), p(3)), None);
-        assert_eq!(t.shared_pkey(p(0), PortRef::new(9, 0, 1)), None);
+        assert_eq!(t.shared_pkey(p(0), PortRef::new(HostId(9), 0, 1)), None);
     }
 }

@@ -4,9 +4,9 @@
 
 use acm_engine::HostOutput;
 use acm_engine::{ClientOutput, ConnId, Instant};
-use acm_io_sim::Sim;
 use acm_io_sim::sim::requests;
 use acm_io_sim::spec::{FabricSpec, GenOptions};
+use acm_io_sim::{HostId, Sim};
 use acm_proto::client::{Direction, HeaderRepr, PerfQueryRepr, Status};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -34,8 +34,8 @@ fn a_driven_host_answers_its_clients_on_their_connections() {
     let spec = FabricSpec::generate(3, &GenOptions::default());
     let (a, b) = (spec.hosts[0].ips[0].addr, spec.hosts[1].ips[0].addr);
     let mut sim = Sim::new(spec, 7);
-    sim.drive_host(0);
-    assert_eq!(sim.driven_host(), Some(0));
+    sim.drive_host(HostId(0));
+    assert_eq!(sim.driven_host(), Some(HostId(0)));
     assert!(sim.next_due().is_some(), "the hosts are booting");
     let _ = run(&mut sim, Duration::from_secs(1));
     // Two requests pipelined on one connection, one on another; connection 1 stays
@@ -70,7 +70,7 @@ fn a_driven_host_gets_its_log_lines_and_closes() {
             ..GenOptions::default()
         },
     );
-    let mut sim = Sim::driving(spec, 1, BTreeMap::new(), 1);
+    let mut sim = Sim::driving(spec, 1, BTreeMap::new(), HostId(1));
     sim.run_until(Instant::from_nanos(1_000_000_000));
     let mut origins = Vec::new();
     while let Some(out) = sim.poll_driver_output() {
@@ -119,17 +119,17 @@ fn a_configured_host_runs_with_its_own_options() {
         let mut sim = Sim::with_configs(spec.clone(), 3, configs);
         sim.run_until_idle(1_000_000);
         let before = sim.stats().sa_path_queries;
-        let id = sim.request_now(0, requests::resolve_ip(Some(a), b, false));
+        let id = sim.request_now(HostId(0), requests::resolve_ip(Some(a), b, false));
         assert_eq!(sim.resolve_result(id).map(|r| r.status), Some(0));
         sim.run_until_idle(1_000_000);
         sim.stats().sa_path_queries - before
     };
     assert_eq!(queries(BTreeMap::new()), 0, "route_prot acm everywhere");
-    let mut config = acm_io_sim::fabric::engine_config(&spec, 0);
+    let mut config = acm_io_sim::fabric::engine_config(&spec, HostId(0));
     let (options, _) = acm_engine::config::Options::parse("opts", "route_prot sa\n");
     config.options = options;
     assert_eq!(
-        queries(BTreeMap::from([(0, config)])),
+        queries(BTreeMap::from([(HostId(0), config)])),
         1,
         "host 0's own route_prot sa"
     );
@@ -148,15 +148,15 @@ fn peers_without_a_daemon_and_a_default_route() {
     sim.run_until_idle(1_000_000);
     // Nobody answers the ACM request for host 1's address: ETIMEDOUT (status 6)...
     let a = sim.spec().hosts[0].ips[0].addr;
-    let id = sim.request_now(0, requests::resolve_ip(Some(a), b, false));
+    let id = sim.request_now(HostId(0), requests::resolve_ip(Some(a), b, false));
     assert_eq!(sim.resolve_result(id).map(|r| r.status), Some(6));
     // ...and a destination outside every IPoIB subnet routes from the default route,
     // an address ibacm has no endpoint for: ESRCADDR (status 3... as the engine maps
     // an unknown source).
     let far: IpAddr = "172.16.0.1".parse().unwrap();
-    let id = sim.request_now(0, requests::resolve_ip(None, far, false));
+    let id = sim.request_now(HostId(0), requests::resolve_ip(None, far, false));
     let unknown_src = sim.request_now(
-        0,
+        HostId(0),
         requests::resolve_ip(Some("192.168.7.7".parse().unwrap()), far, false),
     );
     let (routed, direct) = (

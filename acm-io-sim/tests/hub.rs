@@ -8,10 +8,10 @@
 
 use acm_engine::HostOutput;
 use acm_engine::{ClientOutput, ConnId, Input, Instant};
-use acm_io_sim::FabricSpec;
 use acm_io_sim::fabric;
 use acm_io_sim::hub::{Hub, HubClient, HubError, HubHost, HubStats};
 use acm_io_sim::sim::requests;
+use acm_io_sim::{FabricSpec, HostId};
 use acm_proto::client::{Direction, EpAddrRepr, EpAddress, ResolveRepr, Status};
 use acm_proto::path_record::PathRecordRepr;
 use std::collections::HashMap;
@@ -205,10 +205,9 @@ fn run_host(
         name,
         |setup| {
             assert_eq!(setup.name, name);
-            let h = setup.host as usize;
-            fabric::engine_config(spec, h)
+            fabric::engine_config(spec, setup.host)
         },
-        0x5eed + spec.host_index(name).expect("a host of the spec") as u64,
+        0x5eed + spec.host_index(name).expect("a host of the spec").index() as u64,
         Instant::ZERO,
     )
     .map_err(|e| format!("{name}: attach: {e}"))?;
@@ -308,13 +307,21 @@ fn two_hosts_attached_through_the_hub_resolve_each_other() {
 
     let p1 = resolved_path(&replies["node1"]);
     assert_eq!(p1.dlid, 2, "node1 → node2's LID");
-    assert_eq!(p1.dgid, spec.port_gid(1, 0, 1), "node1 → node2's GID");
-    assert_eq!(p1.sgid, spec.port_gid(0, 0, 1));
+    assert_eq!(
+        p1.dgid,
+        spec.port_gid(HostId(1), 0, 1),
+        "node1 → node2's GID"
+    );
+    assert_eq!(p1.sgid, spec.port_gid(HostId(0), 0, 1));
     assert_eq!(p1.slid, 1);
     let p2 = resolved_path(&replies["node2"]);
     assert_eq!(p2.dlid, 1, "node2 → node1's LID");
-    assert_eq!(p2.dgid, spec.port_gid(0, 0, 1), "node2 → node1's GID");
-    assert_eq!(p2.sgid, spec.port_gid(1, 0, 1));
+    assert_eq!(
+        p2.dgid,
+        spec.port_gid(HostId(0), 0, 1),
+        "node2 → node1's GID"
+    );
+    assert_eq!(p2.sgid, spec.port_gid(HostId(1), 0, 1));
 
     assert_eq!(stats.attaches, 2, "{stats:?}");
     assert!(stats.ud_sends >= 2 && stats.ud_deliveries >= 2, "{stats:?}");
@@ -339,13 +346,13 @@ fn unknown_hosts_are_refused_and_a_second_attachment_replaces_the_first() {
     assert!(!dir.path("x.sock").exists(), "a refused client cleans up");
 
     let (mut first, setup) = HubClient::attach(&hub.path, dir.path("a.sock"), "node3").unwrap();
-    assert_eq!((setup.host, setup.sm_lid, setup.sm_sl), (2, 1, 0));
+    assert_eq!((setup.host, setup.sm_lid, setup.sm_sl), (HostId(2), 1, 0));
     assert_eq!(setup.devices.len(), 1);
     assert_eq!(setup.devices[0].name, "mlx5_0");
     assert_eq!(setup.devices[0].ports[0].lid, 3);
     assert_eq!(
         setup.devices[0].ports[0].gids,
-        vec![demo().port_gid(2, 0, 1)]
+        vec![demo().port_gid(HostId(2), 0, 1)]
     );
     assert_eq!(setup.ips.len(), 1);
     assert_eq!(setup.ips[0].addr, "10.0.0.3".parse::<IpAddr>().unwrap());

@@ -8,6 +8,7 @@
 
 mod scenario_support;
 
+use acm_io_sim::HostId;
 use acm_io_sim::sim::{Outcome, requests, run_seeded, seed_from_env};
 use acm_io_sim::spec::{FabricSpec, GenOptions};
 use acm_io_sim::topology::PortRef;
@@ -49,21 +50,21 @@ fn two_hosts(route: &'static str, by: By) {
             },
         );
         let mut sim = boot(spec, seed);
-        let req = |sim: &acm_io_sim::Sim, from: usize, to: usize| match by {
+        let req = |sim: &acm_io_sim::Sim, from: HostId, to: HostId| match by {
             By::V4 => requests::resolve_ip(Some(ip(sim, from)), ip(sim, to), false),
             By::V6 => requests::resolve_ip(Some(ipv6(sim, from)), ipv6(sim, to), false),
             By::Name => requests::resolve_name(
-                &sim.spec().hosts[from].name,
-                &sim.spec().hosts[to].name,
+                &sim.spec().hosts[from.index()].name,
+                &sim.spec().hosts[to.index()].name,
                 false,
             ),
         };
         let what = format!("route_prot {route}, by {by:?}");
         let start = sim.stats();
 
-        let r = req(&sim, 0, 1);
-        let id = sim.request_now(0, r);
-        assert_path_between(&sim, &path(&sim, id), 0, 1);
+        let r = req(&sim, HostId(0), HostId(1));
+        let id = sim.request_now(HostId(0), r);
+        assert_path_between(&sim, &path(&sim, id), HostId(0), HostId(1));
         sim.run_until_idle(STEPS);
         let one = sim.stats();
         assert_eq!(
@@ -82,9 +83,9 @@ fn two_hosts(route: &'static str, by: By) {
             "{what}: the SA answered every query"
         );
 
-        let r = req(&sim, 1, 0);
-        let id = sim.request_now(1, r);
-        assert_path_between(&sim, &path(&sim, id), 1, 0);
+        let r = req(&sim, HostId(1), HostId(0));
+        let id = sim.request_now(HostId(1), r);
+        assert_path_between(&sim, &path(&sim, id), HostId(1), HostId(0));
         sim.run_until_idle(STEPS);
         let two = sim.stats();
         assert_eq!(
@@ -139,12 +140,12 @@ fn loopback_sends_nothing() {
         for route in ["acm", "sa"] {
             let mut sim = boot(generated(3, &format!("route_prot {route}\n")), seed);
             let before = sim.stats();
-            let me = ip(&sim, 1);
-            let a = sim.request_now(1, requests::resolve_ip(Some(me), me, false));
-            let b = sim.request_now(1, requests::resolve_ip(None, me, false));
-            let c = sim.request_now(1, requests::resolve_name("host2", "host2", false));
+            let me = ip(&sim, HostId(1));
+            let a = sim.request_now(HostId(1), requests::resolve_ip(Some(me), me, false));
+            let b = sim.request_now(HostId(1), requests::resolve_ip(None, me, false));
+            let c = sim.request_now(HostId(1), requests::resolve_name("host2", "host2", false));
             for id in [a, b, c] {
-                assert_path_between(&sim, &path(&sim, id), 1, 1);
+                assert_path_between(&sim, &path(&sim, id), HostId(1), HostId(1));
             }
             sim.run_until_idle(STEPS);
             let after = sim.stats();
@@ -175,15 +176,15 @@ fn loopback_sends_nothing() {
 fn third_host_caches_the_requester() {
     run_seeded(seed_from_env(), |seed| {
         let mut sim = boot(generated(3, "route_prot acm\n"), seed);
-        let id = resolve_ip_now(&mut sim, 0, 1);
-        assert_path_between(&sim, &path(&sim, id), 0, 1);
+        let id = resolve_ip_now(&mut sim, HostId(0), HostId(1));
+        assert_path_between(&sim, &path(&sim, id), HostId(0), HostId(1));
         sim.run_until_idle(STEPS);
 
         let before = sim.stats();
         let asked = sim.now();
-        let id = submit_ip(&mut sim, 2, 0, true);
+        let id = submit_ip(&mut sim, HostId(2), HostId(0), true);
         sim.run_until_idle(STEPS);
-        assert_path_between(&sim, &path(&sim, id), 2, 0);
+        assert_path_between(&sim, &path(&sim, id), HostId(2), HostId(0));
         assert!(
             matches!(sim.outcome(id), Outcome::Reply { at, .. } if *at == asked),
             "answered at once from the cache: {:?}",
@@ -191,7 +192,7 @@ fn third_host_caches_the_requester() {
         );
         assert_eq!(sim.stats().acm_mads, before.acm_mads, "no new ACM MAD");
 
-        let id = submit_ip(&mut sim, 2, 1, true);
+        let id = submit_ip(&mut sim, HostId(2), HostId(1), true);
         sim.run_until_idle(STEPS);
         assert_eq!(
             status(&sim, id),
@@ -203,9 +204,9 @@ fn third_host_caches_the_requester() {
             before.acm_mads + 2,
             "the background lookup: one request, one response"
         );
-        let id = submit_ip(&mut sim, 2, 1, true);
+        let id = submit_ip(&mut sim, HostId(2), HostId(1), true);
         sim.run_until_idle(STEPS);
-        assert_path_between(&sim, &path(&sim, id), 2, 1);
+        assert_path_between(&sim, &path(&sim, id), HostId(2), HostId(1));
         check(&sim, "requester caching");
         sim.trace_hash()
     });
@@ -257,20 +258,22 @@ fn partitions_isolate_hosts() {
             assert_eq!(mgids, want, "{route}: only the private partitions' groups");
 
             for (from, to) in [(0, 1), (1, 0), (1, 2)] {
+                let (from, to) = (HostId(from), HostId(to));
                 let id = resolve_ip_now(&mut sim, from, to);
                 assert_eq!(status(&sim, id), ETIMEDOUT, "{route}: {from} -> {to}");
             }
-            let id = sim.request_now(0, requests::resolve_name("host1", "host2", false));
+            let id = sim.request_now(HostId(0), requests::resolve_name("host1", "host2", false));
             assert_eq!(status(&sim, id), ETIMEDOUT, "{route}: by name");
 
             for (from, to) in [(0, 2), (2, 0)] {
+                let (from, to) = (HostId(from), HostId(to));
                 let id = resolve_ip_now(&mut sim, from, to);
                 let p = path(&sim, id);
                 assert_path_between(&sim, &p, from, to);
                 assert_eq!(p.pkey & 0x7FFF, 0x0001, "{route}: partition 0x8001");
             }
-            let id = sim.request_now(2, requests::resolve_name("host3", "host1", false));
-            assert_path_between(&sim, &path(&sim, id), 2, 0);
+            let id = sim.request_now(HostId(2), requests::resolve_name("host3", "host1", false));
+            assert_path_between(&sim, &path(&sim, id), HostId(2), HostId(0));
             sim.run_until_idle(STEPS);
             check(&sim, route);
             hash ^= sim.trace_hash();
@@ -308,9 +311,10 @@ fn group_priority_picks_the_fastest_shared_group() {
         let g1 = AcmMgid::new(0xFFFF, Rate::RATE_40, Mtu::MTU_2048).to_gid();
         let groups: Vec<_> = sim.sa().groups().cloned().collect();
         assert_eq!(groups.len(), 2, "{groups:?}");
+        // By host index, to compare with literals.
         let members = |mgid| -> BTreeSet<usize> {
             let g = sim.sa().group(&mgid).expect("group exists");
-            g.members.iter().map(|p| p.host).collect()
+            g.members.iter().map(|p| p.host.index()).collect()
         };
         assert_eq!(members(g0), BTreeSet::from([0, 1, 2]));
         assert_eq!(members(g1), BTreeSet::from([0, 1]));
@@ -323,6 +327,7 @@ fn group_priority_picks_the_fastest_shared_group() {
             (0, 2, Rate::RATE_10),
             (2, 1, Rate::RATE_10),
         ] {
+            let (from, to) = (HostId(from), HostId(to));
             let id = resolve_ip_now(&mut sim, from, to);
             let p = path(&sim, id);
             assert_path_between(&sim, &p, from, to);
@@ -367,6 +372,7 @@ fn all_to_all_64_hosts() {
         let mut ids = Vec::with_capacity(N * (N - 1));
         for from in 0..N {
             for to in (0..N).filter(|&t| t != from) {
+                let (from, to) = (HostId(from), HostId(to));
                 ids.push((from, to, submit_ip(&mut sim, from, to, false)));
             }
         }
@@ -404,15 +410,15 @@ fn demo_fabric_resolves() {
     let spec = FabricSpec::parse(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
     run_seeded(seed_from_env(), |seed| {
         let mut sim = boot(spec.clone(), seed);
-        let n = sim.spec().hosts.len();
-        assert_eq!(n, 3);
-        for from in 0..n {
-            for to in (0..n).filter(|&t| t != from) {
+        let hosts: Vec<HostId> = sim.spec().host_ids().collect();
+        assert_eq!(hosts.len(), 3);
+        for &from in &hosts {
+            for &to in hosts.iter().filter(|&&t| t != from) {
                 let id = resolve_ip_now(&mut sim, from, to);
                 assert_path_between(&sim, &path(&sim, id), from, to);
                 let (a, b) = (
-                    sim.spec().hosts[from].name.clone(),
-                    sim.spec().hosts[to].name.clone(),
+                    sim.spec().hosts[from.index()].name.clone(),
+                    sim.spec().hosts[to.index()].name.clone(),
                 );
                 let id = sim.request_now(from, requests::resolve_name(&a, &b, false));
                 assert_path_between(&sim, &path(&sim, id), from, to);
@@ -420,7 +426,7 @@ fn demo_fabric_resolves() {
         }
         assert!(sim.stats().sa_path_queries > 0, "route_prot sa");
         let sm = sim.topology().by_lid(1).expect("the SM's port");
-        assert_eq!(sm, PortRef::new(0, 0, 1), "the SM runs on node1");
+        assert_eq!(sm, PortRef::new(HostId(0), 0, 1), "the SM runs on node1");
         sim.run_until_idle(STEPS);
         check(&sim, "demo");
         sim.trace_hash()

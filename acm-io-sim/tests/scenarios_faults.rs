@@ -10,6 +10,7 @@
 
 mod scenario_support;
 
+use acm_io_sim::HostId;
 use acm_io_sim::sa::SaMode;
 use acm_io_sim::sim::{Outcome, requests, run_seeded, seed_from_env};
 use acm_io_sim::topology::PortRef;
@@ -22,12 +23,12 @@ use scenario_support::{
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-/// The hosts that are full members of the default partition's group 0.
+/// The hosts that are full members of the default partition's group 0, by index.
 fn group0_members(sim: &acm_io_sim::Sim) -> BTreeSet<usize> {
     let g0 = AcmMgid::new(0xFFFF, Rate::RATE_10, Mtu::MTU_2048).to_gid();
     sim.sa()
         .group(&g0)
-        .map(|g| g.members.iter().map(|p| p.host).collect())
+        .map(|g| g.members.iter().map(|p| p.host.index()).collect())
         .unwrap_or_default()
 }
 
@@ -56,17 +57,17 @@ fn answered_at(sim: &acm_io_sim::Sim, id: acm_io_sim::sim::RequestId) -> acm_eng
 fn sa_down_then_back() {
     run_seeded(seed_from_env(), |seed| {
         let mut sim = boot(generated(4, "route_prot sa\n"), seed);
-        let id = resolve_ip_now(&mut sim, 0, 1);
-        assert_path_between(&sim, &path(&sim, id), 0, 1);
+        let id = resolve_ip_now(&mut sim, HostId(0), HostId(1));
+        assert_path_between(&sim, &path(&sim, id), HostId(0), HostId(1));
         sim.run_until_idle(STEPS);
 
         sim.set_sa_mode(SaMode::Down);
-        let id = resolve_ip_now(&mut sim, 0, 1);
-        assert_path_between(&sim, &path(&sim, id), 0, 1);
+        let id = resolve_ip_now(&mut sim, HostId(0), HostId(1));
+        assert_path_between(&sim, &path(&sim, id), HostId(0), HostId(1));
 
         let (queries, dropped) = (sim.stats().sa_path_queries, sim.sa().stats().dropped);
         let asked = sim.now();
-        let id = resolve_ip_now(&mut sim, 2, 0);
+        let id = resolve_ip_now(&mut sim, HostId(2), HostId(0));
         assert_eq!(status(&sim, id), ETIMEDOUT);
         assert_eq!(
             answered_at(&sim, id).saturating_duration_since(asked),
@@ -76,15 +77,15 @@ fn sa_down_then_back() {
         assert_eq!(sim.stats().sa_path_queries, queries + 1, "one query");
         assert_eq!(sim.sa().stats().dropped, dropped + 3, "tried three times");
 
-        let id = resolve_ip_now(&mut sim, 3, 1);
+        let id = resolve_ip_now(&mut sim, HostId(3), HostId(1));
         assert_eq!(status(&sim, id), ETIMEDOUT);
         sim.run_until_idle(STEPS);
 
         sim.set_sa_mode(SaMode::Up);
-        let id = resolve_ip_now(&mut sim, 2, 0);
-        assert_path_between(&sim, &path(&sim, id), 2, 0);
-        let id = resolve_ip_now(&mut sim, 3, 1);
-        assert_path_between(&sim, &path(&sim, id), 3, 1);
+        let id = resolve_ip_now(&mut sim, HostId(2), HostId(0));
+        assert_path_between(&sim, &path(&sim, id), HostId(2), HostId(0));
+        let id = resolve_ip_now(&mut sim, HostId(3), HostId(1));
+        assert_path_between(&sim, &path(&sim, id), HostId(3), HostId(1));
         sim.run_until_idle(STEPS);
         check(&sim, "SA down then back");
         sim.trace_hash()
@@ -109,11 +110,11 @@ fn sm_failover_mid_run() {
     run_seeded(seed_from_env(), |seed| {
         let mut sim = boot(generated(4, "route_prot sa\n"), seed);
         assert_eq!(group0_members(&sim), BTreeSet::from([0, 1, 2, 3]));
-        let id = resolve_ip_now(&mut sim, 1, 2);
-        assert_path_between(&sim, &path(&sim, id), 1, 2);
+        let id = resolve_ip_now(&mut sim, HostId(1), HostId(2));
+        assert_path_between(&sim, &path(&sim, id), HostId(1), HostId(2));
         sim.run_until_idle(STEPS);
 
-        let in_flight = submit_ip(&mut sim, 0, 3, false);
+        let in_flight = submit_ip(&mut sim, HostId(0), HostId(3), false);
         sim.run_for(Duration::from_micros(5));
         assert_eq!(sim.outcome(in_flight), &Outcome::Pending);
         let (joins, answered) = (sim.stats().sa_joins, sim.sa().stats().joins);
@@ -125,9 +126,10 @@ fn sm_failover_mid_run() {
         assert_eq!(group0_members(&sim), BTreeSet::from([0, 1, 2, 3]));
         assert_eq!(sim.stats().sa_joins - joins, 4, "one rejoin per port");
         assert_eq!(sim.sa().stats().joins - answered, 4);
-        assert_path_between(&sim, &path(&sim, in_flight), 0, 3);
+        assert_path_between(&sim, &path(&sim, in_flight), HostId(0), HostId(3));
 
         for (from, to) in [(1, 2), (0, 3), (3, 1)] {
+            let (from, to) = (HostId(from), HostId(to));
             let id = resolve_ip_now(&mut sim, from, to);
             assert_path_between(&sim, &path(&sim, id), from, to);
         }
@@ -158,14 +160,14 @@ fn sm_failover_does_not_revive_expired_addresses() {
         for route in ["acm", "sa"] {
             let options = format!("route_prot {route}\naddr_timeout 1\n");
             let mut sim = boot(generated(3, &options), seed);
-            let id = resolve_ip_now(&mut sim, 0, 1);
-            assert_path_between(&sim, &path(&sim, id), 0, 1);
+            let id = resolve_ip_now(&mut sim, HostId(0), HostId(1));
+            assert_path_between(&sim, &path(&sim, id), HostId(0), HostId(1));
             sim.run_until(acm_engine::Instant::ZERO + Duration::from_secs(150));
             sim.sm_failover(3);
             sim.run_until_idle(STEPS);
             let before = sim.stats().acm_mads;
-            let id = resolve_ip_now(&mut sim, 0, 1);
-            assert_path_between(&sim, &path(&sim, id), 0, 1);
+            let id = resolve_ip_now(&mut sim, HostId(0), HostId(1));
+            assert_path_between(&sim, &path(&sim, id), HostId(0), HostId(1));
             assert_eq!(
                 sim.stats().acm_mads - before,
                 2,
@@ -191,8 +193,8 @@ fn port_flap() {
         let mut hash = 0;
         for route in ["acm", "sa"] {
             let mut sim = boot(generated(3, &format!("route_prot {route}\n")), seed);
-            let port = PortRef::new(1, 0, 1);
-            let id = submit_ip(&mut sim, 1, 2, false);
+            let port = PortRef::new(HostId(1), 0, 1);
+            let id = submit_ip(&mut sim, HostId(1), HostId(2), false);
             sim.run_for(Duration::from_micros(2));
             assert_eq!(sim.outcome(id), &Outcome::Pending, "{route}");
             let downed = sim.now();
@@ -202,13 +204,13 @@ fn port_flap() {
             assert_eq!(group0_members(&sim), BTreeSet::from([0, 2]), "{route}");
 
             // Host 1 overheard host 2's IP in the request; its name it has to ask for.
-            let id = sim.request_now(0, requests::resolve_name("host1", "host2", false));
+            let id = sim.request_now(HostId(0), requests::resolve_name("host1", "host2", false));
             assert_eq!(
                 status(&sim, id),
                 ETIMEDOUT,
                 "{route}: host 2 is unreachable"
             );
-            let id = resolve_ip_now(&mut sim, 1, 2);
+            let id = resolve_ip_now(&mut sim, HostId(1), HostId(2));
             assert_ne!(status(&sim, id), 0, "{route}: no endpoint while down");
             sim.run_until_idle(STEPS);
 
@@ -216,6 +218,7 @@ fn port_flap() {
             sim.run_until_idle(STEPS);
             assert_eq!(group0_members(&sim), BTreeSet::from([0, 1, 2]), "{route}");
             for (from, to) in [(1, 2), (0, 1), (1, 0)] {
+                let (from, to) = (HostId(from), HostId(to));
                 let id = resolve_ip_now(&mut sim, from, to);
                 assert_path_between(&sim, &path(&sim, id), from, to);
             }
@@ -241,14 +244,14 @@ fn port_flap() {
 fn port_flap_with_an_sa_mad_outstanding() {
     run_seeded(seed_from_env(), |seed| {
         let mut sim = boot(generated(3, "route_prot sa\n"), seed);
-        let port = PortRef::new(1, 0, 1);
+        let port = PortRef::new(HostId(1), 0, 1);
         // Host 2 overhears host 3's request: it knows host 3's address, not its route.
-        let id = resolve_ip_now(&mut sim, 2, 0);
-        assert_path_between(&sim, &path(&sim, id), 2, 0);
+        let id = resolve_ip_now(&mut sim, HostId(2), HostId(0));
+        assert_path_between(&sim, &path(&sim, id), HostId(2), HostId(0));
         sim.run_until_idle(STEPS);
         sim.set_sa_mode(SaMode::Down);
         let queries = sim.stats().sa_path_queries;
-        let id = submit_ip(&mut sim, 1, 2, false);
+        let id = submit_ip(&mut sim, HostId(1), HostId(2), false);
         let sent = sim.now();
         sim.run_for(Duration::from_millis(100));
         assert_eq!(sim.outcome(id), &Outcome::Pending);
@@ -270,8 +273,8 @@ fn port_flap_with_an_sa_mad_outstanding() {
         sim.run_until_idle(STEPS);
         assert_eq!(sim.stats().sa_joins, joins + 1);
         assert_eq!(group0_members(&sim), BTreeSet::from([0, 1, 2]));
-        let id = resolve_ip_now(&mut sim, 1, 2);
-        assert_path_between(&sim, &path(&sim, id), 1, 2);
+        let id = resolve_ip_now(&mut sim, HostId(1), HostId(2));
+        assert_path_between(&sim, &path(&sim, id), HostId(1), HostId(2));
         sim.run_until_idle(STEPS);
         check(&sim, "port flap with an SA MAD outstanding");
         sim.trace_hash()
@@ -298,31 +301,31 @@ fn pkey_change_moves_names_with_the_default_partition() {
                 requests::resolve_name(&format!("host{}", a + 1), &format!("host{}", b + 1), false)
             };
             for h in [1, 2] {
-                sim.set_pkeys(PortRef::new(h, 0, 1), vec![0x8001, 0xFFFF]);
+                sim.set_pkeys(PortRef::new(HostId(h), 0, 1), vec![0x8001, 0xFFFF]);
             }
             sim.run_until_idle(STEPS);
-            let id = sim.request_now(0, by_name(0, 1));
+            let id = sim.request_now(HostId(0), by_name(0, 1));
             assert_eq!(
                 status(&sim, id),
                 ETIMEDOUT,
                 "{route}: host2's name left 0xffff"
             );
-            let id = sim.request_now(2, by_name(2, 1));
+            let id = sim.request_now(HostId(2), by_name(2, 1));
             let p = path(&sim, id);
-            assert_path_between(&sim, &p, 2, 1);
+            assert_path_between(&sim, &p, HostId(2), HostId(1));
             assert_eq!(p.pkey, 0x8001, "{route}");
-            let id = resolve_ip_now(&mut sim, 0, 1);
-            assert_path_between(&sim, &path(&sim, id), 0, 1);
+            let id = resolve_ip_now(&mut sim, HostId(0), HostId(1));
+            assert_path_between(&sim, &path(&sim, id), HostId(0), HostId(1));
 
             for h in [1, 2] {
-                sim.set_pkeys(PortRef::new(h, 0, 1), vec![0xFFFF]);
+                sim.set_pkeys(PortRef::new(HostId(h), 0, 1), vec![0xFFFF]);
             }
             sim.run_until_idle(STEPS);
-            let id = sim.request_now(0, by_name(0, 1));
-            assert_path_between(&sim, &path(&sim, id), 0, 1);
-            let id = sim.request_now(1, by_name(1, 2));
+            let id = sim.request_now(HostId(0), by_name(0, 1));
+            assert_path_between(&sim, &path(&sim, id), HostId(0), HostId(1));
+            let id = sim.request_now(HostId(1), by_name(1, 2));
             let p = path(&sim, id);
-            assert_path_between(&sim, &p, 1, 2);
+            assert_path_between(&sim, &p, HostId(1), HostId(2));
             assert_eq!(p.pkey, 0xFFFF, "{route}");
             sim.run_until_idle(STEPS);
             check(&sim, route);
@@ -354,11 +357,11 @@ fn host_restart_with_stale_qpn() {
         let mut hash = 0;
         for route in ["acm", "sa"] {
             let mut sim = boot(generated(4, &format!("route_prot {route}\n")), seed);
-            let id = resolve_ip_now(&mut sim, 0, 1);
-            assert_path_between(&sim, &path(&sim, id), 0, 1);
+            let id = resolve_ip_now(&mut sim, HostId(0), HostId(1));
+            assert_path_between(&sim, &path(&sim, id), HostId(0), HostId(1));
             sim.run_until_idle(STEPS);
 
-            sim.restart_host(1);
+            sim.restart_host(HostId(1));
             sim.run_until_idle(STEPS);
             assert_eq!(
                 group0_members(&sim),
@@ -366,16 +369,16 @@ fn host_restart_with_stale_qpn() {
                 "{route}"
             );
             let before = sim.stats();
-            let id = resolve_ip_now(&mut sim, 0, 1);
-            assert_path_between(&sim, &path(&sim, id), 0, 1);
+            let id = resolve_ip_now(&mut sim, HostId(0), HostId(1));
+            assert_path_between(&sim, &path(&sim, id), HostId(0), HostId(1));
             assert_eq!(
                 sim.stats().acm_mads,
                 before.acm_mads,
                 "{route}: from the cache"
             );
 
-            let id = resolve_ip_now(&mut sim, 1, 0);
-            assert_path_between(&sim, &path(&sim, id), 1, 0);
+            let id = resolve_ip_now(&mut sim, HostId(1), HostId(0));
+            assert_path_between(&sim, &path(&sim, id), HostId(1), HostId(0));
             sim.run_until_idle(STEPS);
             let after = sim.stats();
             assert_eq!(after.acm_mads - before.acm_mads, 2, "{route}");
@@ -386,18 +389,19 @@ fn host_restart_with_stale_qpn() {
                 "{route}: host 1 re-records host 2"
             );
             for (from, to) in [(0, 1), (1, 0)] {
+                let (from, to) = (HostId(from), HostId(to));
                 let id = resolve_ip_now(&mut sim, from, to);
                 assert_path_between(&sim, &path(&sim, id), from, to);
             }
             assert_eq!(sim.stats().acm_mads, after.acm_mads, "{route}: cached");
 
-            let id = submit_ip(&mut sim, 2, 3, false);
+            let id = submit_ip(&mut sim, HostId(2), HostId(3), false);
             sim.run_for(Duration::from_micros(2));
-            sim.restart_host(2);
+            sim.restart_host(HostId(2));
             assert_eq!(sim.outcome(id), &Outcome::Reset, "{route}");
             sim.run_until_idle(STEPS);
-            let id = resolve_ip_now(&mut sim, 2, 3);
-            assert_path_between(&sim, &path(&sim, id), 2, 3);
+            let id = resolve_ip_now(&mut sim, HostId(2), HostId(3));
+            assert_path_between(&sim, &path(&sim, id), HostId(2), HostId(3));
             sim.run_until_idle(STEPS);
             check(&sim, route);
             hash ^= sim.trace_hash();
@@ -430,11 +434,8 @@ fn thirty_percent_loss_resolves_through_retries() {
         sim.faults_mut().loss = 0.3;
         let ids: Vec<_> = (0..PAIRS)
             .map(|i| {
-                (
-                    2 * i,
-                    2 * i + 1,
-                    submit_ip(&mut sim, 2 * i, 2 * i + 1, false),
-                )
+                let (from, to) = (HostId(2 * i), HostId(2 * i + 1));
+                (from, to, submit_ip(&mut sim, from, to, false))
             })
             .collect();
         sim.run_until_idle(STEPS);
@@ -508,13 +509,14 @@ fn seed_sweep_with_faults() {
             let at = |s| acm_engine::Instant::ZERO + Duration::from_secs(s);
             let early: Vec<_> = (0..N)
                 .map(|from| {
-                    let req = requests::resolve_ip(None, ip(&sim, (from + 1) % N), false);
-                    sim.submit_at(at(1), from, req)
+                    let req = requests::resolve_ip(None, ip(&sim, HostId((from + 1) % N)), false);
+                    sim.submit_at(at(1), HostId(from), req)
                 })
                 .collect();
             let mut late = Vec::new();
             for from in 0..N {
                 for to in (0..N).filter(|&t| t != from) {
+                    let (from, to) = (HostId(from), HostId(to));
                     let req = requests::resolve_ip(None, ip(&sim, to), false);
                     late.push((from, to, sim.submit_at(at(30), from, req)));
                 }
@@ -589,7 +591,7 @@ fn random_events_then_heal() {
                 f.reorder = 0.1;
                 let mut s = Script(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
                 let mut down = [false; N];
-                let port = |h: usize| PortRef::new(h, 0, 1);
+                let port = |h: usize| PortRef::new(HostId(h), 0, 1);
                 let name = |h: usize| format!("host{}", h + 1);
                 for _ in 0..40 {
                     let h = s.below(N as u64) as usize;
@@ -602,7 +604,7 @@ fn random_events_then_heal() {
                             }
                             down[h] = !down[h];
                         }
-                        1 => sim.restart_host(h),
+                        1 => sim.restart_host(HostId(h)),
                         2 if !down[h] => sim.sm_failover(h as u16 + 1),
                         3 => sim.set_sa_mode(match s.below(3) {
                             0 => SaMode::Up,
@@ -610,7 +612,7 @@ fn random_events_then_heal() {
                             _ => SaMode::Busy,
                         }),
                         4 => sim.client_reregister(port(h)),
-                        5 => sim.partition(h, s.below(N as u64) as usize),
+                        5 => sim.partition(HostId(h), HostId(s.below(N as u64) as usize)),
                         6 => {
                             let pkeys = match s.below(3) {
                                 0 => vec![0xFFFF],
@@ -626,9 +628,9 @@ fn random_events_then_heal() {
                                 let req = if s.below(3) == 0 {
                                     requests::resolve_name(&name(h), &name(to), nodelay)
                                 } else {
-                                    requests::resolve_ip(None, ip(&sim, to), nodelay)
+                                    requests::resolve_ip(None, ip(&sim, HostId(to)), nodelay)
                                 };
-                                sim.submit(h, req);
+                                sim.submit(HostId(h), req);
                             }
                         }
                     }
@@ -650,17 +652,17 @@ fn random_events_then_heal() {
                 let mut ids = Vec::new();
                 for a in 0..N {
                     for b in (0..N).filter(|&b| b != a) {
-                        let by_ip = requests::resolve_ip(None, ip(&sim, b), false);
-                        ids.push((a, b, sim.submit(a, by_ip)));
+                        let by_ip = requests::resolve_ip(None, ip(&sim, HostId(b)), false);
+                        ids.push((a, b, sim.submit(HostId(a), by_ip)));
                         let by_name = requests::resolve_name(&name(a), &name(b), false);
-                        ids.push((a, b, sim.submit(a, by_name)));
+                        ids.push((a, b, sim.submit(HostId(a), by_name)));
                     }
                 }
                 sim.run_until_idle(STEPS);
                 for (a, b, id) in ids {
                     let r = result(&sim, id);
                     assert_eq!(r.status, 0, "{what}: after healing, {a} -> {b}");
-                    assert_path_between(&sim, &r.path.expect("path"), a, b);
+                    assert_path_between(&sim, &r.path.expect("path"), HostId(a), HostId(b));
                 }
                 check(&sim, &what);
                 hash ^= sim.trace_hash();

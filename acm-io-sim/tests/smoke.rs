@@ -1,8 +1,8 @@
 //! First light: hosts on a generated fabric resolve each other.
 
-use acm_io_sim::Sim;
 use acm_io_sim::sim::requests;
 use acm_io_sim::spec::{FabricSpec, GenOptions};
+use acm_io_sim::{HostId, Sim};
 
 #[test]
 fn two_hosts_resolve_by_ipv4_over_acm_and_sa() {
@@ -19,7 +19,7 @@ fn two_hosts_resolve_by_ipv4_over_acm_and_sa() {
         let mut sim = Sim::new(spec, 1);
         sim.keep_logs(true);
         sim.run_until_idle(1_000_000);
-        let id = sim.request_now(0, requests::resolve_ip(Some(*a), *b, false));
+        let id = sim.request_now(HostId(0), requests::resolve_ip(Some(*a), *b, false));
         let r = sim
             .resolve_result(id)
             .unwrap_or_else(|| panic!("{opts}: {:?}\n{}", sim.outcome(id), sim.logs().join("\n")));
@@ -52,7 +52,7 @@ fn a_slow_sa_times_out_and_a_fast_one_answers() {
         // A late answer to an earlier try still counts while the send is outstanding
         // (the kernel matches by TID), so "slow" means slower than all tries together.
         sim.set_sa_response_time(Duration::from_millis(2500));
-        let slow = sim.request_now(0, requests::resolve_ip(Some(a), b, false));
+        let slow = sim.request_now(HostId(0), requests::resolve_ip(Some(a), b, false));
         assert_eq!(
             sim.resolve_result(slow).map(|r| r.status),
             Some(6),
@@ -60,7 +60,7 @@ fn a_slow_sa_times_out_and_a_fast_one_answers() {
         );
         sim.run_until_idle(1_000_000);
         sim.set_sa_response_time(Duration::from_millis(10));
-        let fast = sim.request_now(0, requests::resolve_ip(Some(a), b, false));
+        let fast = sim.request_now(HostId(0), requests::resolve_ip(Some(a), b, false));
         assert_eq!(sim.resolve_result(fast).map(|r| r.status), Some(0));
         sim.run_until_idle(1_000_000);
         sim.check_invariants().unwrap_or_else(|v| panic!("{v:?}"));

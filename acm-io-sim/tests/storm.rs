@@ -8,9 +8,9 @@
 mod scenario_support;
 
 use acm_engine::Instant;
-use acm_io_sim::Sim;
 use acm_io_sim::sim::{Outcome, requests, run_seeded, seed_from_env};
 use acm_io_sim::spec::{FabricSpec, GenOptions};
+use acm_io_sim::{HostId, Sim};
 use scenario_support::STEPS;
 use std::time::Duration;
 
@@ -81,14 +81,14 @@ fn storm(n: usize, opts: &str, seed: u64, restarts: bool, drive: Drive) -> (u64,
                 1 => requests::resolve_ip(Some(v6(h)), v6(d), nodelay),
                 _ => requests::resolve_ip((d % 4 != 0).then(|| v4(h)), v4(d), nodelay),
             };
-            sim.submit(h, req);
+            sim.submit(HostId(h), req);
         }
     }
     if restarts {
         run_for(&mut sim, drive, Duration::from_micros(4));
-        sim.restart_host(5);
+        sim.restart_host(HostId(5));
         run_for(&mut sim, drive, Duration::from_micros(3));
-        sim.restart_host(9);
+        sim.restart_host(HostId(9));
     }
     idle(&mut sim, drive);
     (sim.trace_hash(), fingerprint(&sim))
@@ -145,7 +145,7 @@ fn step_batch_counts_every_event() {
         let ips: Vec<_> = sim.spec().hosts.iter().map(|h| h.ips[0].addr).collect();
         for h in 0..32 {
             for d in (0..32).filter(|&d| d != h) {
-                sim.submit(h, requests::resolve_ip(Some(ips[h]), ips[d], false));
+                sim.submit(HostId(h), requests::resolve_ip(Some(ips[h]), ips[d], false));
             }
         }
     }

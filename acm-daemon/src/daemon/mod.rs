@@ -296,6 +296,7 @@ fn sim_backend(
             .hosts
             .iter()
             .position(|h| h.name == name)
+            .map(acm_io_sim::HostId)
             .ok_or_else(|| StartError::NoSuchHost {
                 name: name.to_owned(),
                 hosts: spec.hosts.iter().map(|h| h.name.clone()).collect(),
@@ -304,6 +305,7 @@ fn sim_backend(
             .hosts
             .iter()
             .position(|h| h.daemon)
+            .map(acm_io_sim::HostId)
             .ok_or(StartError::NoDaemonHost)?,
     };
     // The fabric description configures this host unless the command line names files.
@@ -321,7 +323,7 @@ fn sim_backend(
     if let Some(path) = &args.addr_file {
         let topo = acm_io_sim::topology::Topology::new(&spec);
         let devices = topo.devices(h, spec.sm.lid, spec.sm.sl);
-        let name = spec.hosts[h].name.clone();
+        let name = spec.hosts[h.index()].name.clone();
         let mut logf = |m: String| log.log(Level::Basic, "acm_config", &m);
         let text = config::load_or_generate_addr_file(path, &name, &devices, &mut logf);
         config.addr_file = text.map(|t| {

@@ -17,10 +17,10 @@
 //! one per (source, destination) with `route_prot sa`. Any failure exits non-zero.
 
 use acm_engine::{Counter, Instant};
-use acm_io_sim::Sim;
 use acm_io_sim::rng::SimRng;
 use acm_io_sim::sim::{Outcome, requests};
 use acm_io_sim::spec::{FabricSpec, GenOptions};
+use acm_io_sim::{HostId, Sim};
 use acm_proto::client::{HeaderPacket, Status};
 use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -461,7 +461,7 @@ fn run(args: &Args, config: Config) -> Report {
         for h in 0..args.hosts {
             for i in from..to {
                 let d = dests.get(h, i);
-                sim.submit(h, requests::resolve_ip(Some(ips[h]), ips[d], false));
+                sim.submit(HostId(h), requests::resolve_ip(Some(ips[h]), ips[d], false));
                 submitted += 1;
             }
         }
@@ -517,7 +517,7 @@ fn run(args: &Args, config: Config) -> Report {
     let others = args.hosts as u64 - 1;
     let mut max_per_source = 0;
     for h in 0..args.hosts {
-        let q = sim.engine(h).counters().get(Counter::RouteQuery);
+        let q = sim.engine(HostId(h)).counters().get(Counter::RouteQuery);
         max_per_source = max_per_source.max(q);
         if args.route_prot == RouteProt::Sa && q > others && sa_budget_failures.len() < 10 {
             sa_budget_failures.push(format!(

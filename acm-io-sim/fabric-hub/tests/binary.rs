@@ -65,7 +65,7 @@ fn the_binary_serves_a_fabric_file() {
             panic!("attach through the binary: {e}");
         }
     };
-    assert_eq!(setup.host, 1);
+    assert_eq!(setup.host, acm_io_sim::HostId(1));
     assert_eq!(setup.devices[0].ports[0].lid, 2);
     client.detach().unwrap();
     // Give the hub a moment to log the detach, then stop it.

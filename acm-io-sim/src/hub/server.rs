@@ -6,7 +6,7 @@ use super::HubError;
 use super::wire::{HostMsg, HostSetup, HubMsg, MAD_LEN, MAX_DATAGRAM, error_code};
 use crate::fabric::{self, FabricQp, McastIndex, QpTable, QpTables, UmadExpiry, UmadSend};
 use crate::sa::SubnetAdmin;
-use crate::spec::FabricSpec;
+use crate::spec::{FabricSpec, HostId};
 use crate::topology::{PortRef, Topology};
 use acm_engine::{AddressVector, EndpointId, RecvInfo, SendToken};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -69,8 +69,8 @@ struct HubHost {
 }
 
 impl QpTables for [HubHost] {
-    fn host_qps(&self, host: usize) -> Option<&QpTable> {
-        self.get(host).map(|h| &h.qps)
+    fn host_qps(&self, host: HostId) -> Option<&QpTable> {
+        self.get(host.index()).map(|h| &h.qps)
     }
 }
 
@@ -79,7 +79,7 @@ impl QpTables for [HubHost] {
 enum Event {
     /// A UD MAD reaches an endpoint's QP.
     Ud {
-        host: usize,
+        host: HostId,
         inc: u32,
         ep: EndpointId,
         wc: RecvInfo,
@@ -88,7 +88,7 @@ enum Event {
     },
     /// An SA MAD reaches the SM.
     SaAtSm {
-        host: usize,
+        host: HostId,
         inc: u32,
         port: PortRef,
         dlid: u16,
@@ -96,14 +96,14 @@ enum Event {
     },
     /// The SA's answer reaches the host's umad agent.
     SaBack {
-        host: usize,
+        host: HostId,
         inc: u32,
         port: PortRef,
         mad: Box<[u8; MAD_LEN]>,
     },
     /// The per-try timeout of a umad send.
     UmadTimeout {
-        host: usize,
+        host: HostId,
         inc: u32,
         tid: u64,
         attempt: u32,
@@ -124,7 +124,7 @@ pub struct Hub {
     sm_lid: u16,
     sm_sl: u8,
     hosts: Vec<HubHost>,
-    by_path: HashMap<PathBuf, usize>,
+    by_path: HashMap<PathBuf, HostId>,
     mcast: McastIndex,
     queue: BTreeMap<(Instant, u64), Event>,
     seq: u64,
@@ -290,8 +290,8 @@ impl Hub {
                 Err(e) => return Err(HubError::Io(e)),
             }
         }
-        for h in 0..self.hosts.len() {
-            if self.hosts[h].path.is_some() {
+        for h in self.spec.host_ids() {
+            if self.hosts[h.index()].path.is_some() {
                 self.bye(h, "the hub is shutting down");
                 self.detach(h);
             }
@@ -325,9 +325,9 @@ impl Hub {
     }
 
     /// Whether events for host `h`'s incarnation `inc` still matter.
-    fn live(&self, h: usize, inc: u32) -> bool {
+    fn live(&self, h: HostId, inc: u32) -> bool {
         self.hosts
-            .get(h)
+            .get(h.index())
             .is_some_and(|x| x.path.is_some() && x.incarnation == inc)
     }
 
@@ -341,7 +341,7 @@ impl Hub {
                 grh,
                 mad,
             } => {
-                if self.live(host, inc) && self.hosts[host].qps.contains_key(&ep) {
+                if self.live(host, inc) && self.hosts[host.index()].qps.contains_key(&ep) {
                     self.stats.ud_deliveries += 1;
                     self.send(host, &HubMsg::UdReceive { ep, wc, grh, mad });
                 }
@@ -364,7 +364,7 @@ impl Hub {
                 }
                 let tid = fabric::mad_tid(&mad[..]);
                 // A late or duplicate response matches no send and is dropped.
-                if self.hosts[host].umad.remove(&tid).is_some() {
+                if self.hosts[host.index()].umad.remove(&tid).is_some() {
                     self.stats.sa_responses += 1;
                     let msg = HubMsg::SaResponse {
                         port: fabric::engine_port(port),
@@ -382,7 +382,7 @@ impl Hub {
                 if !self.live(host, inc) {
                     return;
                 }
-                let Some(u) = self.hosts[host].umad.get_mut(&tid) else {
+                let Some(u) = self.hosts[host.index()].umad.get_mut(&tid) else {
                     return;
                 };
                 match u.expire(attempt) {
@@ -390,7 +390,7 @@ impl Hub {
                     UmadExpiry::Retry => self.sa_try(host, tid),
                     UmadExpiry::Failed => {
                         let port = u.port;
-                        self.hosts[host].umad.remove(&tid);
+                        self.hosts[host.index()].umad.remove(&tid);
                         self.stats.sa_failures += 1;
                         let msg = HubMsg::SaSendFailed {
                             port: fabric::engine_port(port),
@@ -466,7 +466,7 @@ impl Hub {
         if let Some(&old) = self.by_path.get(path) {
             self.detach(old);
         }
-        if let Some(old_path) = self.hosts[h].path.clone() {
+        if let Some(old_path) = self.hosts[h.index()].path.clone() {
             self.log(format_args!(
                 "host {name} re-attaches from {} (was {})",
                 path.display(),
@@ -478,7 +478,7 @@ impl Hub {
             self.detach(h);
         }
         let setup = HostSetup {
-            host: h as u32,
+            host: h,
             name: name.to_owned(),
             sm_lid: self.sm_lid,
             sm_sl: self.sm_sl,
@@ -497,7 +497,7 @@ impl Hub {
             );
             return;
         }
-        let host = &mut self.hosts[h];
+        let host = &mut self.hosts[h.index()];
         let inc = host.attaches;
         host.attaches += 1;
         host.incarnation = inc;
@@ -516,27 +516,27 @@ impl Hub {
 
     /// Forgets host `h`'s attachment: its QPs leave their groups, its SA sends and
     /// unsent messages are dropped.
-    fn detach(&mut self, h: usize) {
-        let host = &mut self.hosts[h];
+    fn detach(&mut self, h: HostId) {
+        let host = &mut self.hosts[h.index()];
         let Some(path) = host.path.take() else {
             return;
         };
         let eps: Vec<EndpointId> = host.qps.keys().copied().collect();
         for ep in eps {
-            fabric::close_qp(&mut self.hosts[h].qps, &mut self.mcast, h, ep);
+            fabric::close_qp(&mut self.hosts[h.index()].qps, &mut self.mcast, h, ep);
         }
-        let host = &mut self.hosts[h];
+        let host = &mut self.hosts[h.index()];
         host.umad.clear();
         host.outbox.clear();
         self.by_path.remove(&path);
         self.log(format_args!(
             "host {} detached ({})",
-            self.spec.hosts[h].name,
+            self.spec.hosts[h.index()].name,
             path.display()
         ));
     }
 
-    fn host_msg(&mut self, h: usize, msg: HostMsg) {
+    fn host_msg(&mut self, h: HostId, msg: HostMsg) {
         match msg {
             HostMsg::Attach { .. } => {}
             HostMsg::Detach => self.detach(h),
@@ -549,7 +549,7 @@ impl Hub {
             } => {
                 let pr = fabric::port_ref(h, port);
                 let qpn = if self.topo.port(pr).is_some() {
-                    let host = &mut self.hosts[h];
+                    let host = &mut self.hosts[h.index()];
                     let qpn = host.next_qpn;
                     host.next_qpn = host.next_qpn.wrapping_add(1);
                     host.qps.insert(
@@ -569,14 +569,14 @@ impl Hub {
                 self.send(h, &HubMsg::QpOpened { ep, qpn });
             }
             HostMsg::CloseQp { ep } => {
-                fabric::close_qp(&mut self.hosts[h].qps, &mut self.mcast, h, ep);
+                fabric::close_qp(&mut self.hosts[h.index()].qps, &mut self.mcast, h, ep);
             }
             HostMsg::UdSend { ep, token, av, mad } => self.ud_send(h, ep, token, &av, mad),
             HostMsg::McastAttach { ep, mgid, .. } => {
-                fabric::mcast_attach(&mut self.hosts[h].qps, &mut self.mcast, h, ep, mgid);
+                fabric::mcast_attach(&mut self.hosts[h.index()].qps, &mut self.mcast, h, ep, mgid);
             }
             HostMsg::McastDetach { ep, mgid, .. } => {
-                fabric::mcast_detach(&mut self.hosts[h].qps, &mut self.mcast, h, ep, mgid);
+                fabric::mcast_detach(&mut self.hosts[h.index()].qps, &mut self.mcast, h, ep, mgid);
             }
             HostMsg::SaSend {
                 port,
@@ -588,7 +588,7 @@ impl Hub {
             } => {
                 self.stats.sa_sends += 1;
                 let (full, send) = UmadSend::new(
-                    self.hosts[h].agent,
+                    self.hosts[h.index()].agent,
                     fabric::port_ref(h, port),
                     tid,
                     dest.dlid,
@@ -596,7 +596,7 @@ impl Hub {
                     retries,
                     *mad,
                 );
-                self.hosts[h].umad.insert(full, send);
+                self.hosts[h.index()].umad.insert(full, send);
                 self.sa_try(h, full);
             }
         }
@@ -606,7 +606,7 @@ impl Hub {
     /// back at once.
     fn ud_send(
         &mut self,
-        h: usize,
+        h: HostId,
         ep: EndpointId,
         token: SendToken,
         av: &AddressVector,
@@ -618,7 +618,7 @@ impl Hub {
             for t in d.targets {
                 let ev = Event::Ud {
                     host: t.host,
-                    inc: self.hosts[t.host].incarnation,
+                    inc: self.hosts[t.host.index()].incarnation,
                     ep: t.ep,
                     wc: t.wc,
                     grh: d.grh,
@@ -640,9 +640,9 @@ impl Hub {
 
     /// One try of a umad send: start its timeout, and send it to the SM if the port is
     /// up and there is an SM.
-    fn sa_try(&mut self, h: usize, tid: u64) {
-        let inc = self.hosts[h].incarnation;
-        let Some(u) = self.hosts[h].umad.get(&tid) else {
+    fn sa_try(&mut self, h: HostId, tid: u64) {
+        let inc = self.hosts[h.index()].incarnation;
+        let Some(u) = self.hosts[h.index()].umad.get(&tid) else {
             return;
         };
         let (port, dlid, mad, attempt, timeout) =
@@ -676,7 +676,7 @@ impl Hub {
         }
     }
 
-    fn sa_arrival(&mut self, h: usize, inc: u32, port: PortRef, dlid: u16, mad: &[u8; MAD_LEN]) {
+    fn sa_arrival(&mut self, h: HostId, inc: u32, port: PortRef, dlid: u16, mad: &[u8; MAD_LEN]) {
         // A MAD addressed to a LID that is not the SM's goes nowhere.
         if dlid != self.sm_lid {
             return;
@@ -700,15 +700,15 @@ impl Hub {
     }
 
     /// Queues a message for host `h` and tries to send it.
-    fn send(&mut self, h: usize, msg: &HubMsg) {
-        if self.hosts[h].path.is_none() {
+    fn send(&mut self, h: HostId, msg: &HubMsg) {
+        if self.hosts[h.index()].path.is_none() {
             return;
         }
-        self.hosts[h].outbox.push_back(msg.encode());
-        if self.hosts[h].outbox.len() > OUTBOX_LIMIT {
+        self.hosts[h.index()].outbox.push_back(msg.encode());
+        if self.hosts[h.index()].outbox.len() > OUTBOX_LIMIT {
             self.log(format_args!(
                 "host {} left {OUTBOX_LIMIT} messages unread; detaching it",
-                self.spec.hosts[h].name
+                self.spec.hosts[h.index()].name
             ));
             self.detach(h);
             return;
@@ -717,8 +717,8 @@ impl Hub {
     }
 
     fn flush_all(&mut self) {
-        for h in 0..self.hosts.len() {
-            if !self.hosts[h].outbox.is_empty() {
+        for h in self.spec.host_ids() {
+            if !self.hosts[h.index()].outbox.is_empty() {
                 self.flush(h);
             }
         }
@@ -726,14 +726,14 @@ impl Hub {
 
     /// Sends what host `h`'s socket takes; a full socket keeps the rest for later, a
     /// vanished one detaches the host.
-    fn flush(&mut self, h: usize) {
-        let Some(path) = self.hosts[h].path.clone() else {
+    fn flush(&mut self, h: HostId) {
+        let Some(path) = self.hosts[h.index()].path.clone() else {
             return;
         };
-        while let Some(front) = self.hosts[h].outbox.front() {
+        while let Some(front) = self.hosts[h.index()].outbox.front() {
             match self.sock.send_to(front, &path) {
                 Ok(_) => {
-                    self.hosts[h].outbox.pop_front();
+                    self.hosts[h.index()].outbox.pop_front();
                 }
                 Err(e)
                     if matches!(
@@ -748,7 +748,7 @@ impl Hub {
                 Err(e) => {
                     self.log(format_args!(
                         "host {} is gone ({}: {e})",
-                        self.spec.hosts[h].name,
+                        self.spec.hosts[h.index()].name,
                         path.display()
                     ));
                     self.detach(h);
@@ -763,8 +763,8 @@ impl Hub {
         let _ = self.sock.send_to(&msg.encode(), path);
     }
 
-    fn bye(&self, h: usize, reason: &str) {
-        if let Some(path) = &self.hosts[h].path {
+    fn bye(&self, h: HostId, reason: &str) {
+        if let Some(path) = &self.hosts[h.index()].path {
             self.reply(
                 path,
                 &HubMsg::Bye {

@@ -5,6 +5,7 @@
 //! `encode` and decode with `decode`, which checks the header, the body length and
 //! every field, and rejects trailing bytes.
 
+use crate::spec::HostId;
 use acm_engine::{AddressVector, EndpointId, GlobalRoute, LocalIp, RecvInfo, SaDest, SendToken};
 use acm_engine::{DeviceDesc, DeviceId, PortAttrs, PortId, PortState};
 use acm_proto::{Gid, Mtu, Rate};
@@ -498,8 +499,8 @@ impl HostMsg {
 /// machine (verbs devices, netlink addresses) and the SM's LID and SL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostSetup {
-    /// The host's index in the fabric spec.
-    pub host: u32,
+    /// Which host of the fabric spec it is (a u32 on the wire).
+    pub host: HostId,
     /// Its name.
     pub name: String,
     /// The SM's LID.
@@ -673,7 +674,9 @@ impl HubMsg {
         match self {
             Self::Attached(s) => {
                 let mut w = W::new(t::ATTACHED);
-                w.u32(s.host);
+                // No spec has 2^32 hosts (it would not fit in memory); saturate as the
+                // counts below do rather than wrap to another host.
+                w.u32(u32::try_from(s.host.index()).unwrap_or(u32::MAX));
                 w.u16(s.sm_lid);
                 w.u8(s.sm_sl);
                 w.str(&s.name);
@@ -755,7 +758,7 @@ impl HubMsg {
         let (ty, mut r) = open(datagram)?;
         let msg = match ty {
             t::ATTACHED => {
-                let host = r.u32()?;
+                let host = HostId(r.u32()? as usize);
                 let sm_lid = r.u16()?;
                 let sm_sl = r.u8()?;
                 let name = r.str("host name")?;
@@ -934,7 +937,7 @@ mod tests {
         };
         vec![
             HubMsg::Attached(HostSetup {
-                host: 2,
+                host: HostId(2),
                 name: "node3".into(),
                 sm_lid: 1,
                 sm_sl: 2,

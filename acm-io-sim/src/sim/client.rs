@@ -5,6 +5,7 @@
 use super::Event;
 use super::Sim;
 use super::invariants::CheckKey;
+use crate::spec::HostId;
 use acm_engine::{ConnId, Instant};
 use acm_proto::client::{EpAddrPacket, HEADER_LEN, HeaderPacket, Status};
 use acm_proto::path_record::PathRecordRepr;
@@ -45,7 +46,7 @@ pub struct ResolveResult {
 
 #[derive(Debug, Clone)]
 pub(crate) struct Request {
-    pub(crate) host: usize,
+    pub(crate) host: HostId,
     /// What checking its answer needs from it (the bytes go to the engine with its
     /// [`Event::Client`] and are not kept).
     pub(crate) check: CheckKey,
@@ -118,13 +119,13 @@ impl ConnTable {
 
 impl Sim {
     /// Submits `bytes` on host `host` now, on a new client connection.
-    pub fn submit(&mut self, host: usize, bytes: Vec<u8>) -> RequestId {
+    pub fn submit(&mut self, host: HostId, bytes: Vec<u8>) -> RequestId {
         let now = self.now;
         self.submit_at(now, host, bytes)
     }
 
     /// Submits `bytes` on host `host` at `at`.
-    pub fn submit_at(&mut self, at: Instant, host: usize, bytes: Vec<u8>) -> RequestId {
+    pub fn submit_at(&mut self, at: Instant, host: HostId, bytes: Vec<u8>) -> RequestId {
         let idx = self.requests.len();
         let check = self.inv.check_key(&bytes);
         self.requests.push(Request {
@@ -132,7 +133,7 @@ impl Sim {
             check,
             outcome: Outcome::Pending,
         });
-        let h = &mut self.hosts[host];
+        let h = &mut self.hosts[host.index()];
         let conn = ConnId(h.next_conn);
         h.next_conn += 1;
         h.conns.insert(conn, idx);
@@ -174,7 +175,7 @@ impl Sim {
 
     /// Submits a request on `host` and runs until it is answered (or nothing is left
     /// to run); returns how it ended.
-    pub fn request_now(&mut self, host: usize, bytes: Vec<u8>) -> RequestId {
+    pub fn request_now(&mut self, host: HostId, bytes: Vec<u8>) -> RequestId {
         let id = self.submit(host, bytes);
         for _ in 0..10_000_000u64 {
             if self.requests[id.0].outcome != Outcome::Pending {

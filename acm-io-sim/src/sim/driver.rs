@@ -11,6 +11,7 @@
 //! connections on the same host.
 
 use super::Sim;
+use crate::spec::HostId;
 use acm_engine::HostOutput;
 use acm_engine::{ClientOutput, ConnId, Input, Instant};
 use std::collections::VecDeque;
@@ -21,7 +22,7 @@ pub const DRIVER_CONN_BIT: u64 = 1 << 63;
 /// The driven host and its engine's outputs for the driver.
 #[derive(Debug)]
 pub(crate) struct Driver {
-    host: usize,
+    host: HostId,
     out: VecDeque<HostOutput>,
 }
 
@@ -32,8 +33,8 @@ impl Sim {
     ///
     /// # Panics
     /// If `h` is not a host of the fabric.
-    pub fn drive_host(&mut self, h: usize) {
-        assert!(h < self.hosts.len(), "no host {h}");
+    pub fn drive_host(&mut self, h: HostId) {
+        assert!(h.index() < self.hosts.len(), "no host {h}");
         self.driver = Some(Driver {
             host: h,
             out: VecDeque::new(),
@@ -42,7 +43,7 @@ impl Sim {
 
     /// The host [`Sim::drive_host`] chose.
     #[must_use]
-    pub fn driven_host(&self) -> Option<usize> {
+    pub fn driven_host(&self) -> Option<HostId> {
         self.driver.as_ref().map(|d| d.host)
     }
 
@@ -84,16 +85,16 @@ impl Sim {
         }
     }
 
-    fn driven(&self) -> usize {
+    fn driven(&self) -> HostId {
         self.driven_host()
             .expect("no driven host: call Sim::drive_host first")
     }
 
-    pub(crate) fn is_driver_host(&self, h: usize) -> bool {
+    pub(crate) fn is_driver_host(&self, h: HostId) -> bool {
         self.driven_host() == Some(h)
     }
 
-    pub(crate) fn is_driver_conn(&self, h: usize, conn: ConnId) -> bool {
+    pub(crate) fn is_driver_conn(&self, h: HostId, conn: ConnId) -> bool {
         conn.0 & DRIVER_CONN_BIT != 0 && self.is_driver_host(h)
     }
 

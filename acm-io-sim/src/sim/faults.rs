@@ -2,6 +2,7 @@
 //! that link's own random stream.
 
 use crate::rng::SimRng;
+use crate::spec::HostId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -30,10 +31,10 @@ pub(crate) type Verdict = Vec<Duration>;
 #[derive(Debug, Clone)]
 pub(crate) struct Faults {
     pub(crate) rules: LinkFaults,
-    /// Host pairs that cannot reach each other (stored with the smaller index first).
-    pub(crate) partitions: BTreeSet<(usize, usize)>,
+    /// Host pairs that cannot reach each other (stored with the smaller first).
+    pub(crate) partitions: BTreeSet<(HostId, HostId)>,
     seed: u64,
-    links: BTreeMap<(usize, usize), SimRng>,
+    links: BTreeMap<(HostId, HostId), SimRng>,
 }
 
 impl Faults {
@@ -46,7 +47,7 @@ impl Faults {
         }
     }
 
-    pub(crate) fn partitioned(&self, a: usize, b: usize) -> bool {
+    pub(crate) fn partitioned(&self, a: HostId, b: HostId) -> bool {
         self.partitions.contains(&(a.min(b), a.max(b)))
     }
 
@@ -64,7 +65,7 @@ impl Faults {
     }
 
     /// The fate of one packet from `a` to `b` whose fault-free travel time is `base`.
-    pub(crate) fn judge(&mut self, a: usize, b: usize, base: Duration) -> Verdict {
+    pub(crate) fn judge(&mut self, a: HostId, b: HostId, base: Duration) -> Verdict {
         if a == b {
             return vec![base];
         }
@@ -84,7 +85,7 @@ impl Faults {
         let rng = self
             .links
             .entry((a, b))
-            .or_insert_with(|| SimRng::derive(seed, ((a as u64) << 32) | b as u64));
+            .or_insert_with(|| SimRng::derive(seed, ((a.index() as u64) << 32) | b.index() as u64));
         if rng.chance(r.loss) {
             return Vec::new();
         }
@@ -111,15 +112,20 @@ impl Faults {
 mod tests {
     use super::*;
 
+    /// Host `i`.
+    const fn h(i: usize) -> HostId {
+        HostId(i)
+    }
+
     #[test]
     fn clean_links_pass_and_partitions_drop() {
         let mut f = Faults::new(1);
         let base = Duration::from_micros(3);
-        assert_eq!(f.judge(0, 1, base), vec![base]);
-        f.partitions.insert((0, 1));
-        assert!(f.judge(1, 0, base).is_empty());
+        assert_eq!(f.judge(h(0), h(1), base), vec![base]);
+        f.partitions.insert((h(0), h(1)));
+        assert!(f.judge(h(1), h(0), base).is_empty());
         assert_eq!(
-            f.judge(1, 1, base),
+            f.judge(h(1), h(1), base),
             vec![base],
             "a host always reaches itself"
         );
@@ -137,7 +143,7 @@ mod tests {
         let mut lost = 0;
         let mut twice = 0;
         for _ in 0..10_000 {
-            match f.judge(0, 1, Duration::ZERO).len() {
+            match f.judge(h(0), h(1), Duration::ZERO).len() {
                 0 => lost += 1,
                 2 => twice += 1,
                 _ => {}
@@ -150,8 +156,12 @@ mod tests {
         let mut b = Faults::new(5);
         a.rules.loss = 0.5;
         b.rules.loss = 0.5;
-        let va: Vec<_> = (0..100).map(|_| a.judge(2, 3, Duration::ZERO)).collect();
-        let vb: Vec<_> = (0..100).map(|_| b.judge(2, 3, Duration::ZERO)).collect();
+        let va: Vec<_> = (0..100)
+            .map(|_| a.judge(h(2), h(3), Duration::ZERO))
+            .collect();
+        let vb: Vec<_> = (0..100)
+            .map(|_| b.judge(h(2), h(3), Duration::ZERO))
+            .collect();
         assert_eq!(va, vb);
     }
 }

@@ -7,7 +7,7 @@ use super::mcast::Receivers;
 use super::{Event, Sim, UdPayload, port_ref, us};
 use crate::fabric::{self, FabricQp, QpTable, QpTables, UmadExpiry, UmadSend};
 use crate::rng::SimRng;
-use crate::spec::FabricSpec;
+use crate::spec::{FabricSpec, HostId};
 use crate::topology::{PortRef, Topology};
 use acm_engine::HostOutput;
 use acm_engine::driver::{self, Fabric};
@@ -24,8 +24,8 @@ use std::time::Duration;
 pub(crate) use crate::fabric::engine_port;
 
 pub(crate) struct SimHost {
-    /// Its index in the spec.
-    pub(crate) index: usize,
+    /// Which host of the spec it is.
+    pub(crate) index: HostId,
     pub(crate) engine: Engine,
     pub(crate) incarnation: u32,
     pub(crate) timer: Option<Instant>,
@@ -47,15 +47,15 @@ pub(crate) struct SimHost {
 
 /// The simulator's hosts hold the fabric's QP tables.
 impl QpTables for [SimHost] {
-    fn host_qps(&self, host: usize) -> Option<&QpTable> {
-        self.get(host).map(|h| &h.qps)
+    fn host_qps(&self, host: HostId) -> Option<&QpTable> {
+        self.get(host.index()).map(|h| &h.qps)
     }
 }
 
 impl SimHost {
     pub(crate) fn new(
         spec: &FabricSpec,
-        h: usize,
+        h: HostId,
         seed: u64,
         incarnation: u32,
         config: Option<acm_engine::EngineConfig>,
@@ -65,7 +65,7 @@ impl SimHost {
         let addr_timeout = u32::try_from(config.options.addr_timeout).ok();
         let preloaded = config.hosts.iter().map(|e| e.address).collect();
         let engine_seed =
-            SimRng::derive(seed, ((h as u64) << 20) | u64::from(incarnation)).next_u64();
+            SimRng::derive(seed, ((h.index() as u64) << 20) | u64::from(incarnation)).next_u64();
         let ips = fabric::local_ips(spec, h);
         Self {
             index: h,
@@ -100,11 +100,11 @@ impl SimHost {
 fn spec_devices(
     spec: &FabricSpec,
     topo: &Topology,
-    h: usize,
+    h: HostId,
     sm_lid: u16,
     sm_sl: u8,
 ) -> Vec<DeviceDesc> {
-    spec.hosts[h]
+    spec.hosts[h.index()]
         .hcas
         .iter()
         .enumerate()
@@ -133,18 +133,18 @@ fn spec_devices(
 /// into fabric events on the simulator's clock.
 struct HostFabric<'a> {
     sim: &'a mut Sim,
-    h: usize,
+    h: HostId,
 }
 
 impl Fabric for HostFabric<'_> {
     fn engine(&mut self) -> &mut Engine {
-        &mut self.sim.hosts[self.h].engine
+        &mut self.sim.hosts[self.h.index()].engine
     }
 
     fn open_qp(&mut self, qp: OpenQp) {
         let (sim, h) = (&mut *self.sim, self.h);
         sim.mcast_cache.clear();
-        let host = &mut sim.hosts[h];
+        let host = &mut sim.hosts[h.index()];
         let qpn = host.next_qpn;
         host.next_qpn += 1;
         host.qps.insert(
@@ -172,13 +172,13 @@ impl Fabric for HostFabric<'_> {
     fn close_qp(&mut self, ep: EndpointId) {
         let (sim, h) = (&mut *self.sim, self.h);
         sim.mcast_cache.clear();
-        fabric::close_qp(&mut sim.hosts[h].qps, &mut sim.mcast, h, ep);
+        fabric::close_qp(&mut sim.hosts[h.index()].qps, &mut sim.mcast, h, ep);
     }
 
     fn ud_send(&mut self, send: UdSend) {
         let (sim, h) = (&mut *self.sim, self.h);
         sim.ud_send(h, send.ep, &send.av, &send.mad);
-        let inc = sim.hosts[h].incarnation;
+        let inc = sim.hosts[h.index()].incarnation;
         sim.schedule(
             sim.now + Duration::from_micros(1),
             Event::UdDone {
@@ -193,13 +193,25 @@ impl Fabric for HostFabric<'_> {
     fn mcast_attach(&mut self, g: McastGroup) {
         let (sim, h) = (&mut *self.sim, self.h);
         sim.mcast_cache.clear();
-        fabric::mcast_attach(&mut sim.hosts[h].qps, &mut sim.mcast, h, g.ep, g.mgid);
+        fabric::mcast_attach(
+            &mut sim.hosts[h.index()].qps,
+            &mut sim.mcast,
+            h,
+            g.ep,
+            g.mgid,
+        );
     }
 
     fn mcast_detach(&mut self, g: McastGroup) {
         let (sim, h) = (&mut *self.sim, self.h);
         sim.mcast_cache.clear();
-        fabric::mcast_detach(&mut sim.hosts[h].qps, &mut sim.mcast, h, g.ep, g.mgid);
+        fabric::mcast_detach(
+            &mut sim.hosts[h.index()].qps,
+            &mut sim.mcast,
+            h,
+            g.ep,
+            g.mgid,
+        );
     }
 
     fn sa_send(&mut self, send: SaSend) {
@@ -210,7 +222,7 @@ impl Fabric for HostFabric<'_> {
     fn source_query(&mut self, q: SourceQuery) {
         let (sim, h) = (&mut *self.sim, self.h);
         let result = sim.route(h, q.dest);
-        let inc = sim.hosts[h].incarnation;
+        let inc = sim.hosts[h.index()].incarnation;
         sim.schedule(
             sim.now,
             Event::Source {
@@ -225,7 +237,7 @@ impl Fabric for HostFabric<'_> {
 
 impl Sim {
     /// Carries out everything host `h`'s engine asked for.
-    pub(crate) fn drain(&mut self, h: usize) {
+    pub(crate) fn drain(&mut self, h: HostId) {
         // Outputs are carried out as they are drained (nothing here feeds host `h`'s
         // engine, so its queue holds exactly what a collected batch would); the
         // connections replied to are closed once the batch is done.
@@ -239,7 +251,7 @@ impl Sim {
             }
             let now = self.now;
             for conn in closed.drain(..) {
-                self.hosts[h]
+                self.hosts[h.index()]
                     .engine
                     .handle(now, acm_engine::Input::ClientClosed(conn));
             }
@@ -249,7 +261,7 @@ impl Sim {
 
     /// A reply, close or log line of host `h`: to the driver (its connections and log),
     /// or to the test client API.
-    fn host_output(&mut self, h: usize, out: HostOutput, closed: &mut Vec<ConnId>) {
+    fn host_output(&mut self, h: HostId, out: HostOutput, closed: &mut Vec<ConnId>) {
         let now = self.now;
         let out = match out {
             HostOutput::Client(
@@ -268,10 +280,10 @@ impl Sim {
         };
         match out {
             ClientOutput::Reply { conn, reply } => {
-                self.trace.add(&[20, h as u8]);
+                self.trace.add(&[20, h.index() as u8]);
                 self.trace.add(reply.as_bytes());
                 self.stats.replies += 1;
-                match self.hosts[h].conns.remove(&conn) {
+                match self.hosts[h.index()].conns.remove(&conn) {
                     Some(idx) => client::finish(
                         self,
                         idx,
@@ -288,7 +300,7 @@ impl Sim {
                 closed.push(conn);
             }
             ClientOutput::Close { conn, reason } => {
-                if let Some(idx) = self.hosts[h].conns.remove(&conn) {
+                if let Some(idx) = self.hosts[h.index()].conns.remove(&conn) {
                     client::finish(self, idx, Outcome::Closed(reason.to_string()));
                 }
                 closed.push(conn);
@@ -299,8 +311,8 @@ impl Sim {
     }
 
     /// The source the host's routing picks for `dest` ([`fabric::route_source`]).
-    fn route(&self, h: usize, dest: IpAddr) -> Result<IpAddr, u8> {
-        let host = &self.spec.hosts[h];
+    fn route(&self, h: HostId, dest: IpAddr) -> Result<IpAddr, u8> {
+        let host = &self.spec.hosts[h.index()];
         fabric::route_source(host.ips.iter().map(|ip| (ip.addr, ip.prefix)), dest).or_else(
             |errno| {
                 host.default_route
@@ -313,7 +325,7 @@ impl Sim {
     /// A UD send: to every QP attached to the group (multicast), or to the QP the AV
     /// names (unicast), if the partitions, Q_Key and ports allow
     /// ([`fabric::ud_delivery`]); each copy then meets the link's faults.
-    fn ud_send(&mut self, h: usize, ep: EndpointId, av: &AddressVector, mad: &Mad) {
+    fn ud_send(&mut self, h: HostId, ep: EndpointId, av: &AddressVector, mad: &Mad) {
         self.stats.acm_mads += 1;
         let Some((grh, targets)) = self.receivers(h, ep, av) else {
             return;
@@ -353,7 +365,7 @@ impl Sim {
 
     /// The kernel takes an SA MAD: rewrite the TID's upper half with the agent id, send
     /// the first try, and start its timeout.
-    fn sa_send(&mut self, h: usize, port: PortRef, send: SaSend) {
+    fn sa_send(&mut self, h: HostId, port: PortRef, send: SaSend) {
         let SaSend {
             tid,
             dest,
@@ -368,30 +380,30 @@ impl Sim {
             0x0038 => self.stats.sa_joins += 1,
             _ => {}
         }
-        let outstanding = self.hosts[h]
+        let outstanding = self.hosts[h.index()]
             .umad
             .values()
             .filter(|u| u.port == port)
             .count() as u32;
-        if outstanding >= self.hosts[h].sa_depth {
+        if outstanding >= self.hosts[h.index()].sa_depth {
             self.inv.violate(
                 self.now,
                 format!(
                     "host {h}: {} SA MADs outstanding with sa_depth {}",
                     outstanding + 1,
-                    self.hosts[h].sa_depth
+                    self.hosts[h.index()].sa_depth
                 ),
             );
         }
         let low = tid as u32;
-        if self.hosts[h].umad.keys().any(|&t| t as u32 == low) {
+        if self.hosts[h.index()].umad.keys().any(|&t| t as u32 == low) {
             self.inv.violate(
                 self.now,
                 format!("host {h}: SA TID {low:#x} reused while in flight"),
             );
         }
         let (full, send) = UmadSend::new(
-            self.hosts[h].agent,
+            self.hosts[h.index()].agent,
             port,
             tid,
             dest.dlid,
@@ -399,13 +411,13 @@ impl Sim {
             retries,
             mad.0,
         );
-        self.hosts[h].umad.insert(full, send);
+        self.hosts[h.index()].umad.insert(full, send);
         self.sa_try(h, full);
     }
 
-    fn sa_try(&mut self, h: usize, tid: u64) {
-        let inc = self.hosts[h].incarnation;
-        let Some(u) = self.hosts[h].umad.get(&tid).cloned() else {
+    fn sa_try(&mut self, h: HostId, tid: u64) {
+        let inc = self.hosts[h.index()].incarnation;
+        let Some(u) = self.hosts[h.index()].umad.get(&tid).cloned() else {
             return;
         };
         let now = self.now;
@@ -440,7 +452,7 @@ impl Sim {
 
     pub(crate) fn sa_arrival(
         &mut self,
-        h: usize,
+        h: HostId,
         inc: u32,
         port: PortRef,
         dlid: u16,
@@ -453,7 +465,7 @@ impl Sim {
         let Some((smh, _)) = self.sm_host() else {
             return;
         };
-        self.trace.add(&[6, h as u8]);
+        self.trace.add(&[6, h.index() as u8]);
         let Some(resp) = self.sa.answer(&self.topo, port, mad) else {
             return;
         };
@@ -471,16 +483,16 @@ impl Sim {
         }
     }
 
-    pub(crate) fn sa_back(&mut self, h: usize, inc: u32, port: PortRef, mad: [u8; 256]) {
-        if self.hosts[h].incarnation != inc {
+    pub(crate) fn sa_back(&mut self, h: HostId, inc: u32, port: PortRef, mad: [u8; 256]) {
+        if self.hosts[h.index()].incarnation != inc {
             return;
         }
         let tid = fabric::mad_tid(&mad);
         // The kernel matches the response to its send; a late or duplicate one is dropped.
-        if self.hosts[h].umad.remove(&tid).is_none() {
+        if self.hosts[h.index()].umad.remove(&tid).is_none() {
             return;
         }
-        self.trace.add(&[7, h as u8]);
+        self.trace.add(&[7, h.index() as u8]);
         self.trace.add(&mad);
         self.input(
             h,
@@ -491,11 +503,11 @@ impl Sim {
         );
     }
 
-    pub(crate) fn umad_timeout(&mut self, h: usize, inc: u32, tid: u64, attempt: u32) {
-        if self.hosts[h].incarnation != inc {
+    pub(crate) fn umad_timeout(&mut self, h: HostId, inc: u32, tid: u64, attempt: u32) {
+        if self.hosts[h.index()].incarnation != inc {
             return;
         }
-        let Some(u) = self.hosts[h].umad.get_mut(&tid) else {
+        let Some(u) = self.hosts[h.index()].umad.get_mut(&tid) else {
             return;
         };
         match u.expire(attempt) {
@@ -507,8 +519,8 @@ impl Sim {
             UmadExpiry::Failed => {}
         }
         let port = u.port;
-        self.hosts[h].umad.remove(&tid);
-        self.trace.add(&[8, h as u8]);
+        self.hosts[h.index()].umad.remove(&tid);
+        self.trace.add(&[8, h.index() as u8]);
         self.input(
             h,
             acm_engine::Input::SaSendFailed {
@@ -520,7 +532,7 @@ impl Sim {
     }
 
     /// Records what a UD MAD arriving at host `h` teaches it (for the cache invariant).
-    pub(crate) fn on_ud_arrival(&mut self, h: usize, payload: &UdPayload) {
+    pub(crate) fn on_ud_arrival(&mut self, h: HostId, payload: &UdPayload) {
         let hosts = self.hosts.len();
         match payload.requester {
             Some(id) => self.inv.learn_number(h, hosts, id, self.now),

@@ -5,6 +5,7 @@
 
 use super::Sim;
 use super::fasthash::FastMap;
+use crate::spec::HostId;
 use acm_engine::{Address, Instant};
 use acm_proto::Bytes64;
 use acm_proto::acm_mad::{AcmMadPacket, RESOLVE_REC_OFFSET};
@@ -43,7 +44,7 @@ pub(crate) struct Invariants {
     kept: Vec<Vec<Violation>>,
     /// ACM requests by (requester, TID): content hash, destination, first sent.
     /// (Hash maps: never iterated in an order that matters, only looked up.)
-    requests: FastMap<(usize, u32), (u64, Address, Instant)>,
+    requests: FastMap<(HostId, u32), (u64, Address, Instant)>,
     /// Every address some host learned or some request asked for, numbered in order
     /// of first sight (hosts deal in the same few addresses): a number indexes
     /// `addrs` and `learned` directly.
@@ -117,7 +118,7 @@ impl Invariants {
     }
 
     /// Host `h` sends an ACM MAD.
-    pub(crate) fn on_acm_send(&mut self, now: Instant, h: usize, mad: &[u8]) {
+    pub(crate) fn on_acm_send(&mut self, now: Instant, h: HostId, mad: &[u8]) {
         let Some(p) = acm_view(mad).filter(|p| p.method() == Method::GET) else {
             return;
         };
@@ -143,7 +144,7 @@ impl Invariants {
 
     /// An ACM MAD reaches host `h` (of `hosts`): a request teaches it the requester's
     /// address; a response teaches it the address it asked for.
-    pub(crate) fn on_acm_arrival(&mut self, now: Instant, h: usize, hosts: usize, mad: &[u8]) {
+    pub(crate) fn on_acm_arrival(&mut self, now: Instant, h: HostId, hosts: usize, mad: &[u8]) {
         let Some(p) = acm_view(mad) else {
             return;
         };
@@ -182,13 +183,14 @@ impl Invariants {
     }
 
     /// Host `h` (of `hosts`) learned address `a` at `now`.
-    fn learn(&mut self, h: usize, hosts: usize, a: Address, now: Instant) {
+    fn learn(&mut self, h: HostId, hosts: usize, a: Address, now: Instant) {
         let id = self.number(a);
         self.learn_number(h, hosts, id, now);
     }
 
     /// Host `h` (of `hosts`) learned address number `id` at `now`.
-    pub(crate) fn learn_number(&mut self, h: usize, hosts: usize, id: u32, now: Instant) {
+    pub(crate) fn learn_number(&mut self, h: HostId, hosts: usize, id: u32, now: Instant) {
+        let h = h.index();
         if self.learned.len() <= h {
             self.learned.resize_with(hosts.max(h + 1), Vec::new);
         }
@@ -201,16 +203,16 @@ impl Invariants {
     }
 
     /// Host `h` restarted: it knows nothing, and its TIDs start over.
-    pub(crate) fn host_restarted(&mut self, h: usize) {
+    pub(crate) fn host_restarted(&mut self, h: HostId) {
         self.requests.retain(|&(x, _), _| x != h);
-        if let Some(times) = self.learned.get_mut(h) {
+        if let Some(times) = self.learned.get_mut(h.index()) {
             times.clear();
         }
     }
 
     /// When host `h` last learned address number `id`.
-    pub(crate) fn learned_by_number(&self, h: usize, id: u32) -> Option<Instant> {
-        match self.learned.get(h)?.get(id as usize)? {
+    pub(crate) fn learned_by_number(&self, h: HostId, id: u32) -> Option<Instant> {
+        match self.learned.get(h.index())?.get(id as usize)? {
             0 => None,
             &t => Some(Instant::from_nanos(t - 1)),
         }
@@ -271,7 +273,7 @@ impl Invariants {
 /// Checks a successful RESOLVE reply on host `h` against the fabric (`key` from its
 /// request): what is wrong with it (nothing, almost always: the empty vector does not
 /// allocate).
-pub(crate) fn check_resolve(sim: &Sim, h: usize, key: CheckKey, reply: &[u8]) -> Vec<String> {
+pub(crate) fn check_resolve(sim: &Sim, h: HostId, key: CheckKey, reply: &[u8]) -> Vec<String> {
     let mut wrong = Vec::new();
     if key == CheckKey::None || reply.len() < HEADER_LEN + ENTRY_LEN {
         return wrong;
@@ -315,10 +317,10 @@ pub(crate) fn check_resolve(sim: &Sim, h: usize, key: CheckKey, reply: &[u8]) ->
     if let Some((id, a)) = learned_addr
         && truth.host != h
     {
-        if sim.hosts[h].preloaded.contains(a) {
+        if sim.hosts[h.index()].preloaded.contains(a) {
             return wrong;
         }
-        let limit = sim.hosts[h].addr_timeout;
+        let limit = sim.hosts[h.index()].addr_timeout;
         match sim.inv.learned_by_number(h, id) {
             None => wrong.push(format!("host {h}: served {a} without ever learning it")),
             Some(at) => {
@@ -382,7 +384,7 @@ impl Owners {
     pub(crate) fn new(spec: &crate::spec::FabricSpec) -> Self {
         use crate::topology::PortRef;
         let mut o = Self::default();
-        for (h, hs) in spec.hosts.iter().enumerate() {
+        for (h, hs) in spec.host_ids().zip(&spec.hosts) {
             for i in &hs.ips {
                 o.ips.entry(i.addr).or_insert(PortRef {
                     host: h,

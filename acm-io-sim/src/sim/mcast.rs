@@ -17,7 +17,7 @@
 use super::fasthash::FastMap;
 use super::{Event, Sim, UdPayload};
 use crate::fabric::{self, UdTarget};
-use crate::spec::FabricSpec;
+use crate::spec::{FabricSpec, HostId};
 use crate::topology::Topology;
 use acm_engine::{AddressVector, EndpointId, RecvInfo};
 use acm_proto::{Gid, MULTICAST_LID_BASE};
@@ -27,7 +27,7 @@ use std::time::Duration;
 /// A member that receives multicasts from senders of some pkey.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Member {
-    host: usize,
+    host: HostId,
     ep: EndpointId,
     /// Its QP's pkey index (reported in its receive completions).
     pkey_index: u16,
@@ -62,7 +62,7 @@ pub(crate) enum Receivers {
     /// A multicast: the group's members for the sender's pkey, but the sender itself
     /// (`sender`, `ep`); every copy carries `wc` with the member's pkey index.
     Members {
-        sender: usize,
+        sender: HostId,
         ep: EndpointId,
         wc: RecvInfo,
         members: Rc<[Member]>,
@@ -109,7 +109,7 @@ pub(crate) struct Fanout {
     pub(crate) payload: Rc<UdPayload>,
     wc: RecvInfo,
     members: Rc<[Member]>,
-    sender: usize,
+    sender: HostId,
     sender_ep: EndpointId,
     delay: Duration,
     /// The member the next copy goes to.
@@ -129,7 +129,7 @@ impl Fanout {
     }
 
     /// The host the next copy goes to.
-    pub(crate) fn next_host(&self) -> usize {
+    pub(crate) fn next_host(&self) -> HostId {
         self.members[self.next].host
     }
 
@@ -162,7 +162,7 @@ impl Sim {
     /// as [`fabric::ud_delivery`] finds them.
     pub(crate) fn receivers(
         &mut self,
-        h: usize,
+        h: HostId,
         ep: EndpointId,
         av: &AddressVector,
     ) -> Option<([u8; 40], Receivers)> {
@@ -173,12 +173,12 @@ impl Sim {
                 .into_iter()
                 .map(|target| Receiver {
                     target,
-                    inc: self.hosts[target.host].incarnation,
+                    inc: self.hosts[target.host.index()].incarnation,
                 })
                 .collect();
             return Some((d.grh, Receivers::Listed(receivers)));
         }
-        let qp = self.hosts.get(h)?.qps.get(&ep)?;
+        let qp = self.hosts.get(h.index())?.qps.get(&ep)?;
         let sp = self.topo.port(qp.port).filter(|p| p.up)?;
         let grh = fabric::grh_bytes(sp.gid, av);
         let wc = RecvInfo {
@@ -213,7 +213,7 @@ impl Sim {
         debug_assert!(
             receivers
                 .iter()
-                .all(|r| r.inc == self.hosts[r.target.host].incarnation)
+                .all(|r| r.inc == self.hosts[r.target.host.index()].incarnation)
         );
         Some((grh, receivers))
     }
@@ -226,7 +226,7 @@ impl Sim {
         };
         set.iter()
             .filter_map(|&(th, tep)| {
-                let host = self.hosts.get(th)?;
+                let host = self.hosts.get(th.index())?;
                 let tq = host.qps.get(&tep)?;
                 let up = self.topo.port(tq.port).is_some_and(|p| p.up);
                 (Topology::same_partition(tq.pkey, pkey) && up).then_some(Member {

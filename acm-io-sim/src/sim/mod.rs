@@ -28,7 +28,7 @@ pub use invariants::Violation;
 pub use seed::{DEFAULT_SEED, run_seeded, seed_from_env};
 
 use crate::sa::{SaMode, SubnetAdmin};
-use crate::spec::FabricSpec;
+use crate::spec::{FabricSpec, HostId};
 use crate::topology::{PortRef, Topology};
 use acm_engine::{ConnId, Instant};
 use acm_engine::{EndpointId, LookupId, PortEvent, RecvInfo, SendToken};
@@ -47,13 +47,13 @@ use trace::Trace;
 pub(crate) enum Event {
     /// A client writes a request on a new connection.
     Client {
-        host: usize,
+        host: HostId,
         conn: ConnId,
         bytes: Vec<u8>,
     },
     /// A UD MAD arrives at an endpoint's QP.
     Ud {
-        host: usize,
+        host: HostId,
         inc: u32,
         ep: EndpointId,
         wc: RecvInfo,
@@ -66,14 +66,14 @@ pub(crate) enum Event {
     UdFanout(Box<Fanout>),
     /// A UD send completes.
     UdDone {
-        host: usize,
+        host: HostId,
         inc: u32,
         ep: EndpointId,
         token: SendToken,
     },
     /// An SA MAD reaches the SM.
     SaAtSm {
-        host: usize,
+        host: HostId,
         inc: u32,
         port: PortRef,
         dlid: u16,
@@ -81,28 +81,28 @@ pub(crate) enum Event {
     },
     /// The SA's answer reaches the host's umad agent.
     SaBack {
-        host: usize,
+        host: HostId,
         inc: u32,
         port: PortRef,
         mad: Box<[u8; 256]>,
     },
     /// The kernel's per-try timeout of a umad send.
     UmadTimeout {
-        host: usize,
+        host: HostId,
         inc: u32,
         tid: u64,
         attempt: u32,
     },
     /// A QP the engine asked for exists.
     QpOpened {
-        host: usize,
+        host: HostId,
         inc: u32,
         ep: EndpointId,
         qpn: u32,
     },
     /// The host's routing answered a source lookup.
     Source {
-        host: usize,
+        host: HostId,
         inc: u32,
         id: LookupId,
         result: Result<IpAddr, u8>,
@@ -148,7 +148,7 @@ pub struct Sim {
     pub(crate) sm_sl: u8,
     pub(crate) hosts: Vec<SimHost>,
     /// QPs attached to each multicast group.
-    pub(crate) mcast: BTreeMap<acm_proto::Gid, BTreeSet<(usize, EndpointId)>>,
+    pub(crate) mcast: BTreeMap<acm_proto::Gid, BTreeSet<(HostId, EndpointId)>>,
     /// Multicast receivers found so far; cleared whenever a QP, a group attachment, a
     /// port or a host changes.
     pub(crate) mcast_cache: mcast::McastCache,
@@ -163,7 +163,7 @@ pub struct Sim {
     /// kept, by run.
     batch_run: Option<usize>,
     batched: Vec<Vec<(Instant, Event)>>,
-    timers: BTreeSet<(Instant, usize)>,
+    timers: BTreeSet<(Instant, HostId)>,
     pub(crate) seed: u64,
     pub(crate) faults: Faults,
     pub(crate) trace: Trace,
@@ -177,7 +177,7 @@ pub struct Sim {
     pub(crate) logs: Vec<String>,
     /// Engine configurations that replace the spec's for some hosts (a daemon's own
     /// option and address files), kept for restarts.
-    pub(crate) configs: BTreeMap<usize, acm_engine::EngineConfig>,
+    pub(crate) configs: BTreeMap<HostId, acm_engine::EngineConfig>,
     /// The host a driver serves clients for, and what its engine said to them.
     pub(crate) driver: Option<driver::Driver>,
 }
@@ -196,7 +196,7 @@ impl Sim {
     pub fn with_configs(
         spec: FabricSpec,
         seed: u64,
-        configs: BTreeMap<usize, acm_engine::EngineConfig>,
+        configs: BTreeMap<HostId, acm_engine::EngineConfig>,
     ) -> Self {
         Self::build(spec, seed, configs, None)
     }
@@ -211,8 +211,8 @@ impl Sim {
     pub fn driving(
         spec: FabricSpec,
         seed: u64,
-        configs: BTreeMap<usize, acm_engine::EngineConfig>,
-        driven: usize,
+        configs: BTreeMap<HostId, acm_engine::EngineConfig>,
+        driven: HostId,
     ) -> Self {
         Self::build(spec, seed, configs, Some(driven))
     }
@@ -220,8 +220,8 @@ impl Sim {
     fn build(
         spec: FabricSpec,
         seed: u64,
-        configs: BTreeMap<usize, acm_engine::EngineConfig>,
-        driven: Option<usize>,
+        configs: BTreeMap<HostId, acm_engine::EngineConfig>,
+        driven: Option<HostId>,
     ) -> Self {
         let topo = Topology::new(&spec);
         let mut sim = Self {
@@ -251,14 +251,14 @@ impl Sim {
             driver: None,
             spec,
         };
-        for h in 0..sim.spec.hosts.len() {
+        for h in sim.spec.host_ids() {
             let host = SimHost::new(&sim.spec, h, seed, 0, sim.configs.get(&h).cloned());
             sim.hosts.push(host);
         }
         if let Some(h) = driven {
             sim.drive_host(h);
         }
-        for h in 0..sim.hosts.len() {
+        for h in sim.spec.host_ids() {
             sim.boot(h);
         }
         sim
@@ -299,12 +299,12 @@ impl Sim {
         &self.sa
     }
 
-    /// The index of the host called `name`.
+    /// The host called `name`.
     ///
     /// # Panics
     /// If there is none (a scenario bug).
     #[must_use]
-    pub fn host(&self, name: &str) -> usize {
+    pub fn host(&self, name: &str) -> HostId {
         self.spec
             .host_index(name)
             .unwrap_or_else(|| panic!("no host {name}"))
@@ -312,8 +312,8 @@ impl Sim {
 
     /// Host `h`'s engine, for counters and inspection.
     #[must_use]
-    pub fn engine(&self, h: usize) -> &acm_engine::Engine {
-        &self.hosts[h].engine
+    pub fn engine(&self, h: HostId) -> &acm_engine::Engine {
+        &self.hosts[h.index()].engine
     }
 
     /// Counts so far.
@@ -377,9 +377,9 @@ impl Sim {
     }
 
     /// Re-files host `h`'s engine timer in the index.
-    pub(crate) fn refile_timer(&mut self, h: usize) {
-        let next = self.hosts[h].engine.poll_timeout();
-        let host = &mut self.hosts[h];
+    pub(crate) fn refile_timer(&mut self, h: HostId) {
+        let next = self.hosts[h.index()].engine.poll_timeout();
+        let host = &mut self.hosts[h.index()];
         if host.timer != next {
             if let Some(t) = host.timer {
                 self.timers.remove(&(t, h));
@@ -412,7 +412,8 @@ impl Sim {
                 self.process(ev);
             }
         } else if let Some((_, h)) = self.timers.first().copied() {
-            self.trace.add(&[0xEE, h as u8, (h >> 8) as u8]);
+            self.trace
+                .add(&[0xEE, h.index() as u8, (h.index() >> 8) as u8]);
             self.input(h, acm_engine::Input::Tick);
         }
         true
@@ -446,16 +447,16 @@ impl Sim {
     }
 
     /// Feeds an input to host `h` and carries out its outputs.
-    pub(crate) fn input(&mut self, h: usize, input: acm_engine::Input<'_>) {
+    pub(crate) fn input(&mut self, h: HostId, input: acm_engine::Input<'_>) {
         let now = self.now;
-        self.hosts[h].engine.handle(now, input);
+        self.hosts[h.index()].engine.handle(now, input);
         self.drain(h);
     }
 
     fn process(&mut self, ev: Event) {
         match ev {
             Event::Client { host, conn, bytes } => {
-                self.trace.add(&[1, host as u8]);
+                self.trace.add(&[1, host.index() as u8]);
                 self.trace.add(&bytes);
                 self.input(
                     host,
@@ -472,10 +473,10 @@ impl Sim {
                 wc,
                 payload,
             } => {
-                if self.hosts[host].incarnation != inc {
+                if self.hosts[host.index()].incarnation != inc {
                     return;
                 }
-                self.trace.add(&[2, host as u8, ep.0 as u8]);
+                self.trace.add(&[2, host.index() as u8, ep.0 as u8]);
                 self.trace.add(&payload.digest.to_le_bytes());
                 self.on_ud_arrival(host, &payload);
                 self.input(
@@ -496,8 +497,8 @@ impl Sim {
                 ep,
                 token,
             } => {
-                if self.hosts[host].incarnation == inc {
-                    self.trace.add(&[3, host as u8]);
+                if self.hosts[host.index()].incarnation == inc {
+                    self.trace.add(&[3, host.index() as u8]);
                     self.input(
                         host,
                         acm_engine::Input::UdSendDone {
@@ -528,8 +529,8 @@ impl Sim {
                 attempt,
             } => self.umad_timeout(host, inc, tid, attempt),
             Event::QpOpened { host, inc, ep, qpn } => {
-                if self.hosts[host].incarnation == inc {
-                    self.trace.add(&[4, host as u8]);
+                if self.hosts[host.index()].incarnation == inc {
+                    self.trace.add(&[4, host.index() as u8]);
                     self.input(
                         host,
                         acm_engine::Input::QpOpened {
@@ -545,8 +546,8 @@ impl Sim {
                 id,
                 result,
             } => {
-                if self.hosts[host].incarnation == inc {
-                    self.trace.add(&[5, host as u8]);
+                if self.hosts[host.index()].incarnation == inc {
+                    self.trace.add(&[5, host.index() as u8]);
                     self.input(host, acm_engine::Input::SourceAnswer { id, result });
                 }
             }
@@ -554,21 +555,22 @@ impl Sim {
     }
 
     /// The host whose port has the SM LID, if it is up.
-    pub(crate) fn sm_host(&self) -> Option<(usize, PortRef)> {
+    pub(crate) fn sm_host(&self) -> Option<(HostId, PortRef)> {
         crate::fabric::sm_port(&self.topo, self.sm_lid).map(|p| (p.host, p))
     }
 
     /// Brings host `h`'s engine up: its IPs, then its devices. A host that runs no
     /// daemon (`daemon = false`) is left alone: its engine never hears of a device.
-    fn boot(&mut self, h: usize) {
-        if !self.spec.hosts[h].daemon {
+    fn boot(&mut self, h: HostId) {
+        if !self.spec.hosts[h.index()].daemon {
             return;
         }
-        let ips = self.hosts[h].ips.clone();
+        let ips = self.hosts[h.index()].ips.clone();
         for ip in ips {
             self.input(h, acm_engine::Input::LocalIpAdded(ip));
         }
-        let devices = self.hosts[h].devices(&self.spec, &self.topo, self.sm_lid, self.sm_sl);
+        let devices =
+            self.hosts[h.index()].devices(&self.spec, &self.topo, self.sm_lid, self.sm_sl);
         for d in devices {
             self.input(h, acm_engine::Input::DeviceAdded(d));
         }
@@ -583,7 +585,7 @@ impl Sim {
             lp.up = false;
         }
         self.sa.port_down(p);
-        self.trace.add(&[10, p.host as u8]);
+        self.trace.add(&[10, p.host.index() as u8]);
         self.input(
             p.host,
             acm_engine::Input::Port {
@@ -599,7 +601,7 @@ impl Sim {
         if let Some(lp) = self.topo.port_mut(p) {
             lp.up = true;
         }
-        self.trace.add(&[11, p.host as u8]);
+        self.trace.add(&[11, p.host.index() as u8]);
         if let Some(attrs) = self.topo.attrs(p, self.sm_lid, self.sm_sl) {
             self.input(
                 p.host,
@@ -647,7 +649,7 @@ impl Sim {
 
     /// CLIENT_REREGISTER on one port.
     pub fn client_reregister(&mut self, p: PortRef) {
-        self.trace.add(&[13, p.host as u8]);
+        self.trace.add(&[13, p.host.index() as u8]);
         self.input(
             p.host,
             acm_engine::Input::Port {
@@ -663,7 +665,7 @@ impl Sim {
         if let Some(lp) = self.topo.port_mut(p) {
             lp.pkeys = pkeys;
         }
-        self.trace.add(&[14, p.host as u8]);
+        self.trace.add(&[14, p.host.index() as u8]);
         if let Some(attrs) = self.topo.attrs(p, self.sm_lid, self.sm_sl) {
             self.input(
                 p.host,
@@ -690,7 +692,7 @@ impl Sim {
     }
 
     /// Cuts hosts `a` and `b` off from each other (both directions).
-    pub fn partition(&mut self, a: usize, b: usize) {
+    pub fn partition(&mut self, a: HostId, b: HostId) {
         self.faults.partitions.insert((a.min(b), a.max(b)));
     }
 
@@ -701,14 +703,14 @@ impl Sim {
 
     /// Restarts host `h`: a fresh engine (new seed, new QPNs); its clients' open
     /// connections are reset; everything in flight for the old engine is dropped.
-    pub fn restart_host(&mut self, h: usize) {
+    pub fn restart_host(&mut self, h: HostId) {
         self.mcast_cache.clear();
-        let inc = self.hosts[h].incarnation + 1;
-        if let Some(t) = self.hosts[h].timer.take() {
+        let inc = self.hosts[h.index()].incarnation + 1;
+        if let Some(t) = self.hosts[h.index()].timer.take() {
             self.timers.remove(&(t, h));
         }
         let old = std::mem::replace(
-            &mut self.hosts[h],
+            &mut self.hosts[h.index()],
             SimHost::new(&self.spec, h, self.seed, inc, self.configs.get(&h).cloned()),
         );
         for (ep, qp) in old.qps {
@@ -722,13 +724,13 @@ impl Sim {
             client::finish(self, idx, Outcome::Reset);
         }
         self.inv.host_restarted(h);
-        self.trace.add(&[16, h as u8]);
+        self.trace.add(&[16, h.index() as u8]);
         self.boot(h);
     }
 }
 
 /// The port of an engine output, as the topology names it.
-pub(crate) fn port_ref(host: usize, port: acm_engine::PortId) -> PortRef {
+pub(crate) fn port_ref(host: HostId, port: acm_engine::PortId) -> PortRef {
     crate::fabric::port_ref(host, port)
 }
 

@@ -1,7 +1,7 @@
 //! How far apart two hosts are: switches crossed and one-way delivery time, from the
 //! leaf each host hangs off and the `[link]` latencies.
 
-use super::FabricSpec;
+use super::{FabricSpec, HostId};
 use core::time::Duration;
 
 impl FabricSpec {
@@ -11,10 +11,10 @@ impl FabricSpec {
     /// # Panics
     /// If either host does not exist.
     #[must_use]
-    pub fn hops(&self, a: usize, b: usize) -> u8 {
+    pub fn hops(&self, a: HostId, b: HostId) -> u8 {
         if a == b {
             0
-        } else if self.hosts[a].leaf == self.hosts[b].leaf {
+        } else if self.hosts[a.index()].leaf == self.hosts[b.index()].leaf {
             1
         } else {
             3
@@ -27,7 +27,7 @@ impl FabricSpec {
     /// # Panics
     /// If either host does not exist.
     #[must_use]
-    pub fn latency(&self, a: usize, b: usize) -> Duration {
+    pub fn latency(&self, a: HostId, b: HostId) -> Duration {
         let hops = u64::from(self.hops(a, b));
         let us = (hops + 1)
             .saturating_mul(self.link.latency_us)
@@ -54,13 +54,22 @@ mod tests {
             latency_us: 2,
             switch_us: 5,
         };
-        assert_eq!(g.hops(0, 0), 0);
-        assert_eq!(g.hops(0, 1), 1);
-        assert_eq!(g.hops(1, 2), 3);
-        assert_eq!(g.hops(4, 0), 3);
-        assert_eq!(g.latency(0, 0), Duration::from_micros(2));
-        assert_eq!(g.latency(0, 1), Duration::from_micros(2 * 2 + 5));
-        assert_eq!(g.latency(3, 0), Duration::from_micros(4 * 2 + 3 * 5));
-        assert_eq!(g.latency(3, 0), g.latency(0, 3));
+        assert_eq!(g.hops(HostId(0), HostId(0)), 0);
+        assert_eq!(g.hops(HostId(0), HostId(1)), 1);
+        assert_eq!(g.hops(HostId(1), HostId(2)), 3);
+        assert_eq!(g.hops(HostId(4), HostId(0)), 3);
+        assert_eq!(g.latency(HostId(0), HostId(0)), Duration::from_micros(2));
+        assert_eq!(
+            g.latency(HostId(0), HostId(1)),
+            Duration::from_micros(2 * 2 + 5)
+        );
+        assert_eq!(
+            g.latency(HostId(3), HostId(0)),
+            Duration::from_micros(4 * 2 + 3 * 5)
+        );
+        assert_eq!(
+            g.latency(HostId(3), HostId(0)),
+            g.latency(HostId(0), HostId(3))
+        );
     }
 }

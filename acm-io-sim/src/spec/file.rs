@@ -65,22 +65,25 @@ mod tests {
             assert_eq!((h.ips[0].prefix, h.ips[0].pkey), (24, 0xFFFF));
         }
         assert_eq!(
-            s.port_gid(0, 0, 1),
+            s.port_gid(HostId(0), 0, 1),
             "fe80::2:c903:a0:b001".parse::<Gid>().unwrap()
         );
         assert_eq!(
-            s.port_gid(2, 0, 1),
+            s.port_gid(HostId(2), 0, 1),
             "fe80::2:c903:a0:b003".parse::<Gid>().unwrap()
         );
-        assert_eq!(s.host_index("node2"), Some(1));
+        assert_eq!(s.host_index("node2"), Some(HostId(1)));
         assert_eq!(s.host_index("node9"), None);
         assert!(s.hosts[0].options.contains("route_prot sa"));
         assert_eq!(
-            s.addr_file_text(1),
+            s.addr_file_text(HostId(1)),
             "node2 mlx5_0 1 default\n",
             "explicit file"
         );
-        assert!(s.addr_file_text(2).ends_with("\nnode3 mlx5_0 1 default\n"));
+        assert!(
+            s.addr_file_text(HostId(2))
+                .ends_with("\nnode3 mlx5_0 1 default\n")
+        );
     }
 
     #[test]
@@ -91,7 +94,7 @@ mod tests {
         assert_eq!(s.hosts[0].hcas[0].ports[0], PortSpec::ib(1));
         assert_eq!(s.hosts[0].options, "");
         assert_eq!(s.hosts[0].addr_file, None);
-        assert_eq!(s.port_guid(0, 0, 1), 0x101);
+        assert_eq!(s.port_guid(HostId(0), 0, 1), 0x101);
     }
 
     #[test]

@@ -122,6 +122,7 @@ impl FabricSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::HostId;
     use acm_proto::Rate;
 
     #[test]
@@ -143,7 +144,7 @@ mod tests {
             assert_eq!(host.name, format!("host{}", h + 1));
             assert_eq!(host.leaf, (h / 32) as u32);
             assert!(lids.insert(host.hcas[0].ports[0].lid));
-            assert!(gids.insert(g.port_gid(h, 0, 1)));
+            assert!(gids.insert(g.port_gid(HostId(h), 0, 1)));
             for ip in &host.ips {
                 assert!(ips.insert(ip.addr));
             }
@@ -159,7 +160,7 @@ mod tests {
             "fd00::12c".parse::<IpAddr>().unwrap()
         );
         assert_eq!(g.hosts[h].hcas[0].guid, 0x0002_c903_0000_0000 + 300 * 0x100);
-        assert_eq!(g.port_guid(h, 0, 1), 0x0002_c903_0001_2c01);
+        assert_eq!(g.port_guid(HostId(h), 0, 1), 0x0002_c903_0001_2c01);
         assert_eq!(g.hosts[0].hcas[0].ports[0].rate(), Rate::RATE_10);
         assert_eq!(g.hosts[1].hcas[0].ports[0].rate(), Rate::RATE_40);
         assert_eq!(g.sm.lid, 1);

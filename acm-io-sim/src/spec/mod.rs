@@ -108,6 +108,7 @@ mod validate;
 
 pub use error::SpecError;
 pub use generate::{GenOptions, MAX_GENERATED_HOSTS};
+pub use identity::HostId;
 pub use types::{
     DEFAULT_SUBNET_PREFIX, FabricSpec, HcaSpec, HostSpec, IpSpec, LinkLayer, LinkSpec, PortSpec,
     SmSpec,

@@ -25,7 +25,8 @@ pub struct FabricSpec {
     /// Cable and switch latencies, from which every delivery delay is derived.
     #[serde(default)]
     pub link: LinkSpec,
-    /// The hosts; a host's index here is its identity everywhere else in the simulator.
+    /// The hosts; a host's index here is its identity everywhere else in the simulator
+    /// (its [`HostId`](super::HostId)).
     #[serde(default)]
     pub hosts: Vec<HostSpec>,
 }

@@ -320,7 +320,10 @@ mod tests {
         s2.hosts[0].hcas[0].ports[0].link_layer = LinkLayer::Ethernet;
         assert_eq!(s2.validate(), Err(SpecError::SmLidNotFound(1)));
         assert_eq!(
-            s.addr_file_text(0).lines().skip(2).collect::<Vec<_>>(),
+            s.addr_file_text(HostId(0))
+                .lines()
+                .skip(2)
+                .collect::<Vec<_>>(),
             ["a mlx5_0 1 default", "a-mlx5_0-2 mlx5_0 2 default"]
         );
     }

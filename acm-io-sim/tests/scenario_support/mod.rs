@@ -6,9 +6,9 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use acm_io_sim::Sim;
 use acm_io_sim::sim::{RequestId, ResolveResult, requests};
 use acm_io_sim::spec::{FabricSpec, GenOptions};
+use acm_io_sim::{HostId, Sim};
 use acm_proto::path_record::PathRecordRepr;
 use std::net::IpAddr;
 
@@ -41,13 +41,13 @@ pub fn boot(spec: FabricSpec, seed: u64) -> Sim {
 }
 
 /// Host `h`'s first address (its IPv4 address in generated fabrics).
-pub fn ip(sim: &Sim, h: usize) -> IpAddr {
-    sim.spec().hosts[h].ips[0].addr
+pub fn ip(sim: &Sim, h: HostId) -> IpAddr {
+    sim.spec().hosts[h.index()].ips[0].addr
 }
 
 /// Host `h`'s first IPv6 address.
-pub fn ipv6(sim: &Sim, h: usize) -> IpAddr {
-    sim.spec().hosts[h]
+pub fn ipv6(sim: &Sim, h: HostId) -> IpAddr {
+    sim.spec().hosts[h.index()]
         .ips
         .iter()
         .map(|i| i.addr)
@@ -56,13 +56,13 @@ pub fn ipv6(sim: &Sim, h: usize) -> IpAddr {
 }
 
 /// Submits a resolve of host `to`'s first address from host `from`'s first address.
-pub fn submit_ip(sim: &mut Sim, from: usize, to: usize, nodelay: bool) -> RequestId {
+pub fn submit_ip(sim: &mut Sim, from: HostId, to: HostId, nodelay: bool) -> RequestId {
     let (src, dst) = (ip(sim, from), ip(sim, to));
     sim.submit(from, requests::resolve_ip(Some(src), dst, nodelay))
 }
 
 /// Resolves host `to`'s first address from host `from` and runs until answered.
-pub fn resolve_ip_now(sim: &mut Sim, from: usize, to: usize) -> RequestId {
+pub fn resolve_ip_now(sim: &mut Sim, from: HostId, to: HostId) -> RequestId {
     let (src, dst) = (ip(sim, from), ip(sim, to));
     sim.request_now(from, requests::resolve_ip(Some(src), dst, false))
 }
@@ -98,11 +98,11 @@ pub fn path(sim: &Sim, id: RequestId) -> PathRecordRepr {
 
 /// Checks that `p` is the path from host `from`'s port to host `to`'s port (port 1 of
 /// HCA 0 on both): our GID and LID as source, the peer's as destination.
-pub fn assert_path_between(sim: &Sim, p: &PathRecordRepr, from: usize, to: usize) {
+pub fn assert_path_between(sim: &Sim, p: &PathRecordRepr, from: HostId, to: HostId) {
     let spec = sim.spec();
     let (sgid, dgid) = (spec.port_gid(from, 0, 1), spec.port_gid(to, 0, 1));
-    let slid = spec.hosts[from].hcas[0].ports[0].lid;
-    let dlid = spec.hosts[to].hcas[0].ports[0].lid;
+    let slid = spec.hosts[from.index()].hcas[0].ports[0].lid;
+    let dlid = spec.hosts[to.index()].hcas[0].ports[0].lid;
     assert_eq!(
         (p.sgid, p.slid, p.dgid, p.dlid),
         (sgid, slid, dgid, dlid),

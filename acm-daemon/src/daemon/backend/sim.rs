@@ -6,7 +6,7 @@
 use super::{Backend, BackendError};
 use acm_engine::HostOutput;
 use acm_engine::{ConnId, EngineConfig, Instant};
-use acm_io_sim::{FabricSpec, Sim};
+use acm_io_sim::{FabricSpec, HostId, Sim};
 use mio::{Registry, Token};
 use std::collections::BTreeMap;
 use std::io;
@@ -17,7 +17,7 @@ pub const DEMO_FABRIC: &str = include_str!("../../../../testdata/fabrics/demo.to
 /// The simulator, driven for one host.
 pub struct SimBackend {
     sim: Sim,
-    host: usize,
+    host: HostId,
     label: String,
 }
 
@@ -27,7 +27,7 @@ impl SimBackend {
     #[must_use]
     pub fn new(
         spec: FabricSpec,
-        host: usize,
+        host: HostId,
         config: EngineConfig,
         seed: u64,
         label: String,
@@ -38,7 +38,7 @@ impl SimBackend {
 
     /// The host this daemon is.
     #[must_use]
-    pub fn host(&self) -> usize {
+    pub fn host(&self) -> HostId {
         self.host
     }
 }
@@ -48,7 +48,7 @@ impl Backend for SimBackend {
         format!(
             "{}, host {}",
             self.label,
-            self.sim.spec().hosts[self.host].name
+            self.sim.spec().hosts[self.host.index()].name
         )
     }
 
