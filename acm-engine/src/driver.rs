@@ -23,10 +23,10 @@
 //!     }
 //!     fn open_qp(&mut self, _: OpenQp) {}
 //!     fn close_qp(&mut self, _: EndpointId) {}
-//!     fn ud_send(&mut self, _: UdSend) {}
+//!     fn ud_send(&mut self, _: &UdSend) {}
 //!     fn mcast_attach(&mut self, _: McastGroup) {}
 //!     fn mcast_detach(&mut self, _: McastGroup) {}
-//!     fn sa_send(&mut self, _: SaSend) {}
+//!     fn sa_send(&mut self, _: &SaSend) {}
 //!     fn source_query(&mut self, _: SourceQuery) {}
 //! }
 //!
@@ -62,8 +62,9 @@ pub trait Fabric {
     /// Destroy the endpoint's QP.
     fn close_qp(&mut self, ep: EndpointId);
 
-    /// Post a UD send; acknowledge with [`Input::UdSendDone`].
-    fn ud_send(&mut self, send: UdSend);
+    /// Post a UD send; acknowledge with [`Input::UdSendDone`]. Lent, not given: the
+    /// MAD is 256 bytes, and no backend keeps it.
+    fn ud_send(&mut self, send: &UdSend);
 
     /// Attach the endpoint's QP to a multicast group.
     fn mcast_attach(&mut self, group: McastGroup);
@@ -73,7 +74,7 @@ pub trait Fabric {
 
     /// Send an SA MAD through umad; answer with [`Input::SaResponse`] or
     /// [`Input::SaSendFailed`].
-    fn sa_send(&mut self, send: SaSend);
+    fn sa_send(&mut self, send: &SaSend);
 
     /// Pick a source address for a destination; answer with [`Input::SourceAnswer`].
     fn source_query(&mut self, query: SourceQuery);
@@ -116,10 +117,10 @@ fn carry<F: Fabric + ?Sized>(fabric: &mut F, op: FabricOp) {
     match op {
         FabricOp::OpenQp(qp) => fabric.open_qp(qp),
         FabricOp::CloseQp(ep) => fabric.close_qp(ep),
-        FabricOp::UdSend(send) => fabric.ud_send(send),
+        FabricOp::UdSend(send) => fabric.ud_send(&send),
         FabricOp::McastAttach(group) => fabric.mcast_attach(group),
         FabricOp::McastDetach(group) => fabric.mcast_detach(group),
-        FabricOp::SaSend(send) => fabric.sa_send(send),
+        FabricOp::SaSend(send) => fabric.sa_send(&send),
         FabricOp::SourceQuery(query) => fabric.source_query(query),
     }
 }

@@ -168,7 +168,7 @@ impl Fabric for Driver {
 
     fn close_qp(&mut self, _ep: EndpointId) {}
 
-    fn ud_send(&mut self, send: UdSend) {
+    fn ud_send(&mut self, send: &UdSend) {
         self.follow
             .push_back(FollowUp::SendDone(send.ep, send.token));
     }
@@ -177,7 +177,7 @@ impl Fabric for Driver {
 
     fn mcast_detach(&mut self, _group: McastGroup) {}
 
-    fn sa_send(&mut self, send: SaSend) {
+    fn sa_send(&mut self, send: &SaSend) {
         self.sa_sent += 1;
         match sa_answer(&send.mad.0) {
             Some(resp) => self.follow.push_back(FollowUp::Sa(send.port, resp)),

@@ -147,14 +147,17 @@ impl Core {
         level <= self.log_level
     }
 
+    #[inline]
     pub(crate) fn push_log(&mut self, ev: LogEvent) {
         self.out.push_back(Output::Host(HostOutput::Log(ev)));
     }
 
+    #[inline]
     pub(crate) fn push_client(&mut self, out: ClientOutput) {
         self.out.push_back(Output::Host(HostOutput::Client(out)));
     }
 
+    #[inline]
     pub(crate) fn push_fabric(&mut self, op: FabricOp) {
         self.out.push_back(Output::Fabric(op));
     }

@@ -249,8 +249,13 @@ impl Fabric for Node {
         self.note(format!("close qp ep {}", ep.0));
     }
 
-    fn ud_send(&mut self, send: UdSend) {
-        let UdSend { ep, token, av, mad } = send;
+    fn ud_send(&mut self, send: &UdSend) {
+        let UdSend {
+            ep,
+            token,
+            av,
+            ref mad,
+        } = *send;
         self.note(format!(
             "ud send ep {} dlid {:#x} qpn {:#x} dgid {} {}",
             ep.0,
@@ -264,7 +269,7 @@ impl Fabric for Node {
             at: now,
             ep,
             av,
-            mad,
+            mad: mad.clone(),
         });
         if self.auto_send_done {
             self.schedule(
@@ -292,15 +297,15 @@ impl Fabric for Node {
         ));
     }
 
-    fn sa_send(&mut self, send: SaSend) {
+    fn sa_send(&mut self, send: &SaSend) {
         let SaSend {
             port,
             tid,
             dest,
             timeout_ms,
             retries,
-            mad,
-        } = send;
+            ref mad,
+        } = *send;
         self.note(format!(
             "sa send port {} dlid {} tid {tid:#x} timeout {timeout_ms} retries {retries} {}",
             port.port,

@@ -126,8 +126,8 @@ impl Fabric for HubHost {
         self.keep(r);
     }
 
-    fn ud_send(&mut self, send: UdSend) {
-        let r = self.client.ud_send(&send);
+    fn ud_send(&mut self, send: &UdSend) {
+        let r = self.client.ud_send(send);
         self.keep(r);
     }
 
@@ -142,8 +142,8 @@ impl Fabric for HubHost {
         self.keep(r);
     }
 
-    fn sa_send(&mut self, send: SaSend) {
-        let r = self.client.sa_send(&send);
+    fn sa_send(&mut self, send: &SaSend) {
+        let r = self.client.sa_send(send);
         self.keep(r);
     }
 

@@ -16,6 +16,7 @@ use acm_engine::{
     UdSend,
 };
 use acm_engine::{ConnId, DeviceDesc, DeviceId, Engine, Instant};
+use acm_proto::mad::{AttrId, MadHeaderPacket};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::rc::Rc;
@@ -175,7 +176,7 @@ impl Fabric for HostFabric<'_> {
         fabric::close_qp(&mut sim.hosts[h.index()].qps, &mut sim.mcast, h, ep);
     }
 
-    fn ud_send(&mut self, send: UdSend) {
+    fn ud_send(&mut self, send: &UdSend) {
         let (sim, h) = (&mut *self.sim, self.h);
         sim.ud_send(h, send.ep, &send.av, &send.mad);
         let inc = sim.hosts[h.index()].incarnation;
@@ -214,7 +215,7 @@ impl Fabric for HostFabric<'_> {
         );
     }
 
-    fn sa_send(&mut self, send: SaSend) {
+    fn sa_send(&mut self, send: &SaSend) {
         let h = self.h;
         self.sim.sa_send(h, port_ref(h, send.port), send);
     }
@@ -365,19 +366,18 @@ impl Sim {
 
     /// The kernel takes an SA MAD: rewrite the TID's upper half with the agent id, send
     /// the first try, and start its timeout.
-    fn sa_send(&mut self, h: HostId, port: PortRef, send: SaSend) {
+    fn sa_send(&mut self, h: HostId, port: PortRef, send: &SaSend) {
         let SaSend {
             tid,
             dest,
             timeout_ms,
             retries,
-            mad,
+            ref mad,
             ..
-        } = send;
-        let attr = u16::from_be_bytes([mad.0[16], mad.0[17]]);
-        match attr {
-            0x0035 => self.stats.sa_path_queries += 1,
-            0x0038 => self.stats.sa_joins += 1,
+        } = *send;
+        match MadHeaderPacket::new_unchecked(&mad.0[..]).attr_id() {
+            AttrId::PATH_RECORD => self.stats.sa_path_queries += 1,
+            AttrId::MC_MEMBER_RECORD => self.stats.sa_joins += 1,
             _ => {}
         }
         let outstanding = self.hosts[h.index()]

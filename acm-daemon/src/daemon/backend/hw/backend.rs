@@ -384,8 +384,13 @@ impl Fabric for HwBackend {
         self.endpoints.remove(&ep);
     }
 
-    fn ud_send(&mut self, send: UdSend) {
-        let UdSend { ep, token, av, mad } = send;
+    fn ud_send(&mut self, send: &UdSend) {
+        let UdSend {
+            ep,
+            token,
+            av,
+            ref mad,
+        } = *send;
         let ok = match self.endpoints.get_mut(&ep) {
             Some(e) => {
                 let dest = convert::ud_address(&av, e.port);
@@ -420,15 +425,15 @@ impl Fabric for HwBackend {
         }
     }
 
-    fn sa_send(&mut self, send: SaSend) {
+    fn sa_send(&mut self, send: &SaSend) {
         let SaSend {
             port,
             tid,
             dest,
             timeout_ms,
             retries,
-            mad,
-        } = send;
+            ref mad,
+        } = *send;
         let sent = match self.umad.get_mut(&port) {
             Some(u) => u
                 .send(&convert::sa_send(&dest, timeout_ms, retries, &mad.0))
