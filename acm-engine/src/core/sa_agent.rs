@@ -38,12 +38,14 @@ pub(crate) fn sa_dest(attrs: &PortAttrs) -> SaDest {
     }
 }
 
+#[inline]
 fn tid_of(mad: &Mad) -> u64 {
     acm_proto::mad::MadHeaderPacket::new_unchecked(&mad.0[..]).tid()
 }
 
 impl SaAgent {
     /// Takes a MAD from `provider`.
+    #[inline]
     pub(crate) fn submit(&mut self, provider: usize, mad: Mad, depth: u32, limit: usize) -> Submit {
         if self.outstanding < depth {
             self.outstanding += 1;
