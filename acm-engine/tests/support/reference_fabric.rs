@@ -72,6 +72,7 @@ pub fn device() -> DeviceDesc {
 /// The fabric's SA: joins get MLID 0xc001; PathRecords keep the queried GIDs and LIDs and
 /// derive the missing ones (GID = prefix + `BASE_GUID + LID`; a GID outside that rule gets
 /// a LID in 2..=0xBFFF from its interface id). `None` for anything else.
+#[inline]
 pub fn sa_answer(mad: &[u8; 256]) -> Option<[u8; 256]> {
     let attr = u16::from_be_bytes([mad[16], mad[17]]);
     let mut resp = *mad;
