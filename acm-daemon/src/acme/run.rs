@@ -10,10 +10,6 @@ use crate::client::{self, PORT_FILE};
 use std::io::Write;
 use std::path::PathBuf;
 
-/// Environment variable naming the sysfs root `-A` reads instead of `/sys` (tests point
-/// it at fixture trees).
-pub const SYSFS_ROOT_ENV: &str = "ACM_SYSFS_ROOT";
-
 /// What a run reads from the system, so tests can substitute it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Environment {
@@ -29,10 +25,7 @@ impl Environment {
     pub fn system() -> Self {
         Self {
             port_file: PathBuf::from(PORT_FILE),
-            sysfs_root: std::env::var_os(SYSFS_ROOT_ENV).map_or_else(
-                || PathBuf::from(acm_io_verbs::sysfs::DEFAULT_ROOT),
-                PathBuf::from,
-            ),
+            sysfs_root: acm_io_verbs::sysfs::root_from_env(),
         }
     }
 }

@@ -134,23 +134,10 @@ fn start(args: &Args, paths: &RunPaths, opts: &LoadedOptions) -> Result<(), Star
     }
 }
 
-/// Environment variable naming the sysfs root to read instead of `/sys` (tests point it
-/// at fixture trees; `ib_acme -A` honours the same variable).
-pub const SYSFS_ROOT_ENV: &str = "ACM_SYSFS_ROOT";
-
-/// The sysfs root the hardware backend reads: `$ACM_SYSFS_ROOT`, or
-/// [`acm_io_verbs::sysfs::DEFAULT_ROOT`].
-fn sysfs_root() -> PathBuf {
-    std::env::var_os(SYSFS_ROOT_ENV).map_or_else(
-        || PathBuf::from(acm_io_verbs::sysfs::DEFAULT_ROOT),
-        PathBuf::from,
-    )
-}
-
 /// Whether this build and this host can run on hardware, in one line if not.
 fn check_hardware() -> Result<(), StartError> {
     if cfg!(feature = "verbs") {
-        backend::hw::probe(&sysfs_root())
+        backend::hw::probe(&acm_io_verbs::sysfs::root_from_env())
             .map(|_| ())
             .map_err(StartError::Hardware)
     } else {
@@ -182,7 +169,7 @@ fn hardware(
         || PathBuf::from(acm_io_verbs::sysfs::DEFAULT_DEV_ROOT),
         PathBuf::from,
     );
-    let hw = backend::hw::open(&sysfs_root(), &dev_root)
+    let hw = backend::hw::open(&acm_io_verbs::sysfs::root_from_env(), &dev_root)
         .inspect_err(|e| {
             log.log(Level::Basic, "acm_open_devices", e);
         })

@@ -32,17 +32,17 @@ pub mod msg_type {
     pub const ATTACH: u8 = 0x01;
     /// Host → hub: detach.
     pub const DETACH: u8 = 0x02;
-    /// Host → hub: `Output::OpenQp`.
+    /// Host → hub: `FabricOp::OpenQp`.
     pub const OPEN_QP: u8 = 0x10;
-    /// Host → hub: `Output::CloseQp`.
+    /// Host → hub: `FabricOp::CloseQp`.
     pub const CLOSE_QP: u8 = 0x11;
-    /// Host → hub: `Output::UdSend`.
+    /// Host → hub: `FabricOp::UdSend`.
     pub const UD_SEND: u8 = 0x12;
-    /// Host → hub: `Output::McastAttach`.
+    /// Host → hub: `FabricOp::McastAttach`.
     pub const MCAST_ATTACH: u8 = 0x13;
-    /// Host → hub: `Output::McastDetach`.
+    /// Host → hub: `FabricOp::McastDetach`.
     pub const MCAST_DETACH: u8 = 0x14;
-    /// Host → hub: `Output::SaSend`.
+    /// Host → hub: `FabricOp::SaSend`.
     pub const SA_SEND: u8 = 0x15;
     /// Hub → host: the attachment is made; the host's setup.
     pub const ATTACHED: u8 = 0x81;

@@ -40,6 +40,16 @@ use values::DEVICE_NAME;
 /// Where sysfs is mounted.
 pub const DEFAULT_ROOT: &str = "/sys";
 
+/// The environment variable that points discovery at another sysfs tree (tests use
+/// fixture trees); the daemon and `ib_acme -A` both honour it.
+pub const ROOT_ENV: &str = "ACM_SYSFS_ROOT";
+
+/// The sysfs root to read: `$ACM_SYSFS_ROOT`, else [`DEFAULT_ROOT`].
+#[must_use]
+pub fn root_from_env() -> std::path::PathBuf {
+    std::env::var_os(ROOT_ENV).map_or_else(|| DEFAULT_ROOT.into(), Into::into)
+}
+
 /// Everything discovery found under one root.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Discovery {
