@@ -19,3 +19,6 @@ pub mod client;
 pub mod daemon;
 pub mod dump;
 pub mod load;
+
+#[cfg(test)]
+mod test_dir;
