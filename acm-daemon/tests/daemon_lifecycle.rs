@@ -380,6 +380,51 @@ fn in_loop_mode_sigterm_removes_the_port_files() {
     assert_eq!(names(&run), ["ibacm.log"]);
 }
 
+#[test]
+fn on_a_fabric_hub_sigterm_removes_the_hub_socket_and_keeps_the_generated_address_file() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let top = TempDir::new("hubstop");
+    let hub_sock = top.join("hub.sock");
+    let spec = acm_io_sim::FabricSpec::parse(&read(Path::new(DEMO))).expect("demo");
+    let mut hub = acm_io_sim::hub::Hub::bind(spec, &hub_sock).expect("bind the hub");
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    let served = std::thread::spawn(move || hub.serve_until(&flag).map_err(|e| e.to_string()));
+    let run = top.subdir("run");
+    let fabric = format!("hub:{}:node2", hub_sock.display());
+    // A hub's hosts take the options file (the machine's by default): an empty one.
+    let opts = top.join("empty.cfg");
+    std::fs::write(&opts, "").unwrap();
+    let d = Ibacm::start(
+        top.path(),
+        "hub",
+        &[
+            "--fabric",
+            &fabric,
+            "--run-dir",
+            run.to_str().unwrap(),
+            "--log-file",
+            "stderr",
+            "-O",
+            opts.to_str().unwrap(),
+        ],
+    );
+    let mut want = RUN_FILES.to_vec();
+    want.extend(["ibacm-hub-node2.sock", "ibacm_addr.cfg"]);
+    want.sort_unstable();
+    assert_eq!(names(&run), want);
+    perf_query(&run.join("ibacm-unix.sock"));
+    d.stop(Signal::SIGTERM);
+    assert_eq!(
+        names(&run),
+        ["ibacm_addr.cfg"],
+        "the generated address file is configuration, read again at the next start"
+    );
+    stop.store(true, Ordering::Relaxed);
+    assert_eq!(served.join().expect("the hub thread"), Ok(()));
+}
+
 // ---------------------------------------------------------------------------------
 // The lock, detaching, and failed starts
 
