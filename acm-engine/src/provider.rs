@@ -70,6 +70,12 @@ pub trait Provider {
         None
     }
 
+    /// The size of the endpoint's destination cache, if the provider has one (for
+    /// monitoring: [`crate::Engine::endpoint_stats`]).
+    fn cache_stats(&self, _ep: EndpointId) -> Option<crate::CacheStats> {
+        None
+    }
+
     /// The endpoint's QP exists (or not).
     fn qp_opened(&mut self, _cx: &mut Ctx<'_>, _ep: EndpointId, _result: Result<u32, ()>) {}
 

@@ -118,6 +118,10 @@ impl Slots {
     fn iter_mut(&mut self) -> impl Iterator<Item = &mut Dest> {
         self.chunks.iter_mut().flat_map(|c| c.iter_mut()).flatten()
     }
+
+    fn iter(&self) -> impl Iterator<Item = &Dest> {
+        self.chunks.iter().flat_map(|c| c.iter()).flatten()
+    }
 }
 
 /// Eight index entries: one cache line.
@@ -314,6 +318,11 @@ impl DestCache {
 
     pub(crate) fn len(&self) -> usize {
         self.slots.used - self.free.len()
+    }
+
+    /// Every entry (for monitoring: a walk over the whole cache).
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Dest> {
+        self.slots.iter()
     }
 
     /// Mutable access to every entry.

@@ -98,6 +98,35 @@ pub struct ProviderRule {
     pub target: ProviderTarget,
 }
 
+/// The options of ours that only the daemon reads (access control and metrics). The
+/// reference ignores names it does not know, so a file that uses them still works
+/// with it. Their values are checked by the daemon, which also looks names up in the
+/// user and group databases, so [`Options::parse`] only collects them
+/// ([`Options::daemon_options`]).
+pub const DAEMON_OPTIONS: [&str; 6] = [
+    "server_socket_group",
+    "server_socket_mode",
+    "allow_users",
+    "allow_groups",
+    "metrics_file",
+    "metrics_interval",
+];
+
+/// One line of a [`DAEMON_OPTIONS`] option, as written, so that the daemon can check it
+/// and name the line when it refuses it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OptionLine {
+    /// The line number, from 1.
+    pub line: usize,
+    /// The option, as spelled in [`DAEMON_OPTIONS`] (the file's spelling may differ in
+    /// case).
+    pub name: &'static str,
+    /// Everything after the name on the whole line, without surrounding whitespace: a
+    /// list may hold spaces, and a line is not cut at 119 bytes as the reference's
+    /// options are (empty when the line has only the name).
+    pub value: String,
+}
+
 /// Every setting of the options file (spec 5.7), typed, with the reference's defaults,
 /// so the core, the provider and the daemon read their settings from one value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,6 +190,8 @@ pub struct Options {
     pub addr_preload: AddrPreload,
     /// `addr_data_file`: the address preload file.
     pub addr_data_file: String,
+    /// The lines of the daemon's own options ([`DAEMON_OPTIONS`]), in file order.
+    pub daemon_options: Vec<OptionLine>,
 }
 
 impl Default for Options {
@@ -193,6 +224,7 @@ impl Default for Options {
             route_data_file: String::from("/etc/rdma/ibacm_route.data"),
             addr_preload: AddrPreload::None,
             addr_data_file: String::from("/etc/rdma/ibacm_hosts.data"),
+            daemon_options: Vec::new(),
         }
     }
 }
@@ -234,6 +266,17 @@ fn rate_from_gbps(gbps: i32) -> Option<Rate> {
         300 => Rate::RATE_300,
         _ => return None,
     })
+}
+
+/// The [`DAEMON_OPTIONS`] entry `name` spells (case-insensitively, as every option but
+/// `route_timeout`).
+fn daemon_option(name: &[u8]) -> Option<&'static str> {
+    DAEMON_OPTIONS.iter().copied().find(|d| eq(name, d))
+}
+
+/// `s` without C whitespace at either end.
+fn c_trim(s: &str) -> &str {
+    s.trim_matches(|c: char| u8::try_from(c).is_ok_and(lex::is_c_space))
 }
 
 /// ASCII case-insensitive equality, as `strcasecmp` in the C locale.
@@ -503,6 +546,8 @@ impl Options {
     ///   `server_mode`, `min_mtu` and `min_rate` fall back to unix, 2048 and 10 instead.
     /// * `provider` lines are read by a separate pass in 128-byte chunks (spec 5.4) and
     ///   collected, in file order, in [`Options::providers`].
+    /// * A line that starts with one of our [`DAEMON_OPTIONS`] is kept whole, whatever
+    ///   its length, in [`Options::daemon_options`]; the reference ignores such lines.
     #[must_use]
     pub fn parse(file: &str, text: &str) -> (Self, Vec<Diagnostic>) {
         let mut p = Parser {
@@ -510,12 +555,33 @@ impl Options {
             opts: Self::default(),
             diags: Vec::new(),
         };
+        let whole: Vec<&str> = text.split('\n').collect();
+        // The line of the chunk before, to tell a line's first chunk from the rest.
+        let mut previous = 0;
+        // A daemon option's line, read whole: its other chunks are not options.
+        let mut taken = 0;
         for (line, chunk) in lex::chunks(text, lex::LINE_120) {
-            if chunk.first() == Some(&b'#') {
+            let first = line != previous;
+            previous = line;
+            if line == taken || chunk.first() == Some(&b'#') {
                 continue;
             }
             let mut sc = Scanner::new(chunk);
-            let (Some(name), Some(value)) = (sc.string(31), sc.string(255)) else {
+            let Some(name) = sc.string(31) else { continue };
+            if first
+                && let Some(d) = daemon_option(name)
+                && let Some(text) = whole.get(line - 1)
+            {
+                let value = c_trim(text).get(name.len()..).unwrap_or_default();
+                p.opts.daemon_options.push(OptionLine {
+                    line,
+                    name: d,
+                    value: String::from(c_trim(value)),
+                });
+                taken = line;
+                continue;
+            }
+            let Some(value) = sc.string(255) else {
                 continue;
             };
             p.option(line, name, value);
@@ -747,6 +813,7 @@ addr_data_file /h
             route_data_file: "/r".into(),
             addr_preload: AddrPreload::AcmHosts,
             addr_data_file: "/h".into(),
+            daemon_options: Vec::new(),
         };
         assert_eq!(o, expected);
         // And back.
@@ -785,6 +852,36 @@ addr_data_file /h
         );
         assert_eq!(d[0].message, "unknown option 'bogus' ignored");
         assert!(d[1].message.contains("lower case"));
+    }
+
+    #[test]
+    fn daemon_options_are_kept_whole_with_their_lines() {
+        let users = ["user"; 40].join(", ");
+        let text = alloc::format!(
+            "retries 4\nALLOW_GROUPS  rdma, 1000 \r\nallow_users {users}\nserver_socket_mode\n#allow_users x\n metrics_file /m\nretries 5\n"
+        );
+        let (o, d) = parse(&text);
+        // No notice for our names, nor for the rest of the long line.
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(o.retries, 5);
+        let line = |line, name, value: &str| OptionLine {
+            line,
+            name,
+            value: value.into(),
+        };
+        assert_eq!(
+            o.daemon_options,
+            [
+                line(2, "allow_groups", "rdma, 1000"),
+                line(3, "allow_users", &users),
+                line(4, "server_socket_mode", ""),
+                line(6, "metrics_file", "/m"),
+            ]
+        );
+        // Only a line's first chunk names an option: a long line of another option
+        // whose second chunk starts with our name stays the reference's business.
+        let cut = alloc::format!("{}allow_users x\n", "y".repeat(119));
+        assert!(parse(&cut).0.daemon_options.is_empty());
     }
 
     #[test]

@@ -17,7 +17,7 @@ const EP_REPLY_MAX: usize = 65535;
 
 impl Engine {
     /// Endpoints in enumeration order (spec 5.13) on ports numbered `port` (0: all).
-    fn enumerate(&self, port: u8) -> impl Iterator<Item = EndpointId> + '_ {
+    pub(crate) fn enumerate(&self, port: u8) -> impl Iterator<Item = EndpointId> + '_ {
         self.core
             .active_ports()
             .filter(move |(_, p)| port == 0 || p.num == port)
