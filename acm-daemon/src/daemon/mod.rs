@@ -96,6 +96,7 @@ pub fn run(mut args: Args) -> ExitCode {
 fn start(args: &Args, paths: &RunPaths, opts: &LoadedOptions) -> Result<(), StartError> {
     let o = &opts.options;
     let (mut log, log_err) = Logger::open(&o.log_file, log::max_level(o.log_level));
+    log.use_journal_prefixes(args.systemd);
     log.log(
         Level::Basic,
         "main",
