@@ -9,6 +9,7 @@
 //! writes `/etc/rdma/ibacm_addr.cfg`); there is no 1023-client limit; the lock file is
 //! truncated before the pid is written.
 
+pub mod access;
 pub mod args;
 pub mod backend;
 pub mod config;
@@ -20,6 +21,7 @@ pub mod lock;
 pub mod log;
 pub mod paths;
 pub mod server;
+pub mod settings;
 
 use acm_engine::log::Level;
 use args::{Args, FabricArg};
@@ -76,7 +78,7 @@ pub fn run(mut args: Args) -> ExitCode {
     let opts = match config::load_options(&opts_path, &args) {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("ibacm: cannot read {}: {e}", opts_path.display());
+            eprintln!("ibacm: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -218,12 +220,18 @@ fn serve<B: Backend>(
     } else {
         listen::Inherited::default()
     };
+    for line in opts.settings.log_lines() {
+        log.log(Level::Basic, "acm_log_options", &line);
+    }
+    for w in opts.settings.warnings() {
+        log.log_with(Level::Basic, log::Priority::Warning, "acm_log_options", &w);
+    }
     let mut warnings = Vec::new();
     let listener = listen::open(
         o.server_mode,
         o.server_port,
         paths,
-        args.socket_mode,
+        &opts.settings.access.socket,
         !o.acme_plus_kernel_only,
         inherited.listener,
         &mut warnings,
@@ -250,6 +258,7 @@ fn serve<B: Backend>(
     }
     let mut server = server::Server::new(listener, backend, kernel, log, epoch)
         .map_err(StartError::EventLoop)?;
+    server.set_allow_list(opts.settings.access.allow.clone());
     Ok(server.run()?)
 }
 
@@ -386,6 +395,7 @@ fn absolutize(args: &mut Args) -> Result<(), StartError> {
     args.addr_file.as_mut().map(abs);
     args.opts_file.as_mut().map(abs);
     args.run_dir.as_mut().map(abs);
+    args.metrics_file.as_mut().map(abs);
     match &mut args.fabric {
         FabricArg::Sim { file: Some(f), .. } => abs(f),
         FabricArg::Hub { socket, .. } => abs(socket),

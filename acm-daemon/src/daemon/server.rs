@@ -10,12 +10,17 @@
 //! With a backend that serves the kernel, the RDMA_NL_LS socket is one more source:
 //! each kernel request goes to the backend, each netlink reply
 //! (`ClientOutput::Netlink`) back to the kernel (see [`super::kernel::channel`]).
+//!
+//! With allow-lists ([`Server::set_allow_list`]), each new client's credentials are
+//! checked before it is watched; a refused one is closed unread, with one log line
+//! (see [`super::access`]).
 
+use super::access::{AllowList, Peer, Verdict, proc_groups};
 use super::backend::{Backend, BackendError};
 use super::conn::Conn;
 use super::kernel::channel::KernelChannel;
 use super::listen::{Listener, Stream};
-use super::log::Logger;
+use super::log::{Logger, Priority};
 use acm_engine::HostOutput;
 use acm_engine::{ClientOutput, ConnId, Instant};
 use mio::{Events, Interest, Poll, Token};
@@ -59,6 +64,14 @@ pub struct Server<B: Backend> {
     /// Connections whose reading stopped before their socket ran dry.
     paused: Vec<u64>,
     epoch: std::time::Instant,
+    /// Who may connect (everyone unless set).
+    allow: AllowList,
+    /// The daemon's effective uid, which the allow-lists always let in.
+    own_uid: u32,
+    /// Client connections served so far.
+    accepted: u64,
+    /// Client connections refused by the allow-lists so far.
+    refused: u64,
 }
 
 impl<B: Backend> Server<B> {
@@ -91,9 +104,19 @@ impl<B: Backend> Server<B> {
             next_conn: FIRST_CONN,
             paused: Vec::new(),
             epoch,
+            allow: AllowList::default(),
+            own_uid: nix::unistd::geteuid().as_raw(),
+            accepted: 0,
+            refused: 0,
         })
     }
 
+    /// Lets only `allow`'s users and groups (and root and the daemon's own user)
+    /// connect to the unix socket; with a list, TCP clients, which carry no
+    /// credentials, are refused.
+    pub fn set_allow_list(&mut self, allow: AllowList) {
+        self.allow = allow;
+    }
     fn now(&self) -> Instant {
         Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
@@ -186,8 +209,31 @@ impl<B: Backend> Server<B> {
         let token = Token(id as usize);
         let registered = match &mut stream {
             Stream::Unix(s) => {
-                if self.log.enabled(Level::Verbose) {
-                    let who = peer_credentials(s);
+                let verbose = self.log.enabled(Level::Verbose);
+                let cred = (verbose || !self.allow.is_open()).then(|| {
+                    nix::sys::socket::getsockopt(&*s, nix::sys::socket::sockopt::PeerCredentials)
+                });
+                if !self.allow.is_open() {
+                    let refused = match &cred {
+                        Some(Ok(c)) => self.refusal(Peer {
+                            pid: c.pid(),
+                            uid: c.uid(),
+                            gid: c.gid(),
+                        }),
+                        Some(Err(e)) => Some(format!("peer credentials unavailable ({e})")),
+                        None => None,
+                    };
+                    if let Some(why) = refused {
+                        self.refuse(id, &why);
+                        return;
+                    }
+                }
+                if verbose {
+                    let who = match cred {
+                        Some(Ok(c)) => format!("pid {} uid {} gid {}", c.pid(), c.uid(), c.gid()),
+                        Some(Err(e)) => format!("peer credentials unavailable ({e})"),
+                        None => String::new(),
+                    };
                     self.log.log(
                         Level::Verbose,
                         "acm_svr_accept",
@@ -197,14 +243,22 @@ impl<B: Backend> Server<B> {
                 self.poll.registry().register(s, token, interest)
             }
             Stream::Tcp(s) => {
+                let peer = || {
+                    s.peer_addr()
+                        .map_or_else(|_| "unknown peer".into(), |a| a.to_string())
+                };
+                if !self.allow.is_open() {
+                    // Start-up refuses allow-lists with a TCP server mode; this keeps a
+                    // listener that is TCP anyway from letting anyone in unchecked.
+                    let why = format!("TCP client from {}: no credentials to check", peer());
+                    self.refuse(id, &why);
+                    return;
+                }
                 if self.log.enabled(Level::Verbose) {
-                    let peer = s
-                        .peer_addr()
-                        .map_or_else(|_| "unknown peer".into(), |a| a.to_string());
                     self.log.log(
                         Level::Verbose,
                         "acm_svr_accept",
-                        &format!("client {id} connected from {peer}"),
+                        &format!("client {id} connected from {}", peer()),
                     );
                 }
                 self.poll.registry().register(s, token, interest)
@@ -218,8 +272,45 @@ impl<B: Backend> Server<B> {
             );
             return;
         }
+        self.accepted += 1;
         self.conns.insert(id, Conn::new(stream));
         // Anything already sent is read on the first readiness event.
+    }
+
+    /// Why the allow-lists refuse `peer`, if they do.
+    fn refusal(&self, peer: Peer) -> Option<String> {
+        match self.allow.check(peer, self.own_uid, proc_groups) {
+            Verdict::Allowed => None,
+            Verdict::Refused { groups } => {
+                let groups = groups.map_or_else(
+                    || "not read".to_owned(),
+                    |g| {
+                        let g: Vec<String> = g.iter().map(u32::to_string).collect();
+                        if g.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            g.join(",")
+                        }
+                    },
+                );
+                Some(format!(
+                    "pid {} uid {} gid {} (supplementary groups: {groups}) is not in allow_users or allow_groups",
+                    peer.pid, peer.uid, peer.gid
+                ))
+            }
+        }
+    }
+
+    /// Counts and logs a refused client; dropping its stream, which the caller does
+    /// next, closes it before anything of it is read.
+    fn refuse(&mut self, id: u64, why: &str) {
+        self.refused += 1;
+        self.log.log_with(
+            Level::Basic,
+            Priority::Warning,
+            "acm_svr_accept",
+            &format!("client {id} refused: {why}"),
+        );
     }
 
     fn read(&mut self, id: u64) {
@@ -343,13 +434,5 @@ impl<B: Backend> Server<B> {
                 HostOutput::Log(ev) => self.log.event(&ev),
             }
         }
-    }
-}
-
-/// The peer's pid, uid and gid, for the verbose log.
-fn peer_credentials(s: &mio::net::UnixStream) -> String {
-    match nix::sys::socket::getsockopt(s, nix::sys::socket::sockopt::PeerCredentials) {
-        Ok(c) => format!("pid {} uid {} gid {}", c.pid(), c.uid(), c.gid()),
-        Err(e) => format!("peer credentials unavailable ({e})"),
     }
 }
