@@ -19,6 +19,7 @@ pub mod kernel;
 pub mod listen;
 pub mod lock;
 pub mod log;
+pub mod metrics;
 pub mod paths;
 pub mod server;
 pub mod settings;
@@ -259,6 +260,9 @@ fn serve<B: Backend>(
     let mut server = server::Server::new(listener, backend, kernel, log, epoch)
         .map_err(StartError::EventLoop)?;
     server.set_allow_list(opts.settings.access.allow.clone());
+    if let Some(m) = &opts.settings.metrics {
+        server.set_metrics(metrics::MetricsFile::new(m, std::time::Instant::now()));
+    }
     Ok(server.run()?)
 }
 

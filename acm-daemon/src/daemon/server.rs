@@ -13,7 +13,8 @@
 //!
 //! With allow-lists ([`Server::set_allow_list`]), each new client's credentials are
 //! checked before it is watched; a refused one is closed unread, with one log line
-//! (see [`super::access`]).
+//! (see [`super::access`]). With a metrics file ([`Server::set_metrics`]), the loop
+//! also wakes to write it (see [`super::metrics`]).
 
 use super::access::{AllowList, Peer, Verdict, proc_groups};
 use super::backend::{Backend, BackendError};
@@ -21,6 +22,8 @@ use super::conn::Conn;
 use super::kernel::channel::KernelChannel;
 use super::listen::{Listener, Stream};
 use super::log::{Logger, Priority};
+use super::metrics::{MetricsFile, Written};
+use crate::metrics::DaemonSample;
 use acm_engine::HostOutput;
 use acm_engine::{ClientOutput, ConnId, Instant};
 use mio::{Events, Interest, Poll, Token};
@@ -72,6 +75,9 @@ pub struct Server<B: Backend> {
     accepted: u64,
     /// Client connections refused by the allow-lists so far.
     refused: u64,
+    metrics: Option<MetricsFile>,
+    /// When the daemon started, in seconds since the Unix epoch (for the metrics).
+    started: u64,
 }
 
 impl<B: Backend> Server<B> {
@@ -108,6 +114,11 @@ impl<B: Backend> Server<B> {
             own_uid: nix::unistd::geteuid().as_raw(),
             accepted: 0,
             refused: 0,
+            metrics: None,
+            started: std::time::SystemTime::now()
+                .checked_sub(epoch.elapsed())
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_secs()),
         })
     }
 
@@ -117,6 +128,12 @@ impl<B: Backend> Server<B> {
     pub fn set_allow_list(&mut self, allow: AllowList) {
         self.allow = allow;
     }
+
+    /// Writes `metrics` at once, then every interval.
+    pub fn set_metrics(&mut self, metrics: MetricsFile) {
+        self.metrics = Some(metrics);
+    }
+
     fn now(&self) -> Instant {
         Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
@@ -130,6 +147,7 @@ impl<B: Backend> Server<B> {
         let now = self.now();
         self.backend.advance(now, true)?;
         self.dispatch();
+        self.write_metrics();
         loop {
             let timeout = self.timeout();
             if let Err(e) = self.poll.poll(&mut events, timeout) {
@@ -165,11 +183,45 @@ impl<B: Backend> Server<B> {
             let now = self.now();
             self.backend.advance(now, backend_ready)?;
             self.dispatch();
+            self.write_metrics();
         }
     }
 
-    /// How long the poller may sleep: until the backend's next deadline, or not at all
-    /// while a paused connection can be read.
+    /// Writes the metrics file if it is due; logs the first of a run of failures and
+    /// the recovery after it.
+    fn write_metrics(&mut self) {
+        let Some(m) = &mut self.metrics else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        if m.due() > now {
+            return;
+        }
+        let daemon = DaemonSample {
+            clients_connected: self.conns.len() as u64,
+            clients_accepted: self.accepted,
+            clients_refused: self.refused,
+            start_time_seconds: self.started,
+        };
+        let text = super::metrics::text(self.backend.engine(), daemon);
+        match m.write(now, &text) {
+            Written::Ok | Written::StillFailing => {}
+            Written::Recovered => self.log.log(
+                Level::Basic,
+                "acm_metrics",
+                &format!("metrics file {} written again", m.path().display()),
+            ),
+            Written::Failed(e) => self.log.log_with(
+                Level::Basic,
+                Priority::Warning,
+                "acm_metrics",
+                &format!("cannot write metrics file {}: {e}", m.path().display()),
+            ),
+        }
+    }
+
+    /// How long the poller may sleep: until the backend's next deadline or the metrics
+    /// file's, or not at all while a paused connection can be read.
     fn timeout(&self) -> Option<Duration> {
         if self
             .paused
@@ -179,9 +231,18 @@ impl<B: Backend> Server<B> {
             return Some(Duration::ZERO);
         }
         let now = self.now();
-        self.backend
+        let backend = self
+            .backend
             .poll_timeout()
-            .map(|t| t.saturating_duration_since(now))
+            .map(|t| t.saturating_duration_since(now));
+        let metrics = self
+            .metrics
+            .as_ref()
+            .map(|m| m.due().saturating_duration_since(std::time::Instant::now()));
+        match (backend, metrics) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn accept_all(&mut self) {

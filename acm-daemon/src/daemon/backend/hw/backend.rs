@@ -511,6 +511,10 @@ impl Backend for HwBackend {
         self.engine.poll_timeout()
     }
 
+    fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
     fn serves_kernel(&self) -> bool {
         true
     }
