@@ -254,8 +254,12 @@ impl<B: Backend> Server<B> {
                 Err(e) => {
                     // Out of descriptors, say: log it and wait for the next event
                     // rather than spinning.
-                    self.log
-                        .log(Level::Basic, "acm_server", &format!("accept failed: {e}"));
+                    self.log.log_with(
+                        Level::Basic,
+                        Priority::Err,
+                        "acm_server",
+                        &format!("accept failed: {e}"),
+                    );
                     return;
                 }
             }
@@ -326,8 +330,9 @@ impl<B: Backend> Server<B> {
             }
         };
         if let Err(e) = registered {
-            self.log.log(
+            self.log.log_with(
                 Level::Basic,
+                Priority::Err,
                 "acm_svr_accept",
                 &format!("cannot watch client: {e}"),
             );
