@@ -136,7 +136,7 @@ impl EpQueryReplyRepr {
             ));
         }
         let strings = &body[EP_CONFIG_LEN..];
-        if strings.len() % BYTES64_LEN != 0 {
+        if !strings.len().is_multiple_of(BYTES64_LEN) {
             return Err(ParseError::new(
                 FORMAT,
                 "addrs",

@@ -103,7 +103,7 @@ impl PerfReplyRepr {
         let header = HeaderRepr::parse(buf, direction)?;
         check_message_len(FORMAT, &header, buf.len(), None)?;
         let body = &buf[HEADER_LEN..];
-        if body.len() % 8 != 0 {
+        if !body.len().is_multiple_of(8) {
             return Err(ParseError::new(
                 FORMAT,
                 "counters",
