@@ -1,5 +1,6 @@
-//! Performance counters (`-P`, spec §1.9, §6.5): the global or per-endpoint query, the
-//! `all` walk over endpoints, and the query by source address (`-P s`).
+//! Performance counters (`-P`, docs/protocol/client-messages.md §9, docs/ib-acme.md §5):
+//! the global or per-endpoint query, the `all` walk over endpoints, and the query by
+//! source address (`-P s`).
 //!
 //! `-P N` and `-e N` share one endpoint index in Debian's `ib_acme` (the last one given
 //! wins, and `-P` alone after `-e 2` asks for endpoint 2); [`Options::ep_index`] keeps
@@ -16,7 +17,7 @@ use thiserror::Error;
 /// Highest endpoint index the one-byte field can name; `-P all` stops there at the latest.
 pub const MAX_INDEX: i32 = 255;
 
-/// Counter names, in the daemon's order (spec §5.12).
+/// Counter names, in the daemon's order (docs/daemon.md §12).
 pub const COUNTER_NAMES: [&str; 7] = [
     "Error Count",
     "Resolve Count",

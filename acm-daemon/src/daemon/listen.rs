@@ -128,8 +128,8 @@ pub fn inherit_from_systemd() -> Result<Inherited, ListenError> {
 }
 
 /// Opens the listener for `mode`, creating and removing the rendezvous files as the
-/// reference does (spec 1.1). `public` is false with `acme_plus_kernel_only`: the
-/// librdmacm symlinks are then not created.
+/// reference does (docs/protocol/client-messages.md §1). `public` is false with
+/// `acme_plus_kernel_only`: the librdmacm symlinks are then not created.
 ///
 /// # Errors
 /// See [`ListenError`]; in TCP modes a symlink failure is only returned in the

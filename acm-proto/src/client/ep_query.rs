@@ -1,4 +1,5 @@
-//! EP_QUERY (opcode 0x03): enumerate endpoints one index at a time. Spec §1.10.
+//! EP_QUERY (opcode 0x03): enumerate endpoints one index at a time. See
+//! docs/protocol/client-messages.md §10.
 
 use super::{Direction, HEADER_LEN, HeaderRepr, MAX_BODY_LEN, MAX_REQUEST_LEN, check_message_len};
 use crate::error::{ParseError, Reason, Result};
