@@ -18,20 +18,20 @@
 //! | `acm_clients_accepted_total`, `acm_clients_refused_total` | counter | | the daemon only |
 //! | `acm_start_time_seconds` | gauge | | the daemon only |
 //!
-//! The seven counters are, in the order of spec 5.12 (`ib_acme -P`'s columns):
+//! The seven counters are, in the order of docs/daemon.md §12 (`ib_acme -P`'s columns):
 //! `errors`, `resolves`, `no_data`, `addr_queries`, `addr_cache_hits`,
 //! `route_queries`, `route_cache_hits`. A reply with more counters than these has the
 //! rest left out: nothing says what they count.
 //!
 //! `endpoint` is the endpoint's number as `ib_acme -P N` and an EP_QUERY for port 0
-//! count it (spec 5.13), `guid` and `pkey` are written as `ib_acme -e` writes them
+//! count it (docs/daemon.md §13), `guid` and `pkey` are written as `ib_acme -e` writes them
 //! (`0x0002c90300a0b000`, `0xffff`). Cache sizes are not in the client protocol, so only
 //! the daemon's file has them (see `acm_engine::EndpointStats`).
 
 use acm_engine::CacheStats;
 use std::fmt::Write as _;
 
-/// What the global counters are called, and what each counts (spec 5.12).
+/// What the global counters are called, and what each counts (docs/daemon.md §12).
 const GLOBAL_COUNTERS: [(&str, &str); 7] = [
     (
         "errors",
@@ -91,7 +91,7 @@ pub struct Snapshot {
 /// One endpoint.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EndpointSample {
-    /// Its number, from 1 (spec 5.13).
+    /// Its number, from 1 (docs/daemon.md §13).
     pub index: usize,
     /// The device's node GUID.
     pub guid: u64,

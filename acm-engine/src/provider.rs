@@ -151,8 +151,9 @@ impl Ctx<'_> {
         self.core.push_fabric(FabricOp::McastDetach(group));
     }
 
-    /// The next transaction id, shared by ACM requests and SA MADs (spec 2.7), as the
-    /// BE64 value with the counter in the low 32 bits.
+    /// The next transaction id, shared by ACM requests and SA MADs
+    /// (docs/protocol/acm-mad.md §7), as the BE64 value with the counter in the low 32
+    /// bits.
     pub fn next_tid(&mut self) -> u64 {
         self.core.next_tid()
     }

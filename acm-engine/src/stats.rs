@@ -11,7 +11,7 @@ use crate::io::EndpointId;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-/// How many destinations an endpoint's cache holds, by state (spec 4.3).
+/// How many destinations an endpoint's cache holds, by state (docs/ibacmp.md §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CacheStats {
     /// Nothing known yet (a resolution is about to start, or failed).
@@ -37,7 +37,7 @@ impl CacheStats {
 /// One endpoint, as monitoring sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndpointStats {
-    /// Its number, from 1, in the enumeration order of spec 5.13: the index a
+    /// Its number, from 1, in the enumeration order of docs/daemon.md §13: the index a
     /// PERF_QUERY names it by, and an EP_QUERY for port 0, so that a client's labels
     /// and these agree.
     pub index: usize,
@@ -60,7 +60,7 @@ pub struct EndpointStats {
 }
 
 impl Engine {
-    /// Every endpoint of an active port, in enumeration order (spec 5.13).
+    /// Every endpoint of an active port, in enumeration order (docs/daemon.md §13).
     #[must_use]
     pub fn endpoint_stats(&self) -> Vec<EndpointStats> {
         self.enumerate(0)

@@ -1,5 +1,5 @@
-//! `ib_acme`'s options (spec §6.1): what each one sets, the checks that end in the usage
-//! text, and the usage text itself.
+//! `ib_acme`'s options (docs/ib-acme.md §1): what each one sets, the checks that end in
+//! the usage text, and the usage text itself.
 //!
 //! A few behaviours of Debian's tool that scripts may rely on are kept on purpose:
 //! `-P N` and `-e N` set one shared endpoint index (the last wins, and `-P` alone asks
@@ -253,7 +253,7 @@ fn perf_mode(arg: Option<&str>, ep_index: &mut i32) -> PerfMode {
     }
 }
 
-/// The usage checks of spec §6.1, then the bracket lists that will be expanded.
+/// The usage checks of docs/ib-acme.md §1, then the bracket lists that will be expanded.
 fn check(o: &Options) -> Result<(), CliError> {
     let by_source = o.perf == Some(PerfMode::BySource);
     if o.src.is_some() && o.dest.is_none() && !by_source {

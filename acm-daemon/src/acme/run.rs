@@ -1,5 +1,5 @@
-//! The order of work (spec §6.1): for each service, connect, then resolves, perf query
-//! and enumeration; then the files; then the return status. Also the process-level
+//! The order of work (docs/ib-acme.md §1): for each service, connect, then resolves, perf
+//! query and enumeration; then the files; then the return status. Also the process-level
 //! entry point, which turns the command line into a run and the run into an exit code.
 
 use super::cli::{self, CliError, Options, OutputFormat};

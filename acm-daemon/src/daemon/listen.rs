@@ -138,10 +138,11 @@ pub fn inherit_from_systemd() -> Result<Inherited, ListenError> {
 }
 
 /// Opens the listener for `mode`, creating and removing the rendezvous files as the
-/// reference does (spec 1.1). `public` is false with `acme_plus_kernel_only`: the
-/// librdmacm symlinks are then not created. The unix socket gets `socket`'s group and
-/// mode (by default mode 0777 and the daemon's group); a socket systemd passed keeps
-/// the unit's `SocketMode=` and `SocketGroup=` unless `socket` sets them.
+/// reference does (docs/protocol/client-messages.md §1). `public` is false with
+/// `acme_plus_kernel_only`: the librdmacm symlinks are then not created. The unix
+/// socket gets `socket`'s group and mode (by default mode 0777 and the daemon's group);
+/// a socket systemd passed keeps the unit's `SocketMode=` and `SocketGroup=` unless
+/// `socket` sets them.
 ///
 /// # Errors
 /// See [`ListenError`]; in TCP modes a symlink failure is only returned in the

@@ -1,5 +1,5 @@
-//! `ibacm`: the daemon. Start-up follows the reference (spec 5.1): detach unless `-P`
-//! or `--systemd`; read the options; take the lock file (exit 255, silently, when
+//! `ibacm`: the daemon. Start-up follows the reference (docs/daemon.md §1): detach unless
+//! `-P` or `--systemd`; read the options; take the lock file (exit 255, silently, when
 //! another instance holds it); open the log and write the banner and the core options;
 //! bring the fabric up; listen; tell systemd; serve.
 //!

@@ -1,7 +1,7 @@
-//! Helpers for tests that run the `ibacm` binary as a process: a temporary run
-//! directory, a [`Daemon`] guard that starts the daemon there and kills it on drop, a
-//! raw client speaking the client protocol (spec section 1) over the unix socket or TCP,
-//! and a bounded way to run a command to completion.
+//! Helpers for tests that run the `ibacm` binary as a process: a temporary run directory,
+//! a [`Daemon`] guard that starts the daemon there and kills it on drop, a raw client
+//! speaking the client protocol (docs/protocol/client-messages.md) over the unix socket
+//! or TCP, and a bounded way to run a command to completion.
 //!
 //! Every wait is bounded, so a broken daemon fails a test instead of hanging it.
 
@@ -265,8 +265,9 @@ pub(crate) fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
     }
 }
 
-/// A request's length field, as the daemon reads it (spec 1.3): host order when the
-/// operation is RESOLVE, big-endian otherwise.
+/// A request's length field, as the daemon reads it
+/// (docs/protocol/client-messages.md §3): host order when the operation is RESOLVE,
+/// big-endian otherwise.
 pub(crate) fn length_field(hdr: &[u8]) -> u16 {
     if hdr[1] & 0x0F == 1 {
         u16::from_ne_bytes([hdr[6], hdr[7]])

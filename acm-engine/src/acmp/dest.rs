@@ -1,5 +1,5 @@
-//! The destination cache (spec 4.2): one entry per (address type, 64 address bytes),
-//! each with its state, path, address vector and queue of waiting requests.
+//! The destination cache (docs/ibacmp.md §2): one entry per (address type, 64 address
+//! bytes), each with its state, path, address vector and queue of waiting requests.
 //!
 //! Memory: entries live in fixed chunks of slots indexed by a hash table of slot
 //! numbers, so the 66-byte key is stored once and growth never doubles the storage.
@@ -22,7 +22,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::cell::Cell;
 
-/// Where a destination stands (spec 4.3).
+/// Where a destination stands (docs/ibacmp.md §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum DestState {
     /// Nothing known.
@@ -353,7 +353,10 @@ mod tests {
         let b = Address::name("Host-A");
         let ia = c.acquire(&a, 10).expect("room");
         let ib = c.acquire(&b, 10).expect("room");
-        assert_ne!(ia, ib, "the cache key is case-sensitive (quirk 7)");
+        assert_ne!(
+            ia, ib,
+            "the cache key is case-sensitive (docs/reference-quirks.md §7)"
+        );
         assert_eq!(c.find(&a), Some(ia));
         assert_eq!(c.len(), 2);
         assert_eq!(c.remove(ia).map(|d| d.addr), Some(a));

@@ -30,7 +30,7 @@ use endpoint::Ep;
 
 pub(crate) use dest::{Dest, DestState};
 
-/// The options ibacmp reads (spec 4.6).
+/// The options ibacmp reads (docs/ibacmp.md §6).
 #[derive(Debug, Clone)]
 struct AcmpOptions {
     addr_timeout: i32,

@@ -1,4 +1,5 @@
-//! The options file (`ibacm_opts.cfg`, spec 5.7), including its `provider` lines (5.4).
+//! The options file (`ibacm_opts.cfg`, docs/daemon.md §7), including its `provider` lines
+//! (docs/daemon.md §4).
 //!
 //! The reference reads this file twice (once in the core, once in the provider) plus a
 //! third time for the `provider` lines; [`Options::parse`] does all three over the same
@@ -11,12 +12,12 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-/// The name of the provider that is built in: the default provider of every port unless
-/// a `provider <name> default` line says otherwise (spec 5.4).
+/// The name of the provider that is built in: the default provider of every port unless a
+/// `provider <name> default` line says otherwise (docs/daemon.md §4).
 pub const BUILTIN_PROVIDER: &str = "ibacmp";
 
-/// Where the daemon listens for clients (`server_mode`, spec 1.1), so the daemon can
-/// pick its socket.
+/// Where the daemon listens for clients (`server_mode`,
+/// docs/protocol/client-messages.md §1), so the daemon can pick its socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum ServerMode {
     /// A unix socket (the default, and what every unrecognised value means).
@@ -37,7 +38,8 @@ pub enum AddrProt {
     Acm,
 }
 
-/// How routes (paths) are found once the address is known (`route_prot`, spec 4.6).
+/// How routes (paths) are found once the address is known (`route_prot`,
+/// docs/ibacmp.md §6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum RouteProt {
     /// A PathRecord query to the SA (the default).
@@ -47,7 +49,8 @@ pub enum RouteProt {
     Acm,
 }
 
-/// Whether local addresses get ready-made loopback cache entries (`loopback_prot`, 4.7).
+/// Whether local addresses get ready-made loopback cache entries (`loopback_prot`,
+/// docs/ibacmp.md §7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum LoopbackProt {
     /// Every local address gets a READY entry (the default).
@@ -57,7 +60,8 @@ pub enum LoopbackProt {
     None,
 }
 
-/// Whether routes are preloaded from a file when an endpoint is created (4.8).
+/// Whether routes are preloaded from a file when an endpoint is created
+/// (docs/ibacmp.md §8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum RoutePreload {
     /// No route preload (the default; `none` or `no`).
@@ -67,7 +71,8 @@ pub enum RoutePreload {
     OpensmFullV1,
 }
 
-/// Whether addresses are preloaded from a file when an endpoint is created (4.8).
+/// Whether addresses are preloaded from a file when an endpoint is created
+/// (docs/ibacmp.md §8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum AddrPreload {
     /// No address preload (the default; `none` or `no`).
@@ -77,7 +82,7 @@ pub enum AddrPreload {
     AcmHosts,
 }
 
-/// What a `provider` line applies to (spec 5.4).
+/// What a `provider` line applies to (docs/daemon.md §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ProviderTarget {
     /// `provider <name> default`: ports that no prefix rule claims.
@@ -127,8 +132,8 @@ pub struct OptionLine {
     pub value: String,
 }
 
-/// Every setting of the options file (spec 5.7), typed, with the reference's defaults,
-/// so the core, the provider and the daemon read their settings from one value.
+/// Every setting of the options file (docs/daemon.md §7), typed, with the reference's
+/// defaults, so the core, the provider and the daemon read their settings from one value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
     /// `log_file`: `stdout`, `stderr` (case-insensitive) or a path.
@@ -145,7 +150,8 @@ pub struct Options {
     pub server_port: u16,
     /// `server_mode`.
     pub server_mode: ServerMode,
-    /// `acme_plus_kernel_only`: suppresses the public rendezvous symlinks (spec 1.1).
+    /// `acme_plus_kernel_only`: suppresses the public rendezvous symlinks
+    /// (docs/protocol/client-messages.md §1).
     pub acme_plus_kernel_only: bool,
     /// `provider_lib_path`: the directory of loadable providers.
     pub provider_lib_path: String,
@@ -472,9 +478,10 @@ impl Parser<'_> {
         }
     }
 
-    /// One line of the reference's separate `provider` parser (spec 5.4): the first token
-    /// must begin with `provider` (case-insensitively, only the first 8 characters are
-    /// compared), then a name, then `default` or a subnet prefix (`strtoull` base 0).
+    /// One line of the reference's separate `provider` parser (docs/daemon.md §4): the
+    /// first token must begin with `provider` (case-insensitively, only the first 8
+    /// characters are compared), then a name, then `default` or a subnet prefix
+    /// (`strtoull` base 0).
     fn provider_line(&mut self, line: usize, chunk: &[u8]) {
         if chunk.first() == Some(&b'#') {
             return;
@@ -532,7 +539,7 @@ impl Parser<'_> {
 
 impl Options {
     /// Parses the options file `text` (named `file` in diagnostics) by the reference's
-    /// rules (spec 5.7), starting from the defaults.
+    /// rules (docs/daemon.md §7), starting from the defaults.
     ///
     /// * The text is read in 120-byte `fgets` chunks: a line longer than 119 bytes is
     ///   split, and each piece is parsed as a line of its own.
@@ -544,8 +551,8 @@ impl Options {
     /// * Numbers are read with `atoi` (junk reads as 0, with a warning).
     /// * An unrecognised value of an enumerated option leaves it unchanged (a warning);
     ///   `server_mode`, `min_mtu` and `min_rate` fall back to unix, 2048 and 10 instead.
-    /// * `provider` lines are read by a separate pass in 128-byte chunks (spec 5.4) and
-    ///   collected, in file order, in [`Options::providers`].
+    /// * `provider` lines are read by a separate pass in 128-byte chunks
+    ///   (docs/daemon.md §4) and collected, in file order, in [`Options::providers`].
     /// * A line that starts with one of our [`DAEMON_OPTIONS`] is kept whole, whatever
     ///   its length, in [`Options::daemon_options`]; the reference ignores such lines.
     #[must_use]
@@ -622,11 +629,11 @@ impl Options {
     }
 
     /// The provider a port belongs to when exactly the providers `loaded` exist (in load
-    /// order), as the reference decides (spec 5.4): lines naming a provider that is not
-    /// loaded are ignored (names compared case-insensitively); the first loaded provider
-    /// with a rule for `subnet_prefix` wins; else the last valid `default` line; else
-    /// [`BUILTIN_PROVIDER`] if it is loaded. `None` means the port has no provider and
-    /// stays unused. The name returned is the one from `loaded`.
+    /// order), as the reference decides (docs/daemon.md §4): lines naming a provider that
+    /// is not loaded are ignored (names compared case-insensitively); the first loaded
+    /// provider with a rule for `subnet_prefix` wins; else the last valid `default` line;
+    /// else [`BUILTIN_PROVIDER`] if it is loaded. `None` means the port has no provider
+    /// and stays unused. The name returned is the one from `loaded`.
     #[must_use]
     pub fn provider_for_loaded<'a>(
         &self,

@@ -71,7 +71,7 @@ pub trait Report {
 }
 
 /// The "Path information" block, as `ib_acme` prints it. MTU, rate and packet lifetime
-/// are masked with 0x1F, not 0x3F (spec quirk 35).
+/// are masked with 0x1F, not 0x3F (docs/reference-quirks.md §35).
 #[must_use]
 pub fn path_lines(p: &PathRecordRepr) -> Vec<String> {
     vec![
