@@ -163,6 +163,7 @@ pub fn engine_config(
 
 /// The address file for a host named `host` with `devices` (what `ib_acme -A` writes):
 /// the host name on the first active InfiniBand port, then `host-N` on every port.
+/// Where a missing file is written: [`super::addr_file`].
 #[must_use]
 pub fn generated_addr_file(host: &str, devices: &[DeviceDesc]) -> String {
     let host = host.split('.').next().unwrap_or(host);
@@ -190,38 +191,6 @@ pub fn generated_addr_file(host: &str, devices: &[DeviceDesc]) -> String {
         let _ = writeln!(out, "{host}-{} {dev} {port} default", i + 1);
     }
     out
-}
-
-/// The address file: read from `path`; when missing, generated there for `host` and
-/// `devices` (unlike the reference, which always writes the default path). A file that
-/// can be neither read nor written leaves the engine with only its IP addresses, as the
-/// reference when generation fails.
-pub fn load_or_generate_addr_file(
-    path: &Path,
-    host: &str,
-    devices: &[DeviceDesc],
-    log: &mut dyn FnMut(String),
-) -> Option<String> {
-    match read_optional(path) {
-        Ok(Some(text)) => return Some(text),
-        Ok(None) => {}
-        Err(e) => {
-            log(format!("cannot read address file {}: {e}", path.display()));
-            return None;
-        }
-    }
-    log(format!("generating address file {}", path.display()));
-    let text = generated_addr_file(host, devices);
-    match std::fs::write(path, &text) {
-        Ok(()) => Some(text),
-        Err(e) => {
-            log(format!(
-                "address file {} not found and cannot be generated: {e}",
-                path.display()
-            ));
-            None
-        }
-    }
 }
 
 /// The core options as the reference logs them at start (level 0).
@@ -332,25 +301,6 @@ mod tests {
         let missing = load_options(&dir.join("none.cfg"), &args).unwrap();
         assert!(missing.text.is_none());
         assert_eq!(missing.options.server_port, 6125, "defaults");
-        let mut logs = Vec::new();
-        let addr = dir.join("addr.cfg");
-        let text = load_or_generate_addr_file(
-            &addr,
-            "node9",
-            &[device("mlx5_0", &[(PortState::Active, true)])],
-            &mut |l| logs.push(l),
-        )
-        .expect("generated");
-        assert_eq!(std::fs::read_to_string(&addr).unwrap(), text);
-        assert!(logs[0].contains("generating"));
-        let unwritable = load_or_generate_addr_file(
-            Path::new("/nonexistent-dir/addr.cfg"),
-            "n",
-            &[],
-            &mut |l| logs.push(l),
-        );
-        assert!(unwritable.is_none());
-        assert!(logs.last().unwrap().contains("cannot be generated"));
         // A bad setting of ours stops the start, naming the file and line.
         std::fs::write(&opts, "log_level 1\nserver_socket_mode 0800\n").unwrap();
         let e = load_options(&opts, &args).unwrap_err().to_string();

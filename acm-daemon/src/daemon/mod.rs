@@ -5,11 +5,12 @@
 //!
 //! Differences from the reference, each a fix: relative `-A`/`-O`/`--run-dir` paths are
 //! made absolute before detaching (the reference resolves them against `/`); a
-//! missing address file is generated at the configured path (the reference always
-//! writes `/etc/rdma/ibacm_addr.cfg`); there is no 1023-client limit; the lock file is
-//! truncated before the pid is written.
+//! missing address file is generated into the run directory, or at `-A` (the reference
+//! always writes `/etc/rdma/ibacm_addr.cfg`, read-only under systemd; see [`addr_file`]);
+//! there is no 1023-client limit; the lock file is truncated before the pid is written.
 
 pub mod access;
+pub mod addr_file;
 pub mod args;
 pub mod backend;
 pub mod config;
@@ -127,7 +128,14 @@ fn start(args: &Args, paths: &RunPaths, opts: &LoadedOptions) -> Result<(), Star
     let epoch = std::time::Instant::now();
     match &args.fabric {
         FabricArg::Sim { file, host } => {
-            let backend = sim_backend(args, opts, file.as_deref(), host.as_deref(), &mut log)?;
+            let backend = sim_backend(
+                args,
+                paths,
+                opts,
+                file.as_deref(),
+                host.as_deref(),
+                &mut log,
+            )?;
             serve(args, paths, opts, backend, log, epoch)
         }
         FabricArg::Hub { socket, host } => {
@@ -178,18 +186,18 @@ fn hardware(
             log.log(Level::Basic, "acm_open_devices", e);
         })
         .map_err(StartError::Hardware)?;
-    let addr_path = args
-        .addr_file
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(config::DEFAULT_ADDR_FILE));
+    let addr_spec = addr_file::AddrFileSpec::from_arg(args.addr_file.as_deref());
     let host = dns_lookup::get_hostname().unwrap_or_else(|_| "localhost".to_owned());
     let devices: Vec<_> = hw.devices.iter().map(|d| d.desc.clone()).collect();
     let mut lines = Vec::new();
     let config = {
         let mut logf = |m: String| lines.push(m);
-        let text = config::load_or_generate_addr_file(&addr_path, &host, &devices, &mut logf);
-        let name = addr_path.display().to_string();
-        config::engine_config(opts, text.as_deref().map(|t| (name.as_str(), t)), &mut logf)
+        let addr = addr_file::load_or_generate(&addr_spec, &paths.dir, &host, &devices, &mut logf);
+        config::engine_config(
+            opts,
+            addr.as_ref().map(|a| (a.name.as_str(), a.text.as_str())),
+            &mut logf,
+        )
     };
     for l in lines {
         log.log(Level::Basic, "acm_config", &l);
@@ -270,6 +278,7 @@ fn serve<B: Backend>(
 /// a daemon).
 fn sim_backend(
     args: &Args,
+    paths: &RunPaths,
     opts: &LoadedOptions,
     file: Option<&Path>,
     host: Option<&str>,
@@ -326,9 +335,10 @@ fn sim_backend(
         let devices = topo.devices(h, spec.sm.lid, spec.sm.sl);
         let name = spec.hosts[h.index()].name.clone();
         let mut logf = |m: String| log.log(Level::Basic, "acm_config", &m);
-        let text = config::load_or_generate_addr_file(path, &name, &devices, &mut logf);
-        config.addr_file = text.map(|t| {
-            let (file, d) = acm_engine::config::AddrFile::parse(&path.display().to_string(), &t);
+        let spec = addr_file::AddrFileSpec::from_arg(Some(path));
+        let addr = addr_file::load_or_generate(&spec, &paths.dir, &name, &devices, &mut logf);
+        config.addr_file = addr.map(|a| {
+            let (file, d) = acm_engine::config::AddrFile::parse(&a.name, &a.text);
             config.diagnostics.extend(d);
             file
         });
@@ -352,13 +362,15 @@ fn hub_backend(
     log: &mut Logger,
 ) -> Result<HubBackend, StartError> {
     let my_socket = paths.dir.join(format!("ibacm-hub-{host}.sock"));
-    let addr_path = args.addr_file.clone().unwrap_or_else(|| {
-        if args.run_dir.is_some() {
-            paths.dir.join("ibacm_addr.cfg")
-        } else {
-            PathBuf::from(config::DEFAULT_ADDR_FILE)
-        }
-    });
+    // With --run-dir and no -A, a hub host keeps its address file in the run directory
+    // (read back at the next start) rather than reading the machine's /etc one.
+    let addr_spec = match (&args.addr_file, &args.run_dir) {
+        (None, Some(_)) => addr_file::AddrFileSpec {
+            path: paths.dir.join(addr_file::GENERATED_NAME),
+            explicit: true,
+        },
+        (a, _) => addr_file::AddrFileSpec::from_arg(a.as_deref()),
+    };
     let mut lines = Vec::new();
     let backend = HubBackend::attach(
         socket,
@@ -366,14 +378,18 @@ fn hub_backend(
         host,
         |setup| {
             let mut logf = |m: String| lines.push(m);
-            let text = config::load_or_generate_addr_file(
-                &addr_path,
+            let addr = addr_file::load_or_generate(
+                &addr_spec,
+                &paths.dir,
                 &setup.name,
                 &setup.devices,
                 &mut logf,
             );
-            let name = addr_path.display().to_string();
-            config::engine_config(opts, text.as_deref().map(|t| (name.as_str(), t)), &mut logf)
+            config::engine_config(
+                opts,
+                addr.as_ref().map(|a| (a.name.as_str(), a.text.as_str())),
+                &mut logf,
+            )
         },
         acm_io_sim::sim::seed_from_env() ^ u64::from(std::process::id()),
         acm_engine::Instant::ZERO,
