@@ -8,8 +8,9 @@
 //! `/tmp/` move into a temporary directory, `--duration N` becomes 1 second, the fixed
 //! TCP port 6125 becomes a free one, and relative paths are read from the workspace
 //! root. A daemon (`ibacm -P`) or a command ending in `&` is left running until the
-//! end, when the daemons are stopped with SIGTERM and must exit 0; every other command
-//! must exit 0.
+//! end, when the daemons are stopped with SIGTERM and must exit 0 (a daemon on the run
+//! directory of one still running stops that one first, as its reader would with
+//! Ctrl-C); every other command must exit 0.
 //!
 //! `testdata/reference-fabric/run-daemon.sh`, which the README names, is checked here
 //! too: it must run the binary cargo reports having built, wherever the target
@@ -46,6 +47,26 @@ const NOT_RUN: &[(&str, &str)] = &[
         "a release build with libibverbs (CI builds it)",
     ),
     (
+        "sudo packaging/install.sh",
+        "installs into /usr/local as root; CI checks the install and the package",
+    ),
+    (
+        "packaging/install.sh --prefix /usr --destdir /tmp/stage",
+        "a release build and a staged install (minutes); CI runs it",
+    ),
+    (
+        "packaging/deb/build.sh .",
+        "builds the Debian package (a release build with verbs); CI runs it",
+    ),
+    (
+        "packaging/deb/check.sh acm-rs_*.deb",
+        "checks the package build.sh made; CI runs it",
+    ),
+    (
+        "sudo apt install ./acm-rs_*.deb",
+        "installs the package as root",
+    ),
+    (
         "ACM_SIM_SEED=0x1234 cargo test -p acm-io-sim --test scenarios_faults",
         "another crate's test suite",
     ),
@@ -76,6 +97,9 @@ fn readme_commands() -> Vec<String> {
             continue;
         }
         if !in_sh {
+            continue;
+        }
+        if line.trim_start().starts_with('#') {
             continue;
         }
         let line = line.split(" #").next().unwrap_or(line).trim();
@@ -188,6 +212,24 @@ struct Running {
     child: Child,
     what: String,
     daemon: bool,
+    /// A daemon's `--run-dir`.
+    run_dir: Option<String>,
+}
+
+impl Running {
+    /// Stops a daemon with SIGTERM; it must exit 0.
+    fn stop(&mut self) {
+        kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM).expect("SIGTERM");
+        let start = Instant::now();
+        let status = loop {
+            if let Some(s) = self.child.try_wait().expect("try_wait") {
+                break s;
+            }
+            assert!(start.elapsed() < DEADLINE, "{} ignored SIGTERM", self.what);
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(status.success(), "{}: {status}", self.what);
+    }
 }
 
 impl Drop for Running {
@@ -279,6 +321,13 @@ fn every_readme_command_runs_as_written() {
         };
         let (mut cmd, what) = env.command(&w);
         let is_daemon = what.starts_with(our_binary("ibacm"));
+        let run_dir = w
+            .iter()
+            .position(|a| a == "--run-dir")
+            .map(|i| env.arg(&w[i + 1]));
+        if is_daemon && let Some(i) = running.iter().position(|r| r.run_dir == run_dir) {
+            running.remove(i).stop();
+        }
         if is_daemon || background {
             let out = env.tmp.join(&format!("bg{ran}.stdout"));
             cmd.stdin(Stdio::null())
@@ -289,6 +338,7 @@ fn every_readme_command_runs_as_written() {
                 child,
                 what: what.clone(),
                 daemon: is_daemon,
+                run_dir: run_dir.filter(|_| is_daemon),
             });
             if is_daemon {
                 wait_for(&format!("{what} never said it listens"), || {
@@ -326,19 +376,9 @@ fn every_readme_command_runs_as_written() {
     }
     assert!(ran >= 10, "only {ran} README commands ran: {commands:?}");
     for mut r in running {
-        if !r.daemon {
-            continue;
+        if r.daemon {
+            r.stop();
         }
-        kill(Pid::from_raw(r.child.id() as i32), Signal::SIGTERM).expect("SIGTERM");
-        let start = Instant::now();
-        let status = loop {
-            if let Some(s) = r.child.try_wait().expect("try_wait") {
-                break s;
-            }
-            assert!(start.elapsed() < DEADLINE, "{} ignored SIGTERM", r.what);
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        assert!(status.success(), "{}: {status}", r.what);
     }
 }
 
@@ -390,6 +430,7 @@ fn run_daemon_sh_runs_the_binary_cargo_reports() {
             .expect("run-daemon.sh starts"),
         what: "run-daemon.sh".into(),
         daemon: true,
+        run_dir: None,
     };
     wait_for("run-daemon.sh's daemon never listened", || {
         std::fs::read_to_string(&out).is_ok_and(|t| t.contains("listening on"))

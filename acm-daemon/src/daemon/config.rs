@@ -3,6 +3,7 @@
 //! file goes through the engine's parsers, whose diagnostics name the file and line.
 
 use super::args::Args;
+use super::settings::{SettingError, Settings};
 use acm_engine::config::{
     AddrFile, AddrPreload, Diagnostic, Options, RouteData, RoutePreload, ServerMode, parse_hosts,
 };
@@ -27,23 +28,48 @@ pub struct LoadedOptions {
     pub path: PathBuf,
     /// What its parser said.
     pub diagnostics: Vec<Diagnostic>,
+    /// The daemon's own settings (access control, metrics), from the file's lines and
+    /// the command line.
+    pub settings: Settings,
+}
+
+/// Why the options cannot be used; the daemon does not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file exists but cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// One of the daemon's own settings is bad.
+    #[error(transparent)]
+    Setting(#[from] SettingError),
 }
 
 /// Reads the options file at `path` (a missing file means every default, as on Debian,
-/// which ships none) and applies `--log-file`, `--log-level` and `--systemd`.
+/// which ships none), applies `--log-file`, `--log-level` and `--systemd`, and resolves
+/// the daemon's own settings ([`Settings::resolve`]).
 ///
 /// # Errors
-/// The file exists but cannot be read.
-pub fn load_options(path: &Path, args: &Args) -> io::Result<LoadedOptions> {
-    let text = read_optional(path)?;
-    let (mut options, diagnostics) =
-        Options::parse(&path.display().to_string(), text.as_deref().unwrap_or(""));
+/// The file exists but cannot be read, or a setting of ours is bad.
+pub fn load_options(path: &Path, args: &Args) -> Result<LoadedOptions, LoadError> {
+    let text = read_optional(path).map_err(|source| LoadError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let name = path.display().to_string();
+    let (mut options, diagnostics) = Options::parse(&name, text.as_deref().unwrap_or(""));
     apply_overrides(&mut options, args);
+    let settings = Settings::resolve(&options.daemon_options, &name, args, options.server_mode)?;
     Ok(LoadedOptions {
         options,
         text,
         path: path.to_path_buf(),
         diagnostics,
+        settings,
     })
 }
 
@@ -137,6 +163,7 @@ pub fn engine_config(
 
 /// The address file for a host named `host` with `devices` (what `ib_acme -A` writes):
 /// the host name on the first active InfiniBand port, then `host-N` on every port.
+/// Where a missing file is written: [`super::addr_file`].
 #[must_use]
 pub fn generated_addr_file(host: &str, devices: &[DeviceDesc]) -> String {
     let host = host.split('.').next().unwrap_or(host);
@@ -164,38 +191,6 @@ pub fn generated_addr_file(host: &str, devices: &[DeviceDesc]) -> String {
         let _ = writeln!(out, "{host}-{} {dev} {port} default", i + 1);
     }
     out
-}
-
-/// The address file: read from `path`; when missing, generated there for `host` and
-/// `devices` (unlike the reference, which always writes the default path). A file that
-/// can be neither read nor written leaves the engine with only its IP addresses, as the
-/// reference when generation fails.
-pub fn load_or_generate_addr_file(
-    path: &Path,
-    host: &str,
-    devices: &[DeviceDesc],
-    log: &mut dyn FnMut(String),
-) -> Option<String> {
-    match read_optional(path) {
-        Ok(Some(text)) => return Some(text),
-        Ok(None) => {}
-        Err(e) => {
-            log(format!("cannot read address file {}: {e}", path.display()));
-            return None;
-        }
-    }
-    log(format!("generating address file {}", path.display()));
-    let text = generated_addr_file(host, devices);
-    match std::fs::write(path, &text) {
-        Ok(()) => Some(text),
-        Err(e) => {
-            log(format!(
-                "address file {} not found and cannot be generated: {e}",
-                path.display()
-            ));
-            None
-        }
-    }
 }
 
 /// The core options as the reference logs them at start (level 0).
@@ -306,25 +301,16 @@ mod tests {
         let missing = load_options(&dir.join("none.cfg"), &args).unwrap();
         assert!(missing.text.is_none());
         assert_eq!(missing.options.server_port, 6125, "defaults");
-        let mut logs = Vec::new();
-        let addr = dir.join("addr.cfg");
-        let text = load_or_generate_addr_file(
-            &addr,
-            "node9",
-            &[device("mlx5_0", &[(PortState::Active, true)])],
-            &mut |l| logs.push(l),
-        )
-        .expect("generated");
-        assert_eq!(std::fs::read_to_string(&addr).unwrap(), text);
-        assert!(logs[0].contains("generating"));
-        let unwritable = load_or_generate_addr_file(
-            Path::new("/nonexistent-dir/addr.cfg"),
-            "n",
-            &[],
-            &mut |l| logs.push(l),
+        // A bad setting of ours stops the start, naming the file and line.
+        std::fs::write(&opts, "log_level 1\nserver_socket_mode 0800\n").unwrap();
+        let e = load_options(&opts, &args).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "{}:2: server_socket_mode: expected octal permission bits such as 0770 (at most 0777)",
+                opts.display()
+            )
         );
-        assert!(unwritable.is_none());
-        assert!(logs.last().unwrap().contains("cannot be generated"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -346,6 +332,7 @@ mod tests {
             text: None,
             path: dir.join("o"),
             diagnostics,
+            settings: Settings::default(),
         };
         let mut logs = Vec::new();
         let c = engine_config(&l, Some(("addr", "h mlx5_0 1 default\n")), &mut |m| {

@@ -1,13 +1,13 @@
-//! `ibacm`: the daemon. Start-up follows the reference (spec 5.1): detach unless `-P`
-//! or `--systemd`; read the options; take the lock file (exit 255 when another instance
-//! holds it); open the log and write the banner and the core options; bring the fabric
-//! up; listen; tell systemd; serve.
+//! `ibacm`: the daemon. Start-up follows the reference (docs/daemon.md §1): detach unless
+//! `-P` or `--systemd`; read the options; take the lock file (exit 255 when another
+//! instance holds it); open the log and write the banner and the core options; bring
+//! the fabric up; listen; tell systemd; serve.
 //!
 //! Differences from the reference, each a fix: relative `-A`/`-O`/`--run-dir` paths are
 //! made absolute before detaching (the reference resolves them against `/`); a
-//! missing address file is generated at the configured path (the reference always
-//! writes `/etc/rdma/ibacm_addr.cfg`); there is no 1023-client limit; the lock file is
-//! truncated before the pid is written.
+//! missing address file is generated into the run directory, or at `-A` (the reference
+//! always writes `/etc/rdma/ibacm_addr.cfg`, read-only under systemd; see [`addr_file`]);
+//! there is no 1023-client limit; the lock file is truncated before the pid is written.
 //!
 //! And the administrator's side of its life, which the reference leaves bare:
 //! - the command that detaches waits for the daemon's start-up result and exits with
@@ -19,6 +19,8 @@
 //! - SIGTERM and SIGINT stop the daemon cleanly: its files removed, a last log line,
 //!   exit 0; a failed start removes what it created too ([`lifecycle`]).
 
+pub mod access;
+pub mod addr_file;
 pub mod args;
 pub mod backend;
 pub mod config;
@@ -29,9 +31,11 @@ pub mod lifecycle;
 pub mod listen;
 pub mod lock;
 pub mod log;
+pub mod metrics;
 pub mod options_source;
 pub mod paths;
 pub mod server;
+pub mod settings;
 pub mod startup;
 
 use acm_engine::log::Level;
@@ -155,6 +159,7 @@ fn start(args: &Args, life: &mut Life) -> Result<(), Failure> {
     })?;
     let o = &opts.options;
     let (mut log, log_err) = Logger::open(&o.log_file, log::max_level(o.log_level));
+    log.use_journal_prefixes(args.systemd);
     log.log(
         Level::Basic,
         "main",
@@ -189,7 +194,7 @@ fn start(args: &Args, life: &mut Life) -> Result<(), Failure> {
     let epoch = std::time::Instant::now();
     match (&args.fabric, fabric) {
         (FabricArg::Sim { .. }, Some(f)) => {
-            let backend = sim_backend(args, &opts, f, &mut log);
+            let backend = sim_backend(args, &paths, &opts, f, &mut log);
             serve(&ctx, backend, log, epoch, life)
         }
         (FabricArg::Hub { socket, host }, _) => {
@@ -245,7 +250,7 @@ fn hardware(
     epoch: std::time::Instant,
     life: &mut Life,
 ) -> Result<(), Failure> {
-    let (args, opts) = (ctx.args, ctx.opts);
+    let (opts, paths) = (ctx.opts, ctx.paths);
     let dev_root = std::env::var_os("ACM_DEV_ROOT").map_or_else(
         || PathBuf::from(acm_io_verbs::sysfs::DEFAULT_DEV_ROOT),
         PathBuf::from,
@@ -257,18 +262,18 @@ fn hardware(
             return Err(failed(&mut log, StartError::Hardware(e)));
         }
     };
-    let addr_path = args
-        .addr_file
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(config::DEFAULT_ADDR_FILE));
+    let addr_spec = addr_file::AddrFileSpec::from_arg(ctx.args.addr_file.as_deref());
     let host = dns_lookup::get_hostname().unwrap_or_else(|_| "localhost".to_owned());
     let devices: Vec<_> = hw.devices.iter().map(|d| d.desc.clone()).collect();
     let mut lines = Vec::new();
     let config = {
         let mut logf = |m: String| lines.push(m);
-        let text = config::load_or_generate_addr_file(&addr_path, &host, &devices, &mut logf);
-        let name = addr_path.display().to_string();
-        config::engine_config(opts, text.as_deref().map(|t| (name.as_str(), t)), &mut logf)
+        let addr = addr_file::load_or_generate(&addr_spec, &paths.dir, &host, &devices, &mut logf);
+        config::engine_config(
+            opts,
+            addr.as_ref().map(|a| (a.name.as_str(), a.text.as_str())),
+            &mut logf,
+        )
     };
     for l in lines {
         log.log(Level::Basic, "acm_config", &l);
@@ -301,6 +306,12 @@ fn serve<B: Backend>(
     } else {
         listen::Inherited::default()
     };
+    for line in ctx.opts.settings.log_lines() {
+        log.log(Level::Basic, "acm_log_options", &line);
+    }
+    for w in ctx.opts.settings.warnings() {
+        log.log_with(Level::Basic, log::Priority::Warning, "acm_log_options", &w);
+    }
     let was_inherited = inherited.listener.is_some();
     let public = !o.acme_plus_kernel_only;
     let mut warnings = Vec::new();
@@ -308,7 +319,7 @@ fn serve<B: Backend>(
         o.server_mode,
         o.server_port,
         paths,
-        args.socket_mode,
+        &ctx.opts.settings.access.socket,
         public,
         inherited.listener,
         &mut warnings,
@@ -346,6 +357,10 @@ fn serve<B: Backend>(
         && let Err(e) = server.stop_on(signals)
     {
         return Err(failed(server.log_mut(), StartError::EventLoop(e)));
+    }
+    server.set_allow_list(ctx.opts.settings.access.allow.clone());
+    if let Some(m) = &ctx.opts.settings.metrics {
+        server.set_metrics(metrics::MetricsFile::new(m, std::time::Instant::now()));
     }
     if args.foreground && !args.systemd {
         println!("ibacm: listening on {at} ({what})");
@@ -431,6 +446,7 @@ fn load_fabric(file: Option<&Path>, host: Option<&str>) -> Result<SimFabric, Sta
 /// with `opts` (see [`options_source`] for which options those are).
 fn sim_backend(
     args: &Args,
+    paths: &RunPaths,
     opts: &LoadedOptions,
     fabric: SimFabric,
     log: &mut Logger,
@@ -459,9 +475,10 @@ fn sim_backend(
         let devices = topo.devices(h, spec.sm.lid, spec.sm.sl);
         let name = spec.hosts[h.index()].name.clone();
         let mut logf = |m: String| log.log(Level::Basic, "acm_config", &m);
-        let text = config::load_or_generate_addr_file(path, &name, &devices, &mut logf);
-        config.addr_file = text.map(|t| {
-            let (file, d) = acm_engine::config::AddrFile::parse(&path.display().to_string(), &t);
+        let spec = addr_file::AddrFileSpec::from_arg(Some(path));
+        let addr = addr_file::load_or_generate(&spec, &paths.dir, &name, &devices, &mut logf);
+        config.addr_file = addr.map(|a| {
+            let (file, d) = acm_engine::config::AddrFile::parse(&a.name, &a.text);
             config.diagnostics.extend(d);
             file
         });
@@ -479,13 +496,15 @@ fn hub_backend(
     log: &mut Logger,
 ) -> Result<HubBackend, StartError> {
     let my_socket = paths.dir.join(format!("ibacm-hub-{host}.sock"));
-    let addr_path = args.addr_file.clone().unwrap_or_else(|| {
-        if args.run_dir.is_some() {
-            paths.dir.join("ibacm_addr.cfg")
-        } else {
-            PathBuf::from(config::DEFAULT_ADDR_FILE)
-        }
-    });
+    // With --run-dir and no -A, a hub host keeps its address file in the run directory
+    // (read back at the next start) rather than reading the machine's /etc one.
+    let addr_spec = match (&args.addr_file, &args.run_dir) {
+        (None, Some(_)) => addr_file::AddrFileSpec {
+            path: paths.dir.join(addr_file::GENERATED_NAME),
+            explicit: true,
+        },
+        (a, _) => addr_file::AddrFileSpec::from_arg(a.as_deref()),
+    };
     let mut lines = Vec::new();
     let backend = HubBackend::attach(
         socket,
@@ -493,14 +512,18 @@ fn hub_backend(
         host,
         |setup| {
             let mut logf = |m: String| lines.push(m);
-            let text = config::load_or_generate_addr_file(
-                &addr_path,
+            let addr = addr_file::load_or_generate(
+                &addr_spec,
+                &paths.dir,
                 &setup.name,
                 &setup.devices,
                 &mut logf,
             );
-            let name = addr_path.display().to_string();
-            config::engine_config(opts, text.as_deref().map(|t| (name.as_str(), t)), &mut logf)
+            config::engine_config(
+                opts,
+                addr.as_ref().map(|a| (a.name.as_str(), a.text.as_str())),
+                &mut logf,
+            )
         },
         acm_io_sim::sim::seed_from_env() ^ u64::from(std::process::id()),
         acm_engine::Instant::ZERO,
@@ -526,6 +549,7 @@ fn absolutize(args: &mut Args) -> Result<(), StartError> {
     args.addr_file.as_mut().map(abs);
     args.opts_file.as_mut().map(abs);
     args.run_dir.as_mut().map(abs);
+    args.metrics_file.as_mut().map(abs);
     match &mut args.fabric {
         FabricArg::Sim { file: Some(f), .. } => abs(f),
         FabricArg::Hub { socket, .. } => abs(socket),

@@ -27,6 +27,7 @@
 
 use super::args::{Args, FabricArg};
 use super::config::{self, LoadedOptions};
+use super::settings::Settings;
 use acm_engine::config::Options;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -90,21 +91,24 @@ pub struct FabricHostOptions<'a> {
 /// `run_dir`.
 ///
 /// # Errors
-/// The options file exists but cannot be read; the message names it.
+/// The options file exists but cannot be read, or one of the daemon's own settings is
+/// bad; the message names the file (and line).
 pub fn load(
     args: &Args,
     fabric: Option<FabricHostOptions<'_>>,
     run_dir: &Path,
 ) -> Result<(LoadedOptions, OptionsSource), String> {
-    let read = |path: &Path| {
-        config::load_options(path, args).map_err(|e| format!("cannot read {}: {e}", path.display()))
-    };
+    let read = |path: &Path| config::load_options(path, args).map_err(|e| e.to_string());
     let (mut loaded, source) = match (&args.opts_file, fabric) {
         (Some(path), _) => (read(path)?, OptionsSource::CommandLine(path.clone())),
         (None, Some(f)) => {
             let name = format!("{}:ibacm_opts.cfg", f.host);
             let (mut options, diagnostics) = Options::parse(&name, f.text);
             config::apply_overrides(&mut options, args);
+            // The daemon's own settings (access control, metrics) too, as from a file.
+            let settings =
+                Settings::resolve(&options.daemon_options, &name, args, options.server_mode)
+                    .map_err(|e| e.to_string())?;
             let loaded = LoadedOptions {
                 options,
                 text: Some(f.text.to_owned()),
@@ -114,6 +118,7 @@ pub fn load(
                     Path::to_path_buf,
                 ),
                 diagnostics,
+                settings,
             };
             let source = OptionsSource::Fabric {
                 file: f.file.map(Path::to_path_buf),
