@@ -759,6 +759,18 @@ fn ep_queries_describe_the_endpoint() {
         want.extend_from_slice(&req[8..16]);
         assert_eq!(r, want, "{what}");
     }
+
+    // A request with a non-zero status byte still gets status 0 on success and EINVAL
+    // on failure (the reference builds the reply's status; it echoes only the index).
+    for (index, want_status) in [(1u8, 0u8), (2, 2)] {
+        let mut req = ep_query(index, 1);
+        req[2] = 0x5a;
+        let r = node.request(ConnId(9), &req).expect("reply");
+        assert_eq!(status(&r), want_status, "index {index}");
+        if want_status == 0 {
+            assert_eq!(r, capture("real-ibacm", "ep_one.resp000.bin"));
+        }
+    }
     insta::assert_snapshot!(node.transcript_text());
 }
 
