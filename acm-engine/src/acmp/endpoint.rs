@@ -5,7 +5,8 @@ use super::dest::{DestCache, DestIdx};
 use crate::addr::Address;
 use crate::counters::Counters;
 use crate::device::PortId;
-use crate::io::{AddressVector, Mad, SendToken};
+use crate::fxhash::FxBuildHasher;
+use crate::io::{AddressVector, ConnId, Mad, SendToken};
 use crate::time::Instant;
 use acm_proto::acm_mad::ACM_MAD_MAX_GIDS;
 use acm_proto::{Gid, Mtu, Rate};
@@ -13,6 +14,7 @@ use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::rc::Rc;
 use alloc::vec::Vec;
+use hashbrown::HashMap;
 
 /// Whether the endpoint can resolve: READY once group 0 is joined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +81,9 @@ pub(crate) struct Request {
     pub(crate) sending: bool,
     /// When the current transmission times out (set at send completion).
     pub(crate) expires: Option<Instant>,
+    /// Nobody waits for it (a NODELAY request's warm-up): counted against
+    /// `max_background_resolves`.
+    pub(crate) background: bool,
 }
 
 /// A resolve request waiting for a credit. It keeps what its MAD is made of, not the
@@ -113,9 +118,153 @@ pub(crate) enum WaitFor {
 pub(crate) enum Queued {
     /// A request waiting for a credit.
     Request(Waiting),
-    /// A request answered while it waited (by its TID, so the queue stays in TID
-    /// order); skipped when its turn comes.
+    /// A request that left the queue out of its place (answered while it waited,
+    /// started on its owner's turn, or cancelled), kept by its TID so that the queue
+    /// stays in TID order; dropped when it reaches the front.
     Answered(u64),
+}
+
+/// Whom a lookup waiting for a credit is charged to. Credits are handed out round-robin
+/// over the owners with a lookup waiting, so that one client's flood of new
+/// destinations delays another client's by at most one resolution, where a single FIFO
+/// made it wait behind all of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Owner {
+    /// A client connection that waits for the answer.
+    Client(ConnId),
+    /// The kernel (RDMA netlink), which waits for the answer.
+    Kernel,
+    /// Nobody: the warm-up a NODELAY request leaves behind. It only gets a credit when
+    /// no lookup that someone waits for is queued.
+    Background,
+}
+
+/// The resolve queue (the reference's `resolve_queue`, credits `resolve_depth`) with
+/// fair turns: every waiting lookup is in `pending` in TID order, as before (a response
+/// may answer one that was never sent, spec 2.5), and its TID is in its owner's turn
+/// list; a free credit goes to the next owner of `ring`.
+#[derive(Debug, Default)]
+pub(crate) struct ResolveQueue {
+    /// Credits free: lookups that may be started now.
+    pub(crate) credits: u32,
+    /// Lookups waiting for a credit, in TID order.
+    pub(crate) pending: VecDeque<Queued>,
+    /// Each owner's waiting lookups, by TID, in turn order (some may have left
+    /// `pending` meanwhile: they are skipped). Background lookups are in `background`.
+    turns: HashMap<Owner, VecDeque<u64>, FxBuildHasher>,
+    /// Owners with a turn list, next to be served first. An owner is in it exactly
+    /// when it has a turn list.
+    ring: VecDeque<Owner>,
+    /// Background lookups' TIDs, served only when `ring` is empty.
+    pub(crate) background: VecDeque<u64>,
+}
+
+impl ResolveQueue {
+    /// A queue with `credits` credits.
+    pub(crate) fn new(credits: u32) -> Self {
+        Self {
+            credits,
+            ..Self::default()
+        }
+    }
+
+    /// Queues `w` (its TID the newest) for `owner`.
+    pub(crate) fn push(&mut self, owner: Owner, w: Waiting) {
+        let tid = w.tid;
+        self.pending.push_back(Queued::Request(w));
+        self.give_turn(owner, tid);
+    }
+
+    /// Adds the waiting lookup `tid` to `owner`'s turns. An owner that had none goes to
+    /// the front of the ring: it has not been served since it last had nothing waiting
+    /// (a client that asks one thing at a time, as librdmacm does, never waits behind
+    /// more than the lookups already holding credits).
+    pub(crate) fn give_turn(&mut self, owner: Owner, tid: u64) {
+        if owner == Owner::Background {
+            self.background.push_back(tid);
+            return;
+        }
+        match self.turns.get_mut(&owner) {
+            Some(list) => list.push_back(tid),
+            None => {
+                self.turns.insert(owner, VecDeque::from([tid]));
+                self.ring.push_front(owner);
+            }
+        }
+    }
+
+    /// The waiting lookups `owner` has turns for (their TIDs), removing its turns.
+    pub(crate) fn take_turns(&mut self, owner: Owner) -> VecDeque<u64> {
+        let list = self.turns.remove(&owner).unwrap_or_default();
+        self.ring.retain(|o| *o != owner);
+        list
+    }
+
+    /// The next lookup to start: the first of the next owner's that is still waiting,
+    /// else the oldest background one. It leaves the queue.
+    pub(crate) fn next_turn(&mut self) -> Option<Waiting> {
+        while let Some(owner) = self.ring.pop_front() {
+            let Some(list) = self.turns.get_mut(&owner) else {
+                continue;
+            };
+            let mut found = None;
+            while let Some(tid) = list.pop_front() {
+                if let Some(w) = take_in(&mut self.pending, tid) {
+                    found = Some(w);
+                    break;
+                }
+            }
+            if list.is_empty() {
+                self.turns.remove(&owner);
+            } else {
+                self.ring.push_back(owner);
+            }
+            if found.is_some() {
+                self.trim();
+                return found;
+            }
+        }
+        while let Some(tid) = self.background.pop_front() {
+            if let Some(w) = take_in(&mut self.pending, tid) {
+                self.trim();
+                return Some(w);
+            }
+        }
+        self.trim();
+        None
+    }
+
+    /// Takes the waiting lookup `tid` out of the queue (it is cancelled).
+    pub(crate) fn remove(&mut self, tid: u64) -> Option<Waiting> {
+        let w = take_in(&mut self.pending, tid);
+        self.trim();
+        w
+    }
+
+    /// The waiting lookup `tid`, if it still waits.
+    pub(crate) fn get(&self, tid: u64) -> Option<&Waiting> {
+        match self.pending.get(position_in(&self.pending, tid)?)? {
+            Queued::Request(w) => Some(w),
+            Queued::Answered(_) => None,
+        }
+    }
+
+    /// Drops the entries that left the queue from its front, and gives back the room of
+    /// an emptied queue unless it is small: a burst of cold destinations can queue
+    /// thousands, and the queue would keep room for them.
+    fn trim(&mut self) {
+        while matches!(self.pending.front(), Some(Queued::Answered(_))) {
+            self.pending.pop_front();
+        }
+        if self.pending.is_empty() {
+            if self.pending.capacity() > 64 {
+                self.pending = VecDeque::new();
+            }
+            self.background.clear();
+            self.turns.clear();
+            self.ring.clear();
+        }
+    }
 }
 
 impl Queued {
@@ -135,16 +284,6 @@ pub(crate) struct SendQueue<T> {
     pub(crate) pending: VecDeque<T>,
 }
 
-impl<T> SendQueue<T> {
-    /// Gives back the room of an emptied queue, unless it is small: a burst of cold
-    /// destinations can queue thousands, and the queue would keep room for them.
-    pub(crate) fn free_if_empty(&mut self) {
-        if self.pending.is_empty() && self.pending.capacity() > 64 {
-            self.pending = VecDeque::new();
-        }
-    }
-}
-
 /// One endpoint as ibacmp sees it.
 #[derive(Debug)]
 pub(crate) struct Ep {
@@ -157,7 +296,7 @@ pub(crate) struct Ep {
     pub(crate) dests: DestCache,
     pub(crate) addrs: Vec<Address>,
     pub(crate) counters: Counters,
-    pub(crate) resolve_q: SendQueue<Queued>,
+    pub(crate) resolve_q: ResolveQueue,
     /// Responses waiting for a credit: where to, and the MAD.
     pub(crate) resp_q: SendQueue<(AddressVector, Mad)>,
     /// Requests holding a credit, by TID.
@@ -201,8 +340,8 @@ impl Ep {
     /// is in TID order (TIDs are taken as requests are queued) except across a wrap
     /// of the counter, where it is searched in full.
     pub(crate) fn answer_waiting(&mut self, tid: u64) -> Option<Address> {
-        let dest = answer_in(&mut self.resolve_q.pending, tid)?;
-        self.waiting_dest(&dest).map(|(a, _)| a)
+        let w = self.resolve_q.remove(tid)?;
+        self.waiting_dest(&w.dest).map(|(a, _)| a)
     }
 
     /// The address a waiting request resolves, and its cache entry if it has one.
@@ -257,22 +396,35 @@ fn unlink_in(q: &mut VecDeque<Queued>, idx: DestIdx, addr: &Address) {
     }
 }
 
-/// Marks the waiting request `tid` of queue `q` answered ([`Ep::answer_waiting`]);
-/// what it waited for.
-fn answer_in(q: &mut VecDeque<Queued>, tid: u64) -> Option<WaitFor> {
+/// Where the entry of TID `tid` is in queue `q`. The queue is in TID order (TIDs are
+/// taken as requests are queued) except across a wrap of the counter, where it is
+/// searched in full.
+fn position_in(q: &VecDeque<Queued>, tid: u64) -> Option<usize> {
     let sorted = q
         .front()
         .zip(q.back())
         .is_none_or(|(f, b)| f.tid() <= b.tid());
-    let i = if sorted {
-        q.binary_search_by_key(&tid, Queued::tid).ok()?
+    if sorted {
+        q.binary_search_by_key(&tid, Queued::tid).ok()
     } else {
-        q.iter().position(|e| e.tid() == tid)?
-    };
+        q.iter().position(|e| e.tid() == tid)
+    }
+}
+
+/// Takes the waiting request `tid` out of queue `q`, leaving its place marked; the
+/// request, if it still waited.
+fn take_in(q: &mut VecDeque<Queued>, tid: u64) -> Option<Waiting> {
+    let i = position_in(q, tid)?;
     match core::mem::replace(q.get_mut(i)?, Queued::Answered(tid)) {
-        Queued::Request(w) => Some(w.dest),
+        Queued::Request(w) => Some(w),
         Queued::Answered(_) => None,
     }
+}
+
+/// [`take_in`], for what the request waited for ([`Ep::answer_waiting`]).
+#[cfg(test)]
+fn answer_in(q: &mut VecDeque<Queued>, tid: u64) -> Option<WaitFor> {
+    take_in(q, tid).map(|w| w.dest)
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 
 mod dest;
 mod endpoint;
+mod fair;
 mod preload;
 mod protocol;
 mod resolve;
@@ -40,6 +41,8 @@ struct AcmpOptions {
     timeout_ms: u32,
     retries: u32,
     resolve_depth: u32,
+    max_pending_per_client: usize,
+    max_background_resolves: usize,
     send_depth: u32,
     recv_depth: u32,
     min_mtu: Mtu,
@@ -89,6 +92,8 @@ pub struct Acmp {
     timers: BTreeMap<(Instant, u64), Timer>,
     timer_seq: u64,
     next_token: u64,
+    /// What each client connection waits on (`fair.rs`).
+    clients: fair::Clients,
 }
 
 /// How long to wait before retrying a failed join.
@@ -107,6 +112,8 @@ impl Acmp {
             timeout_ms: o.timeout_ms,
             retries: o.retries,
             resolve_depth: o.resolve_depth.max(1),
+            max_pending_per_client: o.max_pending_per_client as usize,
+            max_background_resolves: o.max_background_resolves as usize,
             send_depth: o.send_depth.max(1),
             recv_depth: o.recv_depth,
             min_mtu: o.min_mtu,
@@ -129,6 +136,7 @@ impl Acmp {
             timers: BTreeMap::new(),
             timer_seq: 0,
             next_token: 1,
+            clients: fair::Clients::default(),
         }
     }
 
@@ -173,7 +181,7 @@ impl Acmp {
         };
         let mut replies = Vec::new();
         for d in ep.dests.iter_mut() {
-            replies.append(&mut d.queue);
+            replies.append(&mut fair::take_queue(&mut self.clients, id, d));
         }
         for r in replies {
             Self::finish(Some(ep), cx, r, Outcome::Failed(status));
@@ -321,7 +329,7 @@ impl Provider for Acmp {
         {
             if let Some(mut d) = ep.dests.remove(i) {
                 ep.unlink_waiting(i, &d.addr);
-                let queue = core::mem::take(&mut d.queue);
+                let queue = fair::take_queue(&mut self.clients, id, &mut d);
                 for r in queue {
                     Self::finish(Some(ep), cx, r, Outcome::Failed(Status::ENODATA));
                 }
@@ -348,6 +356,10 @@ impl Provider for Acmp {
         for id in ids {
             self.rejoin(cx, id);
         }
+    }
+
+    fn client_closed(&mut self, cx: &mut Ctx<'_>, conn: crate::ConnId) {
+        self.close_client(cx, conn);
     }
 
     fn perf(&self, id: EndpointId) -> Option<Counters> {

@@ -1,10 +1,11 @@
 //! Client resolves on ibacmp (spec 4.3): the destination state machine as a client
 //! lookup walks it, coalescing, NODELAY.
 
-use super::endpoint::EpState;
-use super::{Acmp, DestState};
+use super::endpoint::{EpState, Owner};
+use super::{Acmp, DestState, fair};
 use crate::addr::Address;
 use crate::counters::Counter;
+use crate::counters::LookupEvent;
 use crate::io::EndpointId;
 use crate::log::{Level, log};
 use crate::provider::{Ctx, Outcome, PendingReply, Resolve};
@@ -104,12 +105,21 @@ impl Acmp {
         flags: EpFlags,
         reply: PendingReply,
     ) {
+        let existed = self
+            .eps
+            .get(&id)
+            .is_some_and(|e| e.dests.find(&dest).is_some());
         let Some((idx, reply)) = self.slot(cx, id, &dest, reply) else {
             return;
         };
         let Some((state, reply)) = self.check_ready(cx, id, idx, reply) else {
             return;
         };
+        let nodelay = flags.contains(EpFlags::NODELAY);
+        if !nodelay && !self.may_wait(cx, id, &dest, &reply) {
+            self.forget_fresh(id, idx, existed);
+            return self.fail(cx, id, reply, Status::ENOMEM);
+        }
         match state {
             DestState::AddrResolved => {
                 cx.count(Counter::AddrCache);
@@ -123,7 +133,22 @@ impl Acmp {
                 }
             }
             DestState::Init => {
-                if let Err(e) = self.send_request(cx, id, &src, &dest, idx) {
+                let owner = if nodelay {
+                    Owner::Background
+                } else {
+                    fair::owner_of(&reply)
+                };
+                if nodelay
+                    && self.eps.get_mut(&id).is_some_and(|ep| {
+                        Self::background_lookups(ep) >= self.opts.max_background_resolves
+                    })
+                {
+                    // The NODELAY answer (ENODATA) as always, without the warm-up.
+                    cx.count_lookup(LookupEvent::BackgroundDropped);
+                    self.forget_fresh(id, idx, existed);
+                    return self.enqueue(cx, id, idx, flags, reply);
+                }
+                if let Err(e) = self.send_request(cx, id, &src, &dest, idx, owner) {
                     return self.fail(cx, id, reply, e);
                 }
                 if let Some(d) = self.eps.get_mut(&id).and_then(|e| e.dests.get_mut(idx)) {
@@ -149,12 +174,20 @@ impl Acmp {
         } else {
             Address::gid(p.dgid())
         };
+        let existed = self
+            .eps
+            .get(&id)
+            .is_some_and(|e| e.dests.find(&key).is_some());
         let Some((idx, reply)) = self.slot(cx, id, &key, reply) else {
             return;
         };
         let Some((state, reply)) = self.check_ready(cx, id, idx, reply) else {
             return;
         };
+        if !flags.contains(EpFlags::NODELAY) && !self.may_wait(cx, id, &key, &reply) {
+            self.forget_fresh(id, idx, existed);
+            return self.fail(cx, id, reply, Status::ENOMEM);
+        }
         match state {
             DestState::Init | DestState::AddrResolved => {
                 if state == DestState::Init {
@@ -228,6 +261,23 @@ impl Acmp {
         }
     }
 
+    /// Removes cache entry `idx`, made for a request that was then refused, so that a
+    /// flood of refused requests leaves no entries behind (`existed`: it was there
+    /// before the request).
+    fn forget_fresh(&mut self, id: EndpointId, idx: super::dest::DestIdx, existed: bool) {
+        if existed {
+            return;
+        }
+        if let Some(ep) = self.eps.get_mut(&id)
+            && ep
+                .dests
+                .get(idx)
+                .is_some_and(|d| d.state == DestState::Init && d.queue.is_empty())
+        {
+            ep.dests.remove(idx);
+        }
+    }
+
     fn set_init(&mut self, id: EndpointId, idx: super::dest::DestIdx) {
         if let Some(d) = self.eps.get_mut(&id).and_then(|e| e.dests.get_mut(idx)) {
             d.state = DestState::Init;
@@ -260,12 +310,19 @@ impl Acmp {
             return Self::finish(Some(ep), cx, reply, Outcome::Failed(Status::ENOMEM));
         }
         if let Some(d) = ep.dests.get_mut(idx) {
+            let first = d.queue.is_empty();
+            let querying = d.state == DestState::QueryAddr;
+            fair::note_wait(&mut self.clients, id, &d.addr, &reply);
+            let owner = fair::owner_of(&reply);
             // Most destinations only ever have one request waiting: room for one, not
             // the four a first push allocates.
             if d.queue.capacity() == 0 {
                 d.queue.reserve_exact(1);
             }
             d.queue.push(reply);
+            if first && querying {
+                Self::promote(ep, idx, owner);
+            }
         }
     }
 }

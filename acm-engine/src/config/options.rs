@@ -145,6 +145,18 @@ pub struct Options {
     pub loopback_prot: LoopbackProt,
     /// `resolve_depth`: outstanding ACM resolves per endpoint.
     pub resolve_depth: u32,
+    /// `max_pending_per_client` (not in the reference): how many distinct destinations
+    /// one client connection may wait on at once. A request for one more is answered
+    /// ENOMEM at once, for that client only; cache hits and requests joining a lookup
+    /// the client already waits on are always served. librdmacm and libacm ask one
+    /// thing at a time per connection, so only a flood reaches the bound.
+    pub max_pending_per_client: u32,
+    /// `max_background_resolves` (not in the reference): how many lookups per endpoint
+    /// may run, or wait for a credit, with nobody waiting for them (the warm-up a
+    /// NODELAY miss leaves behind). A NODELAY miss beyond it is answered ENODATA as
+    /// always, but starts no lookup. Background lookups only get a credit when no
+    /// lookup someone waits for is queued.
+    pub max_background_resolves: u32,
     /// `send_depth`: outstanding ACM responses per endpoint.
     pub send_depth: u32,
     /// `recv_depth`: receive buffers per endpoint.
@@ -185,6 +197,8 @@ impl Default for Options {
             route_timeout: -1,
             loopback_prot: LoopbackProt::Local,
             resolve_depth: 1,
+            max_pending_per_client: 64,
+            max_background_resolves: 64,
             send_depth: 1,
             recv_depth: 1024,
             min_mtu: Mtu::MTU_2048,
@@ -378,6 +392,12 @@ impl Parser<'_> {
                 }
             }
             b"resolve_depth" => self.opts.resolve_depth = self.int(line, name, value) as u32,
+            b"max_pending_per_client" => {
+                self.opts.max_pending_per_client = self.int(line, name, value) as u32;
+            }
+            b"max_background_resolves" => {
+                self.opts.max_background_resolves = self.int(line, name, value) as u32;
+            }
             b"send_depth" => self.opts.send_depth = self.int(line, name, value) as u32,
             b"recv_depth" => self.opts.recv_depth = self.int(line, name, value) as u32,
             b"min_mtu" => {
@@ -739,6 +759,8 @@ addr_data_file /h
             route_timeout: 30,
             loopback_prot: LoopbackProt::None,
             resolve_depth: 2,
+            max_pending_per_client: 64,
+            max_background_resolves: 64,
             send_depth: 3,
             recv_depth: 16,
             min_mtu: Mtu::MTU_4096,

@@ -90,6 +90,10 @@ impl Engine {
         if conns.capacity() > 64 && conns.len() * 4 < conns.capacity() {
             conns.shrink_to(conns.len() * 2);
         }
+        // Then the providers may stop what only this client waited for.
+        for i in 0..self.providers.len() {
+            self.with_provider(i, |p, cx| p.client_closed(cx, conn));
+        }
     }
 
     /// A RESOLVE from a client or built from a kernel request (spec 1.7, 1.8).
