@@ -15,6 +15,24 @@ use alloc::vec::Vec;
 /// a `provider <name> default` line says otherwise (spec 5.4).
 pub const BUILTIN_PROVIDER: &str = "ibacmp";
 
+/// The default `resolve_depth` (the reference's is 1).
+///
+/// A lookup nobody answers holds its credit for the whole retry cycle (4 s with the
+/// reference fabric's `timeout 1000` and `retries 1`, 9 s with the defaults): at depth
+/// 1 a single unreachable destination makes every other new destination of the
+/// endpoint wait that long. At depth D, fewer than D such lookups delay nobody, and
+/// more delay a new destination by at most one lookup (credits go round-robin over
+/// the clients). Depth costs multicast traffic when every host starts resolving at
+/// once: each outstanding request is a MAD every host receives. Measured on the
+/// simulator (`cargo run --release -p acm-io-sim --example resolve_depth`, figures in
+/// BENCHMARKS.md, "Issue 15"): a new destination asked beside 4 unanswered lookups
+/// waits 3.5 s at depths 1 to 4 and 114 µs at 8; a 256-host all-to-all storm is
+/// answered in the same 16.3 ms at every depth but sends 512 ACM MADs at depth 1,
+/// 2,816 at 4, 5,888 at 8 and 12,032 at 16. 8 absorbs a handful of dead destinations
+/// for about 11 times the storm's multicasts; 16 would double that again for a benefit
+/// only when 8 to 15 lookups go unanswered at once.
+pub const DEFAULT_RESOLVE_DEPTH: u32 = 8;
+
 /// Where the daemon listens for clients (`server_mode`, spec 1.1), so the daemon can
 /// pick its socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -143,7 +161,9 @@ pub struct Options {
     pub route_timeout: i32,
     /// `loopback_prot`.
     pub loopback_prot: LoopbackProt,
-    /// `resolve_depth`: outstanding ACM resolves per endpoint.
+    /// `resolve_depth`: outstanding ACM address lookups per endpoint. The reference's
+    /// default is 1; ours is [`DEFAULT_RESOLVE_DEPTH`] (why: there). `resolve_depth 1`
+    /// behaves as the reference does.
     pub resolve_depth: u32,
     /// `max_pending_per_client` (not in the reference): how many distinct destinations
     /// one client connection may wait on at once. A request for one more is answered
@@ -196,7 +216,7 @@ impl Default for Options {
             route_prot: RouteProt::Sa,
             route_timeout: -1,
             loopback_prot: LoopbackProt::Local,
-            resolve_depth: 1,
+            resolve_depth: DEFAULT_RESOLVE_DEPTH,
             max_pending_per_client: 64,
             max_background_resolves: 64,
             send_depth: 1,
@@ -648,7 +668,7 @@ mod tests {
         assert_eq!(o.route_prot, RouteProt::Sa);
         assert_eq!(o.route_timeout, -1);
         assert_eq!(o.loopback_prot, LoopbackProt::Local);
-        assert_eq!((o.resolve_depth, o.send_depth, o.recv_depth), (1, 1, 1024));
+        assert_eq!((o.resolve_depth, o.send_depth, o.recv_depth), (8, 1, 1024));
         assert_eq!(o.min_mtu, Mtu(4));
         assert_eq!(o.min_rate, Rate(3));
         assert_eq!(o.route_preload, RoutePreload::None);
