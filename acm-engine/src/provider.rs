@@ -65,9 +65,10 @@ pub trait Provider {
     /// The port's SM was re-registered: rejoin the multicast groups.
     fn client_reregister(&mut self, _cx: &mut Ctx<'_>, _port: PortId) {}
 
-    /// A client connection closed. Its replies would be dropped anyway (the core no
-    /// longer delivers them); a provider may also stop the work only that client was
-    /// waiting for, and drop the client's [`PendingReply`]s with [`Ctx::discard`].
+    /// A client connection closed while it had requests in a provider's hands. Its
+    /// replies would be dropped anyway (the core no longer delivers them); a provider
+    /// may also stop the work only that client was waiting for, and drop the client's
+    /// [`PendingReply`]s with [`Ctx::discard`].
     fn client_closed(&mut self, _cx: &mut Ctx<'_>, _conn: crate::ConnId) {}
 
     /// The per-endpoint counters, if the provider keeps any.

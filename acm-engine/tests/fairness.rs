@@ -132,17 +132,17 @@ fn credits_go_round_robin_over_connections() {
     ask(&mut n, 3, "198.18.3.0");
     n.run_until(Instant::ZERO + LOOKUP * 12);
     let order: Vec<String> = lookups_started(&n).into_iter().map(|(_, d)| d).collect();
-    // Each connection's own lookups in arrival order, the connections in turn; an
-    // owner that had nothing queued is served before those who already were.
+    // Rounds: every connection's first destination, in arrival order, then every
+    // connection's second, and so on; each connection's own in the order it asked.
     assert_eq!(
         order,
         [
             "198.18.9.9",
-            "198.18.3.0",
-            "198.18.2.0",
             "198.18.1.0",
-            "198.18.2.1",
+            "198.18.2.0",
+            "198.18.3.0",
             "198.18.1.10",
+            "198.18.2.1",
             "198.18.1.1",
             "198.18.1.11",
             "198.18.1.2",

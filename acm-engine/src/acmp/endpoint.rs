@@ -5,16 +5,16 @@ use super::dest::{DestCache, DestIdx};
 use crate::addr::Address;
 use crate::counters::Counters;
 use crate::device::PortId;
-use crate::fxhash::FxBuildHasher;
-use crate::io::{AddressVector, ConnId, Mad, SendToken};
+use crate::io::{AddressVector, Mad, SendToken};
 use crate::time::Instant;
 use acm_proto::acm_mad::ACM_MAD_MAX_GIDS;
 use acm_proto::{Gid, Mtu, Rate};
 use alloc::boxed::Box;
+use alloc::collections::BinaryHeap;
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::rc::Rc;
 use alloc::vec::Vec;
-use hashbrown::HashMap;
+use core::cmp::Reverse;
 
 /// Whether the endpoint can resolve: READY once group 0 is joined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,38 +124,35 @@ pub(crate) enum Queued {
     Answered(u64),
 }
 
-/// Whom a lookup waiting for a credit is charged to. Credits are handed out round-robin
-/// over the owners with a lookup waiting, so that one client's flood of new
-/// destinations delays another client's by at most one resolution, where a single FIFO
-/// made it wait behind all of them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Owner {
-    /// A client connection that waits for the answer.
-    Client(ConnId),
-    /// The kernel (RDMA netlink), which waits for the answer.
-    Kernel,
-    /// Nobody: the warm-up a NODELAY request leaves behind. It only gets a credit when
-    /// no lookup that someone waits for is queued.
-    Background,
-}
-
 /// The resolve queue (the reference's `resolve_queue`, credits `resolve_depth`) with
-/// fair turns: every waiting lookup is in `pending` in TID order, as before (a response
-/// may answer one that was never sent, spec 2.5), and its TID is in its owner's turn
-/// list; a free credit goes to the next owner of `ring`.
+/// fair turns. Every waiting lookup is in `pending` in TID order, as before (a response
+/// may answer one that was never sent, spec 2.5); a free credit goes to the lookup with
+/// the lowest *round*, then the oldest.
+///
+/// A lookup's round is how many other destinations its client already waited on when
+/// it was queued ([`super::Acmp::round_of`]): a client's first destination is round 0,
+/// its second round 1, and so on. So credits go round-robin over the clients: one
+/// client's flood of new destinations takes rounds 1, 2, 3, … while another client's
+/// next destination, round 0 (librdmacm and libacm ask one thing at a time), waits only
+/// for the lookups already holding credits — where a single FIFO made it wait behind
+/// the whole flood. Rounds need no per-client state in the queue: a storm queues one
+/// lookup for each of thousands of one-request connections, and a table of turn lists
+/// per client doubled the simulator's memory.
+///
+/// Lookups nobody waits for (a NODELAY request's warm-up) are in `background`, served
+/// only when no round is waiting.
 #[derive(Debug, Default)]
 pub(crate) struct ResolveQueue {
     /// Credits free: lookups that may be started now.
     pub(crate) credits: u32,
     /// Lookups waiting for a credit, in TID order.
     pub(crate) pending: VecDeque<Queued>,
-    /// Each owner's waiting lookups, by TID, in turn order (some may have left
-    /// `pending` meanwhile: they are skipped). Background lookups are in `background`.
-    turns: HashMap<Owner, VecDeque<u64>, FxBuildHasher>,
-    /// Owners with a turn list, next to be served first. An owner is in it exactly
-    /// when it has a turn list.
-    ring: VecDeque<Owner>,
-    /// Background lookups' TIDs, served only when `ring` is empty.
+    /// (round, arrival, TID) of the lookups someone waits for; some may have left
+    /// `pending` meanwhile (they are skipped).
+    turns: BinaryHeap<Reverse<(u32, u64, u64)>>,
+    /// Arrivals so far (the tie-break within a round).
+    arrivals: u64,
+    /// Background lookups' TIDs, oldest first.
     pub(crate) background: VecDeque<u64>,
 }
 
@@ -168,70 +165,45 @@ impl ResolveQueue {
         }
     }
 
-    /// Queues `w` (its TID the newest) for `owner`.
-    pub(crate) fn push(&mut self, owner: Owner, w: Waiting) {
+    /// Queues `w` (its TID the newest) in `round`, or in the background (`None`).
+    pub(crate) fn push(&mut self, round: Option<u32>, w: Waiting) {
         let tid = w.tid;
         self.pending.push_back(Queued::Request(w));
-        self.give_turn(owner, tid);
+        self.give_turn(round, tid);
     }
 
-    /// Adds the waiting lookup `tid` to `owner`'s turns. An owner that had none goes to
-    /// the front of the ring: it has not been served since it last had nothing waiting
-    /// (a client that asks one thing at a time, as librdmacm does, never waits behind
-    /// more than the lookups already holding credits).
-    pub(crate) fn give_turn(&mut self, owner: Owner, tid: u64) {
-        if owner == Owner::Background {
-            self.background.push_back(tid);
-            return;
+    /// Gives the waiting lookup `tid` a turn in `round` (or in the background). A
+    /// lookup may hold both: a background one that a client came to wait for.
+    pub(crate) fn give_turn(&mut self, round: Option<u32>, tid: u64) {
+        match round {
+            Some(r) => {
+                self.arrivals += 1;
+                self.turns.push(Reverse((r, self.arrivals, tid)));
+            }
+            None => self.background.push_back(tid),
         }
-        match self.turns.get_mut(&owner) {
-            Some(list) => list.push_back(tid),
-            None => {
-                self.turns.insert(owner, VecDeque::from([tid]));
-                self.ring.push_front(owner);
+    }
+
+    /// The next lookup to start: the still-waiting one of the lowest round (the oldest
+    /// of it), else the oldest background one. It leaves the queue.
+    pub(crate) fn next_turn(&mut self) -> Option<Waiting> {
+        let mut found = None;
+        while let Some(Reverse((_, _, tid))) = self.turns.pop() {
+            if let Some(w) = take_in(&mut self.pending, tid) {
+                found = Some(w);
+                break;
             }
         }
-    }
-
-    /// The waiting lookups `owner` has turns for (their TIDs), removing its turns.
-    pub(crate) fn take_turns(&mut self, owner: Owner) -> VecDeque<u64> {
-        let list = self.turns.remove(&owner).unwrap_or_default();
-        self.ring.retain(|o| *o != owner);
-        list
-    }
-
-    /// The next lookup to start: the first of the next owner's that is still waiting,
-    /// else the oldest background one. It leaves the queue.
-    pub(crate) fn next_turn(&mut self) -> Option<Waiting> {
-        while let Some(owner) = self.ring.pop_front() {
-            let Some(list) = self.turns.get_mut(&owner) else {
-                continue;
-            };
-            let mut found = None;
-            while let Some(tid) = list.pop_front() {
+        if found.is_none() {
+            while let Some(tid) = self.background.pop_front() {
                 if let Some(w) = take_in(&mut self.pending, tid) {
                     found = Some(w);
                     break;
                 }
             }
-            if list.is_empty() {
-                self.turns.remove(&owner);
-            } else {
-                self.ring.push_back(owner);
-            }
-            if found.is_some() {
-                self.trim();
-                return found;
-            }
-        }
-        while let Some(tid) = self.background.pop_front() {
-            if let Some(w) = take_in(&mut self.pending, tid) {
-                self.trim();
-                return Some(w);
-            }
         }
         self.trim();
-        None
+        found
     }
 
     /// Takes the waiting lookup `tid` out of the queue (it is cancelled).
@@ -239,6 +211,21 @@ impl ResolveQueue {
         let w = take_in(&mut self.pending, tid);
         self.trim();
         w
+    }
+
+    /// Takes out every waiting lookup `cancel` selects; how many.
+    pub(crate) fn remove_where(&mut self, cancel: impl Fn(&Waiting) -> bool) -> usize {
+        let mut n = 0;
+        for e in &mut self.pending {
+            if let Queued::Request(w) = e
+                && cancel(w)
+            {
+                *e = Queued::Answered(w.tid);
+                n += 1;
+            }
+        }
+        self.trim();
+        n
     }
 
     /// The waiting lookup `tid`, if it still waits.
@@ -259,10 +246,10 @@ impl ResolveQueue {
         if self.pending.is_empty() {
             if self.pending.capacity() > 64 {
                 self.pending = VecDeque::new();
+                self.turns = BinaryHeap::new();
             }
             self.background.clear();
             self.turns.clear();
-            self.ring.clear();
         }
     }
 }

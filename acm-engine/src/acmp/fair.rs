@@ -8,8 +8,9 @@
 //!
 //! * every client connection's distinct pending destinations are counted, and a request
 //!   for one more than `max_pending_per_client` is answered ENOMEM at once;
-//! * credits go round-robin over the owners of waiting lookups ([`Owner`]), so another
-//!   client's new destination waits for at most one lookup to finish;
+//! * credits go round-robin over the clients waiting for lookups (by rounds,
+//!   `ResolveQueue`), so another client's new destination waits for at most one lookup
+//!   to finish;
 //! * a NODELAY miss starts a background lookup only while the endpoint has fewer than
 //!   `max_background_resolves`, and background lookups take credits last;
 //! * when a connection closes, its replies are dropped from the destination queues, and
@@ -18,108 +19,183 @@
 //!   Route queries already handed to the SA are left to finish (they are short, and the
 //!   kernel cannot take a umad send back).
 
-use super::endpoint::{Ep, Owner};
+use super::dest::DestIdx;
+use super::endpoint::{Ep, WaitFor};
 use super::{Acmp, Dest, DestState};
-use crate::addr::Address;
 use crate::counters::LookupEvent;
-use crate::fxhash::FxBuildHasher;
+use crate::fxhash::{FxBuildHasher, SeqBuildHasher};
 use crate::io::{ConnId, EndpointId};
 use crate::log::{Level, log};
 use crate::provider::{Ctx, PendingReply};
 use alloc::vec::Vec;
 use hashbrown::{HashMap, HashSet};
 
-/// What one client connection waits on.
-#[derive(Debug, Default)]
-pub(crate) struct ClientWaits {
-    /// The life of the connection these are for (ids are reused after a close).
-    epoch: u64,
-    /// The destinations (by endpoint) it has requests queued on.
-    dests: HashSet<(EndpointId, Address), FxBuildHasher>,
-    /// Whether its first refusal was logged (the rest are only counted).
-    warned: bool,
+/// A destination a client waits on: its endpoint and cache slot. A slot is not emptied
+/// while requests are queued on it (its queue is taken first), so the pair names one
+/// destination for as long as the wait lasts.
+type Wait = (EndpointId, DestIdx);
+
+/// The destinations one client connection waits on. Almost every client waits on one
+/// (librdmacm and libacm ask one thing at a time), and a storm has one such client per
+/// request, so one is kept inline: the table then costs a few dozen bytes per waiting
+/// client and no allocation.
+#[derive(Debug)]
+enum Waits {
+    One(Wait),
+    Many(Vec<Wait>),
 }
 
-/// Every client connection that waits on something.
-pub(crate) type Clients = HashMap<ConnId, ClientWaits, FxBuildHasher>;
+impl Waits {
+    fn len(&self) -> usize {
+        match self {
+            Self::One(_) => 1,
+            Self::Many(v) => v.len(),
+        }
+    }
 
-/// Who a request's lookup is charged to: its client, or the kernel.
-pub(super) fn owner_of(reply: &PendingReply) -> Owner {
-    match reply.client() {
-        Some((conn, _)) => Owner::Client(conn),
-        None => Owner::Kernel,
+    fn contains(&self, w: Wait) -> bool {
+        match self {
+            Self::One(x) => *x == w,
+            Self::Many(v) => v.contains(&w),
+        }
+    }
+
+    fn insert(&mut self, w: Wait) {
+        match self {
+            Self::One(x) if *x == w => {}
+            Self::One(x) => *self = Self::Many(alloc::vec![*x, w]),
+            Self::Many(v) => {
+                if !v.contains(&w) {
+                    v.push(w);
+                }
+            }
+        }
+    }
+
+    fn to_vec(&self) -> Vec<Wait> {
+        match self {
+            Self::One(x) => alloc::vec![*x],
+            Self::Many(v) => v.clone(),
+        }
     }
 }
 
-/// Takes every request queued on destination `d` of endpoint `id` (to answer them), and
-/// forgets that their clients wait on it.
-pub(super) fn take_queue(clients: &mut Clients, id: EndpointId, d: &mut Dest) -> Vec<PendingReply> {
+/// Every client connection that waits on something, and those whose refusal was logged.
+///
+/// Keyed by connection only: when a connection closes, its entry goes and its requests
+/// leave every destination queue ([`Acmp::close_client`]), so nothing of an earlier
+/// life of a reused id is left to be confused with the next.
+#[derive(Debug, Default)]
+pub(crate) struct Clients {
+    waits: HashMap<ConnId, Waits, SeqBuildHasher>,
+    /// Connections told about `max_pending_per_client` (once each; the rest counted).
+    warned: HashSet<ConnId, FxBuildHasher>,
+}
+
+/// The turn a lookup for `reply` takes (`ResolveQueue`): how many destinations its
+/// client already waits on. The kernel's lookups take the first round.
+pub(super) fn round_of(clients: &Clients, reply: &PendingReply) -> u32 {
+    reply
+        .client()
+        .and_then(|(conn, _)| clients.waits.get(&conn))
+        .map_or(0, |w| w.len() as u32)
+}
+
+/// Takes every request queued on destination `idx` (`d`) of endpoint `id` (to answer
+/// them), and forgets that their clients wait on it.
+pub(super) fn take_queue(
+    clients: &mut Clients,
+    id: EndpointId,
+    idx: DestIdx,
+    d: &mut Dest,
+) -> Vec<PendingReply> {
     let queue = core::mem::take(&mut d.queue);
     for r in &queue {
-        forget_wait(clients, id, &d.addr, r);
+        if let Some((conn, _)) = r.client() {
+            clients.forget(conn, |w| w == (id, idx));
+        }
     }
     queue
 }
 
-/// Notes that the client of `reply` waits on `dest` of endpoint `id`.
-pub(super) fn note_wait(
+/// Takes every request queued on endpoint `id`'s destinations (it is going away).
+pub(super) fn take_all_queues(
     clients: &mut Clients,
     id: EndpointId,
-    dest: &Address,
-    reply: &PendingReply,
-) {
-    let Some((conn, epoch)) = reply.client() else {
-        return;
-    };
-    let c = clients.entry(conn).or_default();
-    if c.epoch != epoch {
-        *c = ClientWaits {
-            epoch,
-            ..ClientWaits::default()
-        };
+    ep: &mut Ep,
+) -> Vec<PendingReply> {
+    let mut replies = Vec::new();
+    for d in ep.dests.iter_mut() {
+        replies.append(&mut d.queue);
     }
-    c.dests.insert((id, *dest));
+    for r in &replies {
+        if let Some((conn, _)) = r.client() {
+            clients.forget(conn, |w| w.0 == id);
+        }
+    }
+    replies
 }
 
-/// The client of `r` no longer waits on `addr` of endpoint `id`.
-fn forget_wait(clients: &mut Clients, id: EndpointId, addr: &Address, r: &PendingReply) {
-    let Some((conn, epoch)) = r.client() else {
+/// Notes that the client of `reply` waits on destination `idx` of endpoint `id`.
+pub(super) fn note_wait(clients: &mut Clients, id: EndpointId, idx: DestIdx, reply: &PendingReply) {
+    let Some((conn, _)) = reply.client() else {
         return;
     };
-    if let Some(c) = clients.get_mut(&conn)
-        && c.epoch == epoch
-    {
-        c.dests.remove(&(id, *addr));
-        if c.dests.is_empty() {
-            clients.remove(&conn);
+    match clients.waits.get_mut(&conn) {
+        Some(w) => w.insert((id, idx)),
+        None => {
+            clients.waits.insert(conn, Waits::One((id, idx)));
+        }
+    }
+}
+
+impl Clients {
+    /// `conn` no longer waits on the destinations `gone` selects.
+    fn forget(&mut self, conn: ConnId, gone: impl Fn(Wait) -> bool) {
+        let Some(w) = self.waits.get_mut(&conn) else {
+            return;
+        };
+        let empty = match w {
+            Waits::One(x) => gone(*x),
+            Waits::Many(v) => {
+                v.retain(|x| !gone(*x));
+                v.is_empty()
+            }
+        };
+        if empty {
+            self.waits.remove(&conn);
         }
     }
 }
 
 impl Acmp {
-    /// Whether the client of `reply` may wait on `dest` of endpoint `id`: it already
-    /// does, or it waits on fewer than `max_pending_per_client` destinations. The
-    /// kernel is not bounded.
+    /// [`round_of`] for this provider's clients.
+    pub(super) fn round_of(&self, reply: &PendingReply) -> u32 {
+        round_of(&self.clients, reply)
+    }
+
+    /// Whether the client of `reply` may wait on destination `idx` of endpoint `id`: it
+    /// already does, or it waits on fewer than `max_pending_per_client` destinations.
+    /// The kernel is not bounded.
     pub(super) fn may_wait(
         &mut self,
         cx: &mut Ctx<'_>,
         id: EndpointId,
-        dest: &Address,
+        idx: DestIdx,
         reply: &PendingReply,
     ) -> bool {
-        let Some((conn, epoch)) = reply.client() else {
+        let Some((conn, _)) = reply.client() else {
             return true;
         };
         let limit = self.opts.max_pending_per_client;
-        let Some(c) = self.clients.get_mut(&conn).filter(|c| c.epoch == epoch) else {
+        let Some(w) = self.clients.waits.get(&conn) else {
             return limit > 0;
         };
-        if c.dests.len() < limit || c.dests.contains(&(id, *dest)) {
+        if w.len() < limit || w.contains((id, idx)) {
             return true;
         }
         cx.count_lookup(LookupEvent::Rejected);
-        if !c.warned {
-            c.warned = true;
+        if self.clients.warned.insert(conn) {
             log!(
                 cx,
                 Level::Basic,
@@ -158,10 +234,10 @@ impl Acmp {
     }
 
     /// The first request someone waits for joined destination `idx`, whose address
-    /// lookup may have been a NODELAY request's background one: it is now charged to
-    /// `owner` (a lookup in flight stops counting as background; a waiting one gets a
-    /// turn with `owner`).
-    pub(super) fn promote(ep: &mut Ep, idx: super::dest::DestIdx, owner: Owner) {
+    /// lookup may have been a NODELAY request's background one: it is now a lookup
+    /// someone waits for (in flight, it stops counting as background; waiting, it gets
+    /// a turn in `round`).
+    pub(super) fn promote(ep: &mut Ep, idx: super::dest::DestIdx, round: u32) {
         let Some(addr) = ep.dests.get(idx).map(|d| d.addr) else {
             return;
         };
@@ -177,31 +253,30 @@ impl Acmp {
                 .is_some_and(|w| ep.waiting_dest(&w.dest).is_some_and(|(a, _)| a == addr))
         });
         if let Some(tid) = tid {
-            ep.resolve_q.give_turn(owner, tid);
+            ep.resolve_q.give_turn(Some(round), tid);
         }
     }
 
     /// Client connection `conn` closed: drop its replies, cancel the address lookups
     /// nobody else waits for, and hand the turns of the others to a remaining waiter.
     pub(super) fn close_client(&mut self, cx: &mut Ctx<'_>, conn: ConnId) {
-        let Some(waits) = self.clients.remove(&conn) else {
+        self.clients.warned.remove(&conn);
+        let Some(waits) = self.clients.waits.remove(&conn) else {
             return;
         };
+        let waits = waits.to_vec();
         let mut eps: Vec<EndpointId> = Vec::new();
-        let mut orphans: Vec<(EndpointId, Address)> = Vec::new();
-        for &(id, addr) in &waits.dests {
+        let mut orphans: Vec<Wait> = Vec::new();
+        for &(id, idx) in &waits {
             if !eps.contains(&id) {
                 eps.push(id);
             }
-            let Some(ep) = self.eps.get_mut(&id) else {
-                continue;
-            };
-            let Some(d) = ep.dests.find(&addr).and_then(|i| ep.dests.get_mut(i)) else {
+            let Some(d) = self.eps.get_mut(&id).and_then(|ep| ep.dests.get_mut(idx)) else {
                 continue;
             };
             let mut kept = Vec::with_capacity(d.queue.len());
             for r in core::mem::take(&mut d.queue) {
-                if r.client() == Some((conn, waits.epoch)) {
+                if r.client().is_some_and(|(c, _)| c == conn) {
                     cx.discard(r);
                 } else {
                     kept.push(r);
@@ -209,52 +284,50 @@ impl Acmp {
             }
             d.queue = kept;
             if d.queue.is_empty() && d.state == DestState::QueryAddr {
-                orphans.push((id, addr));
+                orphans.push((id, idx));
             }
         }
         let mut cancelled = 0usize;
-        // Lookups still waiting for a credit: charged to `conn`, they move to a
-        // remaining waiter, or leave the queue when there is none.
+        // Lookups still waiting for a credit that nobody waits for: out of the queue.
         for &id in &eps {
             let Some(ep) = self.eps.get_mut(&id) else {
                 continue;
             };
-            for tid in ep.resolve_q.take_turns(Owner::Client(conn)) {
-                let Some(w) = ep.resolve_q.get(tid) else {
-                    continue;
-                };
-                let Some((_, Some(idx))) = ep.waiting_dest(&w.dest) else {
-                    ep.resolve_q.remove(tid);
-                    continue;
-                };
-                let next = ep
+            let gone: Vec<DestIdx> = orphans
+                .iter()
+                .filter(|(e, _)| *e == id)
+                .map(|&(_, i)| i)
+                .collect();
+            if gone.is_empty() {
+                continue;
+            }
+            cancelled += ep
+                .resolve_q
+                .remove_where(|w| matches!(w.dest, WaitFor::Slot(i) if gone.contains(&i)));
+            for &i in &gone {
+                let flying = ep
                     .dests
-                    .get(idx)
-                    .and_then(|d| d.queue.first())
-                    .map(owner_of);
-                match next {
-                    Some(owner) => ep.resolve_q.give_turn(owner, tid),
-                    None => {
-                        ep.resolve_q.remove(tid);
-                        if let Some(d) = ep.dests.get_mut(idx) {
-                            d.state = DestState::Init;
-                        }
-                        cancelled += 1;
-                    }
+                    .get(i)
+                    .map(|d| d.addr)
+                    .is_some_and(|a| ep.requests.values().any(|r| r.dest == a));
+                if !flying && let Some(d) = ep.dests.get_mut(i) {
+                    d.state = DestState::Init;
                 }
             }
         }
         // Lookups in flight that nobody waits for any more: stopped, their credit back.
-        for (id, addr) in orphans {
+        for (id, idx) in orphans {
             let Some(ep) = self.eps.get_mut(&id) else {
                 continue;
             };
-            let Some(idx) = ep.dests.find(&addr) else {
+            let Some(addr) = ep
+                .dests
+                .get(idx)
+                .filter(|d| d.state == DestState::QueryAddr)
+                .map(|d| d.addr)
+            else {
                 continue;
             };
-            if ep.dests.get(idx).map(|d| d.state) != Some(DestState::QueryAddr) {
-                continue;
-            }
             let tid = ep
                 .requests
                 .iter()

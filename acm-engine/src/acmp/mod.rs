@@ -179,10 +179,7 @@ impl Acmp {
         let Some(ep) = self.eps.get_mut(&id) else {
             return;
         };
-        let mut replies = Vec::new();
-        for d in ep.dests.iter_mut() {
-            replies.append(&mut fair::take_queue(&mut self.clients, id, d));
-        }
+        let replies = fair::take_all_queues(&mut self.clients, id, ep);
         for r in replies {
             Self::finish(Some(ep), cx, r, Outcome::Failed(status));
         }
@@ -329,7 +326,7 @@ impl Provider for Acmp {
         {
             if let Some(mut d) = ep.dests.remove(i) {
                 ep.unlink_waiting(i, &d.addr);
-                let queue = fair::take_queue(&mut self.clients, id, &mut d);
+                let queue = fair::take_queue(&mut self.clients, id, i, &mut d);
                 for r in queue {
                     Self::finish(Some(ep), cx, r, Outcome::Failed(Status::ENODATA));
                 }

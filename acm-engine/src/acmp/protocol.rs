@@ -2,7 +2,7 @@
 //! queue, retransmission and timeout, answering peers' requests, and matching
 //! responses.
 
-use super::endpoint::{Ep, Owner, Request, SendKind, WaitFor, Waiting};
+use super::endpoint::{Ep, Request, SendKind, WaitFor, Waiting};
 use super::{Acmp, DestState, Timer};
 use crate::addr::Address;
 use crate::counters::Counter;
@@ -20,9 +20,9 @@ use alloc::vec::Vec;
 use core::time::Duration;
 
 impl Acmp {
-    /// Starts an ACM resolve for `dest` from `src` (spec 2.4), charged to `owner`. The
-    /// request waits for a resolve-queue credit if none is free, and then for its
-    /// owner's turn.
+    /// Starts an ACM resolve for `dest` from `src` (spec 2.4), in turn `round` (`None`:
+    /// in the background, nobody waits for it). The request waits for a resolve-queue
+    /// credit if none is free, and then for its turn (`ResolveQueue`).
     pub(super) fn send_request(
         &mut self,
         cx: &mut Ctx<'_>,
@@ -30,7 +30,7 @@ impl Acmp {
         src: &Address,
         dest: &Address,
         slot: super::dest::DestIdx,
-        owner: Owner,
+        round: Option<u32>,
     ) -> Result<(), Status> {
         let limit = self.opts.send_queue;
         let Some(ep) = self.eps.get_mut(&id) else {
@@ -51,12 +51,11 @@ impl Acmp {
         );
         if ep.resolve_q.credits > 0 {
             ep.resolve_q.credits -= 1;
-            let background = owner == Owner::Background;
-            self.start_request(cx, id, tid, dest, src, joined, background);
+            self.start_request(cx, id, tid, dest, src, joined, round.is_none());
         } else {
             let src = ep.shared_src(src);
             ep.resolve_q.push(
-                owner,
+                round,
                 Waiting {
                     tid,
                     dest: WaitFor::Slot(slot),
@@ -162,8 +161,8 @@ impl Acmp {
         }
     }
 
-    /// Gives a resolve-queue credit back and posts the next waiting request: the next
-    /// owner's in turn (`ResolveQueue::next_turn`).
+    /// Gives a resolve-queue credit back and posts the next waiting request, in turn
+    /// (`ResolveQueue::next_turn`).
     pub(super) fn release_request_credit(&mut self, cx: &mut Ctx<'_>, id: EndpointId) {
         let Some(ep) = self.eps.get_mut(&id) else {
             return;
@@ -505,7 +504,7 @@ impl Acmp {
         let Some(d) = ep.dests.get_mut(idx) else {
             return;
         };
-        let queue = super::fair::take_queue(&mut self.clients, id, d);
+        let queue = super::fair::take_queue(&mut self.clients, id, idx, d);
         let path = d.path;
         for r in queue {
             let outcome = if status == Status::SUCCESS {

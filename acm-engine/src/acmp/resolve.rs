@@ -1,7 +1,7 @@
 //! Client resolves on ibacmp (spec 4.3): the destination state machine as a client
 //! lookup walks it, coalescing, NODELAY.
 
-use super::endpoint::{EpState, Owner};
+use super::endpoint::EpState;
 use super::{Acmp, DestState, fair};
 use crate::addr::Address;
 use crate::counters::Counter;
@@ -116,7 +116,7 @@ impl Acmp {
             return;
         };
         let nodelay = flags.contains(EpFlags::NODELAY);
-        if !nodelay && !self.may_wait(cx, id, &dest, &reply) {
+        if !nodelay && !self.may_wait(cx, id, idx, &reply) {
             self.forget_fresh(id, idx, existed);
             return self.fail(cx, id, reply, Status::ENOMEM);
         }
@@ -133,11 +133,7 @@ impl Acmp {
                 }
             }
             DestState::Init => {
-                let owner = if nodelay {
-                    Owner::Background
-                } else {
-                    fair::owner_of(&reply)
-                };
+                let round = (!nodelay).then(|| self.round_of(&reply));
                 if nodelay
                     && self.eps.get_mut(&id).is_some_and(|ep| {
                         Self::background_lookups(ep) >= self.opts.max_background_resolves
@@ -148,7 +144,7 @@ impl Acmp {
                     self.forget_fresh(id, idx, existed);
                     return self.enqueue(cx, id, idx, flags, reply);
                 }
-                if let Err(e) = self.send_request(cx, id, &src, &dest, idx, owner) {
+                if let Err(e) = self.send_request(cx, id, &src, &dest, idx, round) {
                     return self.fail(cx, id, reply, e);
                 }
                 if let Some(d) = self.eps.get_mut(&id).and_then(|e| e.dests.get_mut(idx)) {
@@ -184,7 +180,7 @@ impl Acmp {
         let Some((state, reply)) = self.check_ready(cx, id, idx, reply) else {
             return;
         };
-        if !flags.contains(EpFlags::NODELAY) && !self.may_wait(cx, id, &key, &reply) {
+        if !flags.contains(EpFlags::NODELAY) && !self.may_wait(cx, id, idx, &reply) {
             self.forget_fresh(id, idx, existed);
             return self.fail(cx, id, reply, Status::ENOMEM);
         }
@@ -312,8 +308,8 @@ impl Acmp {
         if let Some(d) = ep.dests.get_mut(idx) {
             let first = d.queue.is_empty();
             let querying = d.state == DestState::QueryAddr;
-            fair::note_wait(&mut self.clients, id, &d.addr, &reply);
-            let owner = fair::owner_of(&reply);
+            let round = fair::round_of(&self.clients, &reply);
+            fair::note_wait(&mut self.clients, id, idx, &reply);
             // Most destinations only ever have one request waiting: room for one, not
             // the four a first push allocates.
             if d.queue.capacity() == 0 {
@@ -321,7 +317,7 @@ impl Acmp {
             }
             d.queue.push(reply);
             if first && querying {
-                Self::promote(ep, idx, owner);
+                Self::promote(ep, idx, round);
             }
         }
     }

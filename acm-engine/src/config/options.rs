@@ -49,17 +49,20 @@ pub mod range {
 /// A lookup nobody answers holds its credit for the whole retry cycle (4 s with the
 /// reference fabric's `timeout 1000` and `retries 1`, 9 s with the defaults): at depth
 /// 1 a single unreachable destination makes every other new destination of the
-/// endpoint wait that long. At depth D, fewer than D such lookups delay nobody, and
-/// more delay a new destination by at most one lookup (credits go round-robin over
-/// the clients). Depth costs multicast traffic when every host starts resolving at
-/// once: each outstanding request is a MAD every host receives. Measured on the
-/// simulator (`cargo run --release -p acm-io-sim --example resolve_depth`, figures in
+/// endpoint wait that long. At depth D, fewer than D such lookups delay nobody; more,
+/// from one client, delay another client's new destination by one lookup (credits go
+/// round-robin over the clients); more, one per client, are served in turn, D at a
+/// time. Depth costs multicast traffic when every host starts resolving at once: each
+/// outstanding request is a MAD every host receives. Measured on the simulator
+/// (`cargo run --release -p acm-io-sim --example resolve_depth`, figures in
 /// BENCHMARKS.md, "Issue 15"): a new destination asked beside 4 unanswered lookups
-/// waits 3.5 s at depths 1 to 4 and 114 µs at 8; a 256-host all-to-all storm is
+/// waits 3.5 s at depths 1 to 4 and 114 µs at 8; beside 256 unanswered lookups of 256
+/// clients, 1,036 s at depth 1, 129 s at 8, 64 s at 16; a 256-host all-to-all storm is
 /// answered in the same 16.3 ms at every depth but sends 512 ACM MADs at depth 1,
 /// 2,816 at 4, 5,888 at 8 and 12,032 at 16. 8 absorbs a handful of dead destinations
-/// for about 11 times the storm's multicasts; 16 would double that again for a benefit
-/// only when 8 to 15 lookups go unanswered at once.
+/// and divides a many-client miss storm by 8, for about 11 times the storm's
+/// multicasts; 16 would double that traffic again for a benefit only when 8 or more
+/// lookups go unanswered at once.
 pub const DEFAULT_RESOLVE_DEPTH: u32 = 8;
 
 /// Where the daemon listens for clients (`server_mode`, spec 1.1), so the daemon can
