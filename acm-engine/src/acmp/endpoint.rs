@@ -100,6 +100,19 @@ pub(crate) struct Waiting {
     pub(crate) src: Rc<Address>,
     /// The groups joined when it was queued (bit `i`: `groups[i]`), which it advertises.
     pub(crate) joined: u32,
+    /// Which turns it takes ([`ResolveQueue`]).
+    pub(crate) turn: Turn,
+}
+
+/// Which turns a waiting lookup takes ([`ResolveQueue`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Turn {
+    /// Round 0: its client waited on nothing else. Served first, in arrival order.
+    First,
+    /// A later round: served by round, then arrival (`ResolveQueue::later`).
+    Later,
+    /// Nobody waits for it: served last (`ResolveQueue::background`).
+    Background,
 }
 
 /// The destination a waiting request resolves.
@@ -135,24 +148,25 @@ pub(crate) enum Queued {
 /// client's flood of new destinations takes rounds 1, 2, 3, … while another client's
 /// next destination, round 0 (librdmacm and libacm ask one thing at a time), waits only
 /// for the lookups already holding credits — where a single FIFO made it wait behind
-/// the whole flood. Rounds need no per-client state in the queue: a storm queues one
-/// lookup for each of thousands of one-request connections, and a table of turn lists
-/// per client doubled the simulator's memory.
+/// the whole flood.
 ///
-/// Lookups nobody waits for (a NODELAY request's warm-up) are in `background`, served
-/// only when no round is waiting.
+/// Round 0 is served in `pending`'s own order, so a storm (thousands of one-request
+/// connections, all in round 0) costs nothing beyond the FIFO it always had; only later
+/// rounds have entries in `later`. Lookups nobody waits for (a NODELAY request's
+/// warm-up) are in `background`, served only when no round is waiting.
 #[derive(Debug, Default)]
 pub(crate) struct ResolveQueue {
     /// Credits free: lookups that may be started now.
     pub(crate) credits: u32,
     /// Lookups waiting for a credit, in TID order.
     pub(crate) pending: VecDeque<Queued>,
-    /// (round, arrival, TID) of the lookups someone waits for; some may have left
-    /// `pending` meanwhile (they are skipped).
-    turns: BinaryHeap<Reverse<(u32, u64, u64)>>,
-    /// Arrivals so far (the tie-break within a round).
-    arrivals: u64,
-    /// Background lookups' TIDs, oldest first.
+    /// `pending[..first]` holds no round-0 lookup still waiting.
+    first: usize,
+    /// `round << 32 | TID` of the lookups in later rounds (TIDs are 32-bit counters, in
+    /// arrival order but across a wrap); some may have left `pending` (skipped).
+    later: BinaryHeap<Reverse<u64>>,
+    /// Background lookups' TIDs, oldest first; some may have left `pending` or been
+    /// given a turn since (skipped).
     pub(crate) background: VecDeque<u64>,
 }
 
@@ -166,47 +180,103 @@ impl ResolveQueue {
     }
 
     /// Queues `w` (its TID the newest) in `round`, or in the background (`None`).
-    pub(crate) fn push(&mut self, round: Option<u32>, w: Waiting) {
+    pub(crate) fn push(&mut self, round: Option<u32>, mut w: Waiting) {
         let tid = w.tid;
+        w.turn = Self::turn_of(round);
         self.pending.push_back(Queued::Request(w));
-        self.give_turn(round, tid);
+        if let Some(r) = round.filter(|&r| r > 0) {
+            self.later.push(Reverse(key(r, tid)));
+        } else if round.is_none() {
+            self.background.push_back(tid);
+        }
     }
 
-    /// Gives the waiting lookup `tid` a turn in `round` (or in the background). A
-    /// lookup may hold both: a background one that a client came to wait for.
-    pub(crate) fn give_turn(&mut self, round: Option<u32>, tid: u64) {
+    fn turn_of(round: Option<u32>) -> Turn {
         match round {
-            Some(r) => {
-                self.arrivals += 1;
-                self.turns.push(Reverse((r, self.arrivals, tid)));
-            }
-            None => self.background.push_back(tid),
+            Some(0) => Turn::First,
+            Some(_) => Turn::Later,
+            None => Turn::Background,
         }
     }
 
-    /// The next lookup to start: the still-waiting one of the lowest round (the oldest
-    /// of it), else the oldest background one. It leaves the queue.
+    /// A background lookup `tid` that a client now waits for takes turns in `round`.
+    pub(crate) fn promote(&mut self, tid: u64, round: u32) {
+        let Some(i) = position_in(&self.pending, tid) else {
+            return;
+        };
+        let Some(Queued::Request(w)) = self.pending.get_mut(i) else {
+            return;
+        };
+        if w.turn != Turn::Background {
+            return;
+        }
+        if round == 0 {
+            w.turn = Turn::First;
+            self.first = self.first.min(i);
+        } else {
+            w.turn = Turn::Later;
+            self.later.push(Reverse(key(round, tid)));
+        }
+    }
+
+    /// The next lookup to start: the oldest of round 0, else the oldest of the lowest
+    /// later round, else the oldest background one. It leaves the queue.
     pub(crate) fn next_turn(&mut self) -> Option<Waiting> {
-        let mut found = None;
-        while let Some(Reverse((_, _, tid))) = self.turns.pop() {
-            if let Some(w) = take_in(&mut self.pending, tid) {
-                found = Some(w);
-                break;
-            }
-        }
-        if found.is_none() {
-            while let Some(tid) = self.background.pop_front() {
-                if let Some(w) = take_in(&mut self.pending, tid) {
-                    found = Some(w);
-                    break;
-                }
-            }
-        }
+        let found = self
+            .next_first()
+            .or_else(|| self.next_later())
+            .or_else(|| self.next_background());
         self.trim();
         found
     }
 
-    /// Takes the waiting lookup `tid` out of the queue (it is cancelled).
+    fn next_first(&mut self) -> Option<Waiting> {
+        while let Some(e) = self.pending.get_mut(self.first) {
+            self.first += 1;
+            if let Queued::Request(w) = e
+                && w.turn == Turn::First
+            {
+                let tid = w.tid;
+                if let Queued::Request(w) = core::mem::replace(e, Queued::Answered(tid)) {
+                    return Some(w);
+                }
+            }
+        }
+        None
+    }
+
+    fn next_later(&mut self) -> Option<Waiting> {
+        while let Some(Reverse(k)) = self.later.pop() {
+            if let Some(w) = self.take_if(k & 0xFFFF_FFFF, Turn::Later) {
+                return Some(w);
+            }
+        }
+        None
+    }
+
+    fn next_background(&mut self) -> Option<Waiting> {
+        while let Some(tid) = self.background.pop_front() {
+            if let Some(w) = self.take_if(tid, Turn::Background) {
+                return Some(w);
+            }
+        }
+        None
+    }
+
+    /// Takes lookup `tid` out if it still waits with turns `turn`.
+    fn take_if(&mut self, tid: u64, turn: Turn) -> Option<Waiting> {
+        let i = position_in(&self.pending, tid)?;
+        let e = self.pending.get_mut(i)?;
+        if !matches!(e, Queued::Request(w) if w.turn == turn) {
+            return None;
+        }
+        match core::mem::replace(e, Queued::Answered(tid)) {
+            Queued::Request(w) => Some(w),
+            Queued::Answered(_) => None,
+        }
+    }
+
+    /// Takes the waiting lookup `tid` out of the queue (answered, or cancelled).
     pub(crate) fn remove(&mut self, tid: u64) -> Option<Waiting> {
         let w = take_in(&mut self.pending, tid);
         self.trim();
@@ -242,16 +312,23 @@ impl ResolveQueue {
     fn trim(&mut self) {
         while matches!(self.pending.front(), Some(Queued::Answered(_))) {
             self.pending.pop_front();
+            self.first = self.first.saturating_sub(1);
         }
         if self.pending.is_empty() {
             if self.pending.capacity() > 64 {
                 self.pending = VecDeque::new();
-                self.turns = BinaryHeap::new();
+                self.later = BinaryHeap::new();
             }
+            self.first = 0;
             self.background.clear();
-            self.turns.clear();
+            self.later.clear();
         }
     }
+}
+
+/// The `later` key of lookup `tid` in `round`.
+fn key(round: u32, tid: u64) -> u64 {
+    (u64::from(round) << 32) | (tid & 0xFFFF_FFFF)
 }
 
 impl Queued {
@@ -419,17 +496,56 @@ mod tests {
     use super::*;
 
     fn queue(tids: &[u64]) -> VecDeque<Queued> {
-        let src = Rc::new(Address::name("src"));
         tids.iter()
-            .map(|&tid| {
-                Queued::Request(Waiting {
-                    tid,
-                    dest: WaitFor::Slot(tid as DestIdx),
-                    src: Rc::clone(&src),
-                    joined: 1,
-                })
-            })
+            .map(|&tid| Queued::Request(waiting(tid)))
             .collect()
+    }
+
+    fn waiting(tid: u64) -> Waiting {
+        Waiting {
+            tid,
+            dest: WaitFor::Slot(tid as DestIdx),
+            src: Rc::new(Address::name("src")),
+            joined: 1,
+            turn: Turn::First,
+        }
+    }
+
+    #[test]
+    fn turns_go_by_round_then_arrival_and_background_last() {
+        let mut q = ResolveQueue::new(0);
+        // TIDs 1..=7 in arrival order, with their rounds (None: background).
+        for (tid, round) in [
+            (1, Some(2)),
+            (2, None),
+            (3, Some(0)),
+            (4, Some(1)),
+            (5, None),
+            (6, Some(0)),
+            (7, Some(1)),
+        ] {
+            q.push(round, waiting(tid));
+        }
+        // A client comes to wait for background lookup 5, in round 0.
+        q.promote(5, 0);
+        // One answered while it waited leaves its turn.
+        assert!(q.remove(6).is_some());
+        let order: Vec<u64> = core::iter::from_fn(|| q.next_turn().map(|w| w.tid)).collect();
+        assert_eq!(order, [3, 5, 4, 7, 1, 2]);
+        assert!(q.pending.is_empty());
+        assert!(q.background.is_empty());
+    }
+
+    #[test]
+    fn cancelled_lookups_leave_every_turn() {
+        let mut q = ResolveQueue::new(0);
+        q.push(Some(0), waiting(1));
+        q.push(Some(3), waiting(2));
+        q.push(None, waiting(3));
+        q.push(Some(0), waiting(4));
+        assert_eq!(q.remove_where(|w| w.tid != 4), 3);
+        assert_eq!(q.next_turn().map(|w| w.tid), Some(4));
+        assert!(q.next_turn().is_none());
     }
 
     #[test]

@@ -20,7 +20,7 @@
 //!   kernel cannot take a umad send back).
 
 use super::dest::DestIdx;
-use super::endpoint::{Ep, WaitFor};
+use super::endpoint::{Ep, Turn, WaitFor};
 use super::{Acmp, Dest, DestState};
 use crate::counters::LookupEvent;
 use crate::fxhash::{FxBuildHasher, SeqBuildHasher};
@@ -42,7 +42,9 @@ type Wait = (EndpointId, DestIdx);
 #[derive(Debug)]
 enum Waits {
     One(Wait),
-    Many(Vec<Wait>),
+    // Boxed, so that the common case's table entry stays small.
+    #[allow(clippy::box_collection)]
+    Many(alloc::boxed::Box<Vec<Wait>>),
 }
 
 impl Waits {
@@ -63,7 +65,7 @@ impl Waits {
     fn insert(&mut self, w: Wait) {
         match self {
             Self::One(x) if *x == w => {}
-            Self::One(x) => *self = Self::Many(alloc::vec![*x, w]),
+            Self::One(x) => *self = Self::Many(alloc::boxed::Box::new(alloc::vec![*x, w])),
             Self::Many(v) => {
                 if !v.contains(&w) {
                     v.push(w);
@@ -75,7 +77,7 @@ impl Waits {
     fn to_vec(&self) -> Vec<Wait> {
         match self {
             Self::One(x) => alloc::vec![*x],
-            Self::Many(v) => v.clone(),
+            Self::Many(v) => v.to_vec(),
         }
     }
 }
@@ -217,9 +219,10 @@ impl Acmp {
         let waiting = |tid: &u64| {
             resolve_q
                 .get(*tid)
+                .filter(|w| w.turn == Turn::Background)
                 .and_then(|w| match &w.dest {
-                    super::endpoint::WaitFor::Slot(i) => dests.get(*i),
-                    super::endpoint::WaitFor::Addr(a) => dests.find(a).and_then(|i| dests.get(i)),
+                    WaitFor::Slot(i) => dests.get(*i),
+                    WaitFor::Addr(a) => dests.find(a).and_then(|i| dests.get(i)),
                 })
                 .is_some_and(|d| d.queue.is_empty())
         };
@@ -253,7 +256,7 @@ impl Acmp {
                 .is_some_and(|w| ep.waiting_dest(&w.dest).is_some_and(|(a, _)| a == addr))
         });
         if let Some(tid) = tid {
-            ep.resolve_q.give_turn(Some(round), tid);
+            ep.resolve_q.promote(tid, round);
         }
     }
 

@@ -2,7 +2,7 @@
 //! queue, retransmission and timeout, answering peers' requests, and matching
 //! responses.
 
-use super::endpoint::{Ep, Request, SendKind, WaitFor, Waiting};
+use super::endpoint::{Ep, Request, SendKind, Turn, WaitFor, Waiting};
 use super::{Acmp, DestState, Timer};
 use crate::addr::Address;
 use crate::counters::Counter;
@@ -61,6 +61,7 @@ impl Acmp {
                     dest: WaitFor::Slot(slot),
                     src,
                     joined,
+                    turn: Turn::First,
                 },
             );
         }
