@@ -143,7 +143,7 @@ pub(crate) enum Queued {
 /// the lowest *round*, then the oldest.
 ///
 /// A lookup's round is how many other destinations its client already waited on when
-/// it was queued ([`super::Acmp::round_of`]): a client's first destination is round 0,
+/// it was queued (`Acmp::admit`): a client's first destination is round 0,
 /// its second round 1, and so on. So credits go round-robin over the clients: one
 /// client's flood of new destinations takes rounds 1, 2, 3, … while another client's
 /// next destination, round 0 (librdmacm and libacm ask one thing at a time), waits only

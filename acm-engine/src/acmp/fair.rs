@@ -94,15 +94,6 @@ pub(crate) struct Clients {
     warned: HashSet<ConnId, FxBuildHasher>,
 }
 
-/// The turn a lookup for `reply` takes (`ResolveQueue`): how many destinations its
-/// client already waits on. The kernel's lookups take the first round.
-pub(super) fn round_of(clients: &Clients, reply: &PendingReply) -> u32 {
-    reply
-        .client()
-        .and_then(|(conn, _)| clients.waits.get(&conn))
-        .map_or(0, |w| w.len() as u32)
-}
-
 /// Takes every request queued on destination `idx` (`d`) of endpoint `id` (to answer
 /// them), and forgets that their clients wait on it.
 pub(super) fn take_queue(
@@ -171,30 +162,28 @@ impl Clients {
 }
 
 impl Acmp {
-    /// [`round_of`] for this provider's clients.
-    pub(super) fn round_of(&self, reply: &PendingReply) -> u32 {
-        round_of(&self.clients, reply)
-    }
-
-    /// Whether the client of `reply` may wait on destination `idx` of endpoint `id`: it
-    /// already does, or it waits on fewer than `max_pending_per_client` destinations.
-    /// The kernel is not bounded.
-    pub(super) fn may_wait(
+    /// Whether the client of `reply` may wait on destination `idx` of endpoint `id`, and
+    /// if so the round its lookup takes (`ResolveQueue`): the number of destinations it
+    /// already waits on. It may when it already waits on this one, or on fewer than
+    /// `max_pending_per_client`; otherwise the refusal is counted (and logged once per
+    /// connection). The kernel is not bounded, and its lookups take the first round.
+    pub(super) fn admit(
         &mut self,
         cx: &mut Ctx<'_>,
         id: EndpointId,
         idx: DestIdx,
         reply: &PendingReply,
-    ) -> bool {
+    ) -> Option<u32> {
         let Some((conn, _)) = reply.client() else {
-            return true;
+            return Some(0);
         };
         let limit = self.opts.max_pending_per_client;
         let Some(w) = self.clients.waits.get(&conn) else {
-            return limit > 0;
+            return (limit > 0).then_some(0);
         };
-        if w.len() < limit || w.contains((id, idx)) {
-            return true;
+        let n = w.len();
+        if n < limit || w.contains((id, idx)) {
+            return Some(n as u32);
         }
         cx.count_lookup(LookupEvent::Rejected);
         if self.clients.warned.insert(conn) {
@@ -206,7 +195,7 @@ impl Acmp {
                 conn.0
             );
         }
-        false
+        None
     }
 
     /// Background lookups of endpoint `ep`: in flight, or waiting with nobody queued on

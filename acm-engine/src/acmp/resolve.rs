@@ -116,10 +116,16 @@ impl Acmp {
             return;
         };
         let nodelay = flags.contains(EpFlags::NODELAY);
-        if !nodelay && !self.may_wait(cx, id, idx, &reply) {
-            self.forget_fresh(id, idx, existed);
-            return self.fail(cx, id, reply, Status::ENOMEM);
-        }
+        // NODELAY requests are answered at once and wait on nothing: no round.
+        let round = if nodelay {
+            None
+        } else {
+            let Some(r) = self.admit(cx, id, idx, &reply) else {
+                self.forget_fresh(id, idx, existed);
+                return self.fail(cx, id, reply, Status::ENOMEM);
+            };
+            Some(r)
+        };
         match state {
             DestState::AddrResolved => {
                 cx.count(Counter::AddrCache);
@@ -133,7 +139,6 @@ impl Acmp {
                 }
             }
             DestState::Init => {
-                let round = (!nodelay).then(|| self.round_of(&reply));
                 if nodelay
                     && self.eps.get_mut(&id).is_some_and(|ep| {
                         Self::background_lookups(ep) >= self.opts.max_background_resolves
@@ -142,7 +147,7 @@ impl Acmp {
                     // The NODELAY answer (ENODATA) as always, without the warm-up.
                     cx.count_lookup(LookupEvent::BackgroundDropped);
                     self.forget_fresh(id, idx, existed);
-                    return self.enqueue(cx, id, idx, flags, reply);
+                    return self.enqueue(cx, id, idx, flags, reply, round);
                 }
                 if let Err(e) = self.send_request(cx, id, &src, &dest, idx, round) {
                     return self.fail(cx, id, reply, e);
@@ -153,7 +158,7 @@ impl Acmp {
             }
             _ => {}
         }
-        self.enqueue(cx, id, idx, flags, reply);
+        self.enqueue(cx, id, idx, flags, reply, round);
     }
 
     fn resolve_path(
@@ -180,10 +185,15 @@ impl Acmp {
         let Some((state, reply)) = self.check_ready(cx, id, idx, reply) else {
             return;
         };
-        if !flags.contains(EpFlags::NODELAY) && !self.may_wait(cx, id, idx, &reply) {
-            self.forget_fresh(id, idx, existed);
-            return self.fail(cx, id, reply, Status::ENOMEM);
-        }
+        let round = if flags.contains(EpFlags::NODELAY) {
+            None
+        } else {
+            let Some(r) = self.admit(cx, id, idx, &reply) else {
+                self.forget_fresh(id, idx, existed);
+                return self.fail(cx, id, reply, Status::ENOMEM);
+            };
+            Some(r)
+        };
         match state {
             DestState::Init | DestState::AddrResolved => {
                 if state == DestState::Init {
@@ -196,7 +206,7 @@ impl Acmp {
             }
             _ => {}
         }
-        self.enqueue(cx, id, idx, flags, reply);
+        self.enqueue(cx, id, idx, flags, reply, round);
     }
 
     /// INIT path resolve (spec 4.3): the query record from the request and the port.
@@ -285,7 +295,8 @@ impl Acmp {
     }
 
     /// The *queue* step: NODELAY answers ENODATA now (the lookup goes on in the
-    /// background); otherwise the request waits on the destination.
+    /// background); otherwise the request waits on the destination, its client's lookup
+    /// in turn `round` (`Acmp::admit`).
     fn enqueue(
         &mut self,
         cx: &mut Ctx<'_>,
@@ -293,6 +304,7 @@ impl Acmp {
         idx: super::dest::DestIdx,
         flags: EpFlags,
         reply: PendingReply,
+        round: Option<u32>,
     ) {
         let limit = self.opts.queued_per_dest;
         let Some(ep) = self.eps.get_mut(&id) else {
@@ -308,7 +320,6 @@ impl Acmp {
         if let Some(d) = ep.dests.get_mut(idx) {
             let first = d.queue.is_empty();
             let querying = d.state == DestState::QueryAddr;
-            let round = fair::round_of(&self.clients, &reply);
             fair::note_wait(&mut self.clients, id, idx, &reply);
             // Most destinations only ever have one request waiting: room for one, not
             // the four a first push allocates.
@@ -317,7 +328,7 @@ impl Acmp {
             }
             d.queue.push(reply);
             if first && querying {
-                Self::promote(ep, idx, round);
+                Self::promote(ep, idx, round.unwrap_or(0));
             }
         }
     }
