@@ -4,7 +4,9 @@
 //!
 //! Requests for one destination share one resolution (coalescing); the only other
 //! serialization is the reference's credits (`resolve_depth`, `send_depth`), which are
-//! options, not built-in limits.
+//! options, not built-in limits. Address lookups take those credits in fair turns
+//! across clients, bounded per client and for NODELAY warm-ups, and are cancelled when
+//! nobody waits for them any more (`fair.rs`).
 
 mod dest;
 mod endpoint;
@@ -226,6 +228,9 @@ impl Provider for Acmp {
             alloc::format!("timeout {} ms", o.timeout_ms),
             alloc::format!("retries {}", o.retries),
             alloc::format!("resolve depth {}", o.resolve_depth),
+            // Ours (issue 15): the bounds on what one client and NODELAY can start.
+            alloc::format!("maximum pending per client {}", o.max_pending_per_client),
+            alloc::format!("maximum background resolves {}", o.max_background_resolves),
             alloc::format!("send depth {}", o.send_depth),
             alloc::format!("receive depth {}", o.recv_depth),
             alloc::format!("minimum mtu {}", o.min_mtu.0),
