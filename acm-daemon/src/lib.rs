@@ -10,12 +10,16 @@
 //! - [`client`]: what the tools that talk to a daemon share (libacm's part in
 //!   rdma-core): connecting, request entries, address and bracket-list parsing, errno
 //!   texts.
+//! - [`metrics`]: the Prometheus text format of a daemon's counters, written by both
+//!   `ib_acme --format prometheus` and the daemon's `--metrics-file`.
 //!
 //! Dependencies run one way: the tools use [`client`]; the daemon uses none of the
-//! tools' modules nor [`client`], and no tool uses the daemon's modules.
+//! tools' modules nor [`client`], and no tool uses the daemon's modules; [`metrics`]
+//! uses none of them and is used by `ib_acme` and the daemon alike.
 
 pub mod acme;
 pub mod client;
 pub mod daemon;
 pub mod dump;
 pub mod load;
+pub mod metrics;

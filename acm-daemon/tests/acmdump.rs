@@ -104,7 +104,7 @@ fn garbage_never_panics() {
 
 #[test]
 fn hex_input_and_mad_kind() {
-    // Spec §8.15: the ACM resolve request MAD, as hex text.
+    // docs/test-vectors.md §15: the ACM resolve request MAD, as hex text.
     let mut mad = vec![0u8; 256];
     mad[..8].copy_from_slice(&[0x01, 0x2C, 0x01, 0x01, 0x00, 0x00, 0x00, 0x01]);
     mad[15] = 5;

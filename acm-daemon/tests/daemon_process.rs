@@ -1,8 +1,8 @@
-//! `ibacm` as a process: the client protocol's malformed cases (spec 1.11), many
-//! concurrent clients beside stalled and non-reading ones (1.12), the TCP server mode
-//! and its rendezvous files (1.1), several instances side by side and the lock file
-//! (5.11), daemons sharing a fabric hub resolved through Debian's `ib_acme`, and the
-//! command line's failures.
+//! `ibacm` as a process: the client protocol's malformed cases, many concurrent clients
+//! beside stalled and non-reading ones, the TCP server mode and its rendezvous files
+//! (docs/protocol/client-messages.md §11, §12, §1), several instances side by side and
+//! the lock file (docs/daemon.md §11), daemons sharing a fabric hub resolved through
+//! Debian's `ib_acme`, and the command line's failures.
 //!
 //! Every daemon runs in the foreground in its own temporary run directory with its own
 //! options file, and is killed when its test ends. Every wait is bounded.
@@ -29,7 +29,7 @@ use support::daemon::{
 const QUIET: Duration = Duration::from_millis(300);
 
 // ---------------------------------------------------------------------------------
-// Requests and replies (spec 1.3–1.10)
+// Requests and replies (docs/protocol/client-messages.md §3–§10)
 
 const RESOLVE: u8 = 0x01;
 const PERF_QUERY: u8 = 0x02;
@@ -69,7 +69,8 @@ fn resolve(src: u8, dst: u8, t: u64) -> Vec<u8> {
     r
 }
 
-/// A 72-byte endpoint entry (flags and type in host order, spec 1.4).
+/// A 72-byte endpoint entry (flags and type in host order,
+/// docs/protocol/client-messages.md §4).
 fn entry(flags: u32, ty: u16, addr: &[u8]) -> Vec<u8> {
     let mut e = vec![0u8; 72];
     e[0..4].copy_from_slice(&flags.to_ne_bytes());
@@ -100,8 +101,9 @@ fn assert_perf_reply(r: &[u8], t: u64, context: &str) {
     assert_eq!(tid(r), t, "{context}: tid echoed");
 }
 
-/// Checks a core-generated RESOLVE error (spec 1.8.1): the request header with the ACK
-/// bit, `status`, data zeroed, length 16 in host order, the tid echoed, no body.
+/// Checks a core-generated RESOLVE error (docs/protocol/client-messages.md §8.1): the
+/// request header with the ACK bit, `status`, data zeroed, length 16 in host order, the
+/// tid echoed, no body.
 fn assert_core_error(r: &[u8], req: &[u8], status: u8, context: &str) {
     let mut want = req[..16].to_vec();
     want[1] |= 0x80;
@@ -116,7 +118,8 @@ fn assert_core_error(r: &[u8], req: &[u8], status: u8, context: &str) {
 }
 
 /// The DLID of a successful RESOLVE reply's path entry. The provider's success reply
-/// keeps opcode 0x01, without the ACK bit (quirk, spec 1.8.4).
+/// keeps opcode 0x01, without the ACK bit (docs/protocol/client-messages.md §8.5,
+/// docs/reference-quirks.md §2).
 fn resolved_dlid(r: &[u8], context: &str) -> u16 {
     assert_eq!(
         &r[..3],
@@ -131,7 +134,7 @@ fn resolved_dlid(r: &[u8], context: &str) -> u16 {
         .unwrap_or_else(|| panic!("{context}: no path entry in {r:02x?}"))
 }
 
-/// The address strings of an EP_QUERY reply (spec 1.10).
+/// The address strings of an EP_QUERY reply (docs/protocol/client-messages.md §10).
 fn ep_addresses(r: &[u8]) -> Vec<String> {
     assert_eq!(&r[..3], &[1, 0x83, 0], "EP_QUERY reply {r:02x?}");
     assert_eq!(usize::from(length_field(r)), r.len());
@@ -155,7 +158,7 @@ fn assert_serving(d: &mut Daemon, after: &str) {
 }
 
 // ---------------------------------------------------------------------------------
-// 1. Malformed requests (spec 1.11)
+// 1. Malformed requests (docs/protocol/client-messages.md §11)
 
 #[test]
 fn malformed_requests_get_the_reference_reaction_and_the_daemon_keeps_serving() {
@@ -195,8 +198,8 @@ fn malformed_requests_get_the_reference_reaction_and_the_daemon_keeps_serving() 
             header(1, PERF_QUERY, [0, 0], 1),
         ),
         (
-            // Opcode 0x81 is RESOLVE with a big-endian length (quirk, spec 1.3): a
-            // host-order 16 reads as 4096.
+            // Opcode 0x81 is RESOLVE with a big-endian length
+            // (docs/protocol/client-messages.md §3): a host-order 16 reads as 4096.
             "opcode 0x81 with a host-order length",
             header(1, 0x81, 16u16.to_le_bytes(), 1),
         ),
@@ -261,7 +264,8 @@ fn malformed_requests_get_the_reference_reaction_and_the_daemon_keeps_serving() 
     }
     assert_serving(&mut d, "trailing bytes");
 
-    // Replies that are core errors (spec 1.7, 1.8.1); the connection stays open.
+    // Replies that are core errors (docs/protocol/client-messages.md §7, §8.1); the
+    // connection stays open.
     let ip2 = [10, 0, 0, 2];
     let ip1 = [10, 0, 0, 1];
     let resolve_be16 = header(1, 0x81, 16u16.to_be_bytes(), 0x81);
@@ -345,7 +349,7 @@ fn malformed_requests_get_the_reference_reaction_and_the_daemon_keeps_serving() 
 }
 
 // ---------------------------------------------------------------------------------
-// 2. Concurrency (spec 1.12)
+// 2. Concurrency (docs/protocol/client-messages.md §12)
 
 #[test]
 fn two_hundred_concurrent_clients_beside_a_stalled_and_a_non_reading_client() {
@@ -468,7 +472,7 @@ fn two_hundred_concurrent_clients_beside_a_stalled_and_a_non_reading_client() {
 }
 
 // ---------------------------------------------------------------------------------
-// 3. server_mode loop (spec 1.1)
+// 3. server_mode loop (docs/protocol/client-messages.md §1)
 
 /// A TCP port that was free a moment ago.
 fn free_port() -> u16 {
@@ -567,7 +571,7 @@ fn loop_mode_serves_tcp_and_manages_the_rendezvous_files() {
 }
 
 // ---------------------------------------------------------------------------------
-// 4. Instances side by side, and the lock file (spec 5.11)
+// 4. Instances side by side, and the lock file (docs/daemon.md §11)
 
 #[test]
 fn daemons_in_different_run_dirs_coexist_and_a_second_on_one_run_dir_exits_255() {

@@ -108,8 +108,8 @@ impl Address {
         }
     }
 
-    /// Whether the peer's request names this local address (spec 2.5 step 2): names
-    /// case-insensitively, everything else over all 64 bytes.
+    /// Whether the peer's request names this local address (docs/protocol/acm-mad.md §5,
+    /// step 2): names case-insensitively, everything else over all 64 bytes.
     #[must_use]
     pub fn matches_peer(&self, other: &Self) -> bool {
         if self.ty != other.ty {

@@ -1,4 +1,5 @@
-//! Performance counters, in the order the client protocol reports them (spec 5.12).
+//! Performance counters, in the order the client protocol reports them
+//! (docs/daemon.md §12).
 
 use acm_proto::client::Status;
 

@@ -134,8 +134,9 @@ pub struct DeviceDesc {
 /// `active_width` / `active_speed`, with `active_speed_ex` codes for HDR and later).
 ///
 /// The reference only knows speeds up to EDR and widths 1x/4x/8x/12x and returns 0 for
-/// anything else (its bug 16); this also knows 2x, HDR (64), NDR (128) and XDR (256).
-/// Unknown codes still give [`Rate`] 0, which joins would carry as "rate 0".
+/// anything else (docs/reference-quirks.md §16); this also knows 2x, HDR (64), NDR (128)
+/// and XDR (256). Unknown codes still give [`Rate`] 0, which joins would carry as "rate
+/// 0".
 #[must_use]
 pub fn rate_from_width_speed(width: u8, speed: u16) -> Rate {
     let lanes: u32 = match width {

@@ -106,7 +106,7 @@ impl Engine {
         self.providers.iter().filter_map(|p| p.poll_timeout()).min()
     }
 
-    /// The global counters (spec 5.12).
+    /// The global counters (docs/daemon.md §12).
     #[must_use]
     pub fn counters(&self) -> Counters {
         self.core.counters

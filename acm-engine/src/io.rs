@@ -83,7 +83,7 @@ pub struct AddressVector {
     pub remote_qkey: u32,
 }
 
-/// Where an SA MAD goes (spec 3.2): QP1 at the SM's LID.
+/// Where an SA MAD goes (docs/protocol/sa.md §2): QP1 at the SM's LID.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SaDest {
     /// The SM LID.

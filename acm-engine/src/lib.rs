@@ -59,6 +59,7 @@ mod io;
 pub mod log;
 pub mod provider;
 mod request;
+mod stats;
 mod time;
 
 // The engine's vocabulary, one path each: the modules that define it are private.
@@ -72,6 +73,7 @@ pub use io::{
     HostOutput, InlineBytes, Input, LocalIp, LookupId, Mad, MadBytes, McastGroup, OpenQp, Output,
     PortEvent, RecvInfo, Reply, SaDest, SaSend, SendToken, SourceQuery, UdSend,
 };
+pub use stats::{CacheStats, EndpointStats};
 pub use time::Instant;
 
 use alloc::vec::Vec;

@@ -76,6 +76,12 @@ pub trait Provider {
         None
     }
 
+    /// The size of the endpoint's destination cache, if the provider has one (for
+    /// monitoring: [`crate::Engine::endpoint_stats`]).
+    fn cache_stats(&self, _ep: EndpointId) -> Option<crate::CacheStats> {
+        None
+    }
+
     /// The endpoint's QP exists (or not).
     fn qp_opened(&mut self, _cx: &mut Ctx<'_>, _ep: EndpointId, _result: Result<u32, ()>) {}
 
@@ -151,8 +157,9 @@ impl Ctx<'_> {
         self.core.push_fabric(FabricOp::McastDetach(group));
     }
 
-    /// The next transaction id, shared by ACM requests and SA MADs (spec 2.7), as the
-    /// BE64 value with the counter in the low 32 bits.
+    /// The next transaction id, shared by ACM requests and SA MADs
+    /// (docs/protocol/acm-mad.md §7), as the BE64 value with the counter in the low 32
+    /// bits.
     pub fn next_tid(&mut self) -> u64 {
         self.core.next_tid()
     }

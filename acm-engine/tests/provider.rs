@@ -1,5 +1,5 @@
 //! Another resolution strategy plugs in through the `Provider` trait, and the options
-//! file's `provider` lines decide which ports it serves (spec 5.4).
+//! file's `provider` lines decide which ports it serves (docs/daemon.md §4).
 
 mod support;
 

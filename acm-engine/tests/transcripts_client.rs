@@ -1,6 +1,7 @@
-//! Transcript tests of the client protocol (spec 1.7–1.12, 4.3, 5.12, 5.14 and the §8
-//! test vectors) on the reference fabric: each test drives a one-node harness, checks
-//! the key reply bytes explicitly, and snapshots the node's transcript.
+//! Transcript tests of the client protocol (docs/protocol/client-messages.md §7–§12,
+//! docs/ibacmp.md §3, docs/daemon.md §12, docs/protocol/netlink-ls.md and the test
+//! vectors of docs/test-vectors.md) on the reference fabric: each test drives a one-node
+//! harness, checks the key reply bytes explicitly, and snapshots the node's transcript.
 
 mod support;
 
@@ -15,7 +16,7 @@ use support::{Node, RouteScript, SaScript, reference};
 
 const LOCAL_GID: &str = "fe80::2:c903:a0:b001";
 const PEER_GID: &str = "fe80::2:c903:a0:b002";
-/// Group 0's MGID: pkey 0xffff, rate 10 Gb/s (3), MTU 2048 (4) (spec 3.5).
+/// Group 0's MGID: pkey 0xffff, rate 10 Gb/s (3), MTU 2048 (4) (docs/protocol/sa.md §5).
 const MGID: &str = "ff15:4001:ffff:3:400::";
 const EP: EndpointId = EndpointId(0);
 
@@ -52,8 +53,8 @@ fn tagged(req: Vec<u8>) -> Vec<u8> {
     req
 }
 
-/// A core-generated error (spec 1.8.1): header with ACK, status, data zeroed, length 16
-/// in host order, tid echoed, no body.
+/// A core-generated error (docs/protocol/client-messages.md §8.1): header with ACK,
+/// status, data zeroed, length 16 in host order, tid echoed, no body.
 fn core_error(req: &[u8], status: u8) -> Vec<u8> {
     let mut r = req[..HDR].to_vec();
     r[1] |= 0x80;
@@ -63,14 +64,16 @@ fn core_error(req: &[u8], status: u8) -> Vec<u8> {
     r
 }
 
-/// A provider failure (spec 1.8.4): as a core error but without the ACK bit (quirk 2).
+/// A provider failure (docs/protocol/client-messages.md §8.5): as a core error but
+/// without the ACK bit (docs/reference-quirks.md §2).
 fn provider_error(req: &[u8], status: u8) -> Vec<u8> {
     let mut r = core_error(req, status);
     r[1] = req[1];
     r
 }
 
-/// The reply to a QUERY_SA error (spec 1.8.3): the request echoed with ACK and status.
+/// The reply to a QUERY_SA error (docs/protocol/client-messages.md §8.4): the request
+/// echoed with ACK and status.
 fn query_error(req: &[u8], status: u8) -> Vec<u8> {
     let mut r = req.to_vec();
     r[1] |= 0x80;
@@ -97,8 +100,9 @@ fn sa_record_for(query: &[u8; 256]) -> [u8; 64] {
     resp[56..120].try_into().expect("64 bytes")
 }
 
-/// The loopback path of the reference port (spec 4.7): our GID and LID at both ends,
-/// reversible with numpath 0, pkey 0xffff, MTU 2048 and 10 Gb/s without selector bits.
+/// The loopback path of the reference port (docs/ibacmp.md §7): our GID and LID at both
+/// ends, reversible with numpath 0, pkey 0xffff, MTU 2048 and 10 Gb/s without selector
+/// bits.
 fn loopback_path() -> [u8; 64] {
     Path {
         dgid: Some(gid(LOCAL_GID)),
@@ -130,8 +134,9 @@ fn peer_path() -> [u8; 64] {
     .bytes()
 }
 
-/// Checks an ibacmp success reply (spec 1.8.4): opcode 0x01 without ACK, status 0, data
-/// zeroed, length 88 (or 160 with the chosen source), entry 0 a PATH with flags 0x2B.
+/// Checks an ibacmp success reply (docs/protocol/client-messages.md §8.5): opcode 0x01
+/// without ACK, status 0, data zeroed, length 88 (or 160 with the chosen source), entry 0
+/// a PATH with flags 0x2B.
 fn assert_success(r: &[u8], len: usize, path: &[u8; 64]) {
     assert_eq!(r.len(), len, "reply length");
     assert_eq!(
@@ -166,7 +171,7 @@ fn perf_global(node: &mut Node, conn: ConnId) -> Vec<u64> {
     perf_counters(&r)
 }
 
-// Counter positions in a PERF_QUERY reply (spec 5.12).
+// Counter positions in a PERF_QUERY reply (docs/daemon.md §12).
 const ERROR: usize = 0;
 const RESOLVE: usize = 1;
 const NO_DATA: usize = 2;
@@ -234,8 +239,8 @@ fn preloaded_address_gets_its_route_from_the_sa_then_from_the_cache() {
 
     let r = node.request(ConnId(1), &req).expect("reply");
 
-    // One PathRecord GET (spec 3.4 case C): dgid from the hosts file, sgid of the port,
-    // slid, reversible, pkey.
+    // One PathRecord GET (docs/protocol/sa.md §4, case C): dgid from the hosts file, sgid
+    // of the port, slid, reversible, pkey.
     let queries = path_queries(&node);
     assert_eq!(queries.len(), 1);
     let q = &queries[0].1;
@@ -316,7 +321,8 @@ fn concurrent_requests_for_one_destination_share_one_sa_query() {
     insta::assert_snapshot!(node.transcript_text());
 }
 
-/// Checks an ACM resolve request MAD against §8 vector 15 (IPv4 `src` → `dst`).
+/// Checks an ACM resolve request MAD against docs/test-vectors.md §15 (IPv4 `src` →
+/// `dst`).
 fn assert_acm_request(mad: &[u8; 256], tid: u64, src: [u8; 4], dst: [u8; 4]) {
     assert_eq!(
         &mad[0..8],
@@ -351,7 +357,8 @@ fn nodelay_miss_answers_enodata_at_once_and_resolves_in_the_background() {
         capture("real-ibacm", "resolve_unknown_dest_nodelay.resp000.bin")
     );
 
-    // The multicast lookup went out anyway (spec 2.4, vector 15).
+    // The multicast lookup went out anyway (docs/protocol/acm-mad.md §4,
+    // docs/test-vectors.md §15).
     assert_eq!(node.ud_sent.len(), 1);
     let sent = &node.ud_sent[0];
     assert_eq!(sent.at, t0);
@@ -375,8 +382,8 @@ fn nodelay_miss_answers_enodata_at_once_and_resolves_in_the_background() {
 
 #[test]
 fn nodelay_miss_is_served_from_the_cache_once_a_peer_answered() {
-    // §8 vector 2 to its end: the peer answers the background lookup, the route comes
-    // from the SA, and the repeated NODELAY request succeeds from the cache.
+    // docs/test-vectors.md §2 to its end: the peer answers the background lookup, the
+    // route comes from the SA, and the repeated NODELAY request succeeds from the cache.
     let mut node = fresh();
     let req = resolve_ip_nodelay("10.0.0.1", "10.0.0.9");
     let r = node.request(ConnId(1), &req).expect("reply");
@@ -411,8 +418,8 @@ fn nodelay_miss_is_served_from_the_cache_once_a_peer_answered() {
     );
     node.settle();
 
-    // The answer binds the address; the route comes from the SA (spec 3.4 case A,
-    // vector 18): only dgid, sgid and pkey.
+    // The answer binds the address; the route comes from the SA (docs/protocol/sa.md §4,
+    // case A; docs/test-vectors.md §18): only dgid, sgid and pkey.
     let queries = path_queries(&node);
     assert_eq!(queries.len(), 1);
     let q = &queries[0].1;
@@ -528,8 +535,8 @@ fn sa_errors_map_to_client_statuses() {
         assert_eq!(c.0[counted], 1, "{what}: counted");
         assert_eq!(c.0[ERROR] + c.0[NO_DATA], 1, "{what}: counted once");
 
-        // The failure put the destination back to INIT (spec 4.3): the next lookup
-        // starts with an ACM multicast request.
+        // The failure put the destination back to INIT (docs/ibacmp.md §3): the next
+        // lookup starts with an ACM multicast request.
         let again = node
             .request(ConnId(2), &resolve_ip_nodelay("10.0.0.1", "10.0.0.2"))
             .expect("reply");
@@ -620,7 +627,7 @@ fn query_sa_verifies_a_path_with_the_sa() {
     assert_eq!(
         node.engine.counters().0[ERROR],
         0,
-        "QUERY_SA replies are not counted as errors (spec 5.12)"
+        "QUERY_SA replies are not counted as errors (docs/daemon.md §12)"
     );
     insta::assert_snapshot!(node.transcript_text());
 }
@@ -651,15 +658,15 @@ fn perf_queries_report_global_and_endpoint_counters() {
     node.settle();
     node.transcript.clear();
 
-    // Spec 5.12 order: Error, Resolve, No Data, Addr Query, Addr Cache, Route Query,
-    // Route Cache.
+    // docs/daemon.md §12 order: Error, Resolve, No Data, Addr Query, Addr Cache, Route
+    // Query, Route Cache.
     let global = [1, 8, 2, 1, 1, 1, 4];
     let endpoint = [0, 7, 2, 1, 1, 1, 4];
     assert_eq!(node.engine.counters().0, global);
     assert_eq!(node.engine.endpoint_counters(EP).expect("ep").0, endpoint);
     let body = |c: &[u64; 7]| -> Vec<u8> { c.iter().flat_map(|v| v.to_be_bytes()).collect() };
 
-    // Global (vector 10).
+    // Global (docs/test-vectors.md §10).
     let req = with_tid(perf_index(0));
     assert_eq!(
         perf_index(0),
@@ -671,7 +678,7 @@ fn perf_queries_report_global_and_endpoint_counters() {
     assert_eq!(&r[8..16], &req[8..16], "tid echoed");
     assert_eq!(r[16..], body(&global)[..]);
 
-    // By index 1: the endpoint (vector 12).
+    // By index 1: the endpoint (docs/test-vectors.md §12).
     assert_eq!(
         perf_index(1),
         capture("real-ibacm", "perf_index1.req000.bin")
@@ -680,12 +687,12 @@ fn perf_queries_report_global_and_endpoint_counters() {
     assert_eq!(&r[..8], &[1, 0x82, 0, 7, 1, 0, 0, 72]);
     assert_eq!(r[16..], body(&endpoint)[..]);
 
-    // By index 2: there is one endpoint (vector 12).
+    // By index 2: there is one endpoint (docs/test-vectors.md §12).
     let r = node.request(ConnId(12), &perf_index(2)).expect("reply");
     assert_eq!(r, [1, 0x82, 7, 0, 2, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0]);
     assert_eq!(r, capture("real-ibacm", "perf_index2_missing.resp000.bin"));
 
-    // By address (vector 11): IP, IP6 and NAME all find the endpoint.
+    // By address (docs/test-vectors.md §11): IP, IP6 and NAME all find the endpoint.
     for (e, file) in [
         (ip(SOURCE, "10.0.0.1"), "perf_src_ip.req000.bin"),
         (ip(SOURCE, "fd00::1"), "perf_src_ip6.req000.bin"),
@@ -698,13 +705,14 @@ fn perf_queries_report_global_and_endpoint_counters() {
         assert_eq!(r[16..], body(&endpoint)[..], "{file}");
     }
 
-    // An address no endpoint has (vector 11).
+    // An address no endpoint has (docs/test-vectors.md §11).
     let req = perf_by(ip(SOURCE, "10.9.9.9"));
     assert_eq!(req, capture("real-ibacm", "perf_src_unknown.req000.bin"));
     let r = node.request(ConnId(14), &req).expect("reply");
     assert_eq!(r, [1, 0x82, 7, 0, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0]);
 
-    // An 88-byte query whose entry lacks SOURCE is a global one (spec 1.9).
+    // An 88-byte query whose entry lacks SOURCE is a global one
+    // (docs/protocol/client-messages.md §9).
     let r = node
         .request(ConnId(15), &perf_by(ip(0, "10.0.0.1")))
         .expect("reply");
@@ -746,7 +754,7 @@ fn ep_queries_describe_the_endpoint() {
     let addrs: Vec<String> = b[80..].chunks_exact(64).map(c_str).collect();
     assert_eq!(addrs, ["fakehost", "10.0.0.1", "fd00::1"]);
 
-    // Errors: EINVAL, 16 bytes, index echoed (vector 13).
+    // Errors: EINVAL, 16 bytes, index echoed (docs/test-vectors.md §13).
     let cases: [(u8, u8, &str); 3] = [
         (2, 1, "index 2: one endpoint only"),
         (0, 1, "index 0"),
@@ -775,7 +783,7 @@ fn ep_queries_describe_the_endpoint() {
 }
 
 /// The host's routing for the malformed-request test: which local address it picks
-/// (spec 1.8.2a step 2).
+/// (docs/protocol/client-messages.md §8.2, step 2).
 fn routing_table() -> RouteScript {
     Box::new(|dest: IpAddr| match dest.to_string().as_str() {
         "10.0.0.2" => Ok(v4("10.0.0.1")),
@@ -794,7 +802,8 @@ fn malformed_requests_are_rejected_without_disturbing_other_clients() {
         assert_served(node, ConnId(next));
     };
 
-    // Framing errors (spec 1.11, vector 14): the connection is closed, no reply.
+    // Framing errors (docs/protocol/client-messages.md §11, docs/test-vectors.md §14):
+    // the connection is closed, no reply.
     let good = resolve_ip("10.0.0.1", "10.0.0.2");
     let mut v2 = good.clone();
     v2[0] = 2;
@@ -834,7 +843,8 @@ fn malformed_requests_are_rejected_without_disturbing_other_clients() {
     }
     assert_eq!(node.closes.len(), 5);
 
-    // Validation errors (spec 1.7, vectors 5–8): core errors, opcode 0x81, 16 bytes.
+    // Validation errors (docs/protocol/client-messages.md §7,
+    // docs/test-vectors.md §5–§8): core errors, opcode 0x81, 16 bytes.
     let src = ip(SOURCE, "10.0.0.1");
     let dst = ip(DEST, "10.0.0.2");
     let name_nosrc = capture("ib_acme-requests", "resolve_name_nosrc.req000.bin");
@@ -867,7 +877,7 @@ fn malformed_requests_are_rejected_without_disturbing_other_clients() {
             ESRCADDR,
         ),
         (
-            "no source, routing fails with ENETUNREACH (quirk 5)",
+            "no source, routing fails with ENETUNREACH (docs/reference-quirks.md §5)",
             resolve(&[ip(DEST, "10.0.0.6")]),
             101,
         ),
@@ -882,8 +892,8 @@ fn malformed_requests_are_rejected_without_disturbing_other_clients() {
         served(&mut node);
     }
 
-    // No source, and the routing picks an endpoint address: the reply carries the
-    // chosen source as entry 1 (vector 3).
+    // No source, and the routing picks an endpoint address: the reply carries the chosen
+    // source as entry 1 (docs/test-vectors.md §3).
     for (dest, source) in [("10.0.0.2", "10.0.0.1"), ("fd00::2", "fd00::1")] {
         let req = tagged(resolve(&[ip(DEST, dest)]));
         let r = node.request(ConnId(50), &req).expect("reply");
@@ -896,7 +906,8 @@ fn malformed_requests_are_rejected_without_disturbing_other_clients() {
     insta::assert_snapshot!(node.transcript_text());
 }
 
-/// A kernel LS RESOLVE for `dgid` (spec 5.14, vector 19).
+/// A kernel LS RESOLVE for `dgid` (docs/protocol/netlink-ls.md,
+/// docs/test-vectors.md §19).
 fn ls_resolve(seq: u32, path_use: PathUse, dgid: &str) -> LsRequestRepr {
     let mut req = LsRequestRepr::resolve(seq, ResolveHeaderRepr::new("fakeib0", 1, path_use));
     req.dgid = Some(gid(dgid));
@@ -934,7 +945,11 @@ fn kernel_netlink_path_requests_are_answered() {
     node.settle();
     let queries = path_queries(&node);
     assert_eq!(queries.len(), 1);
-    assert_eq!(comp_mask(&queries[0].1), 0x202c, "spec 3.4 case B");
+    assert_eq!(
+        comp_mask(&queries[0].1),
+        0x202c,
+        "docs/protocol/sa.md §4, case B"
+    );
     assert_eq!(node.netlink.len(), 1);
     let r = &node.netlink[0];
     assert_eq!(r.len(), 92);
@@ -978,7 +993,7 @@ fn kernel_netlink_path_requests_are_answered() {
     node.settle();
     assert_nl_error(&node.netlink[3], 0x1000, 0x54);
 
-    // IP_RESOLVE (quirk 29): an error reply of the same type.
+    // IP_RESOLVE (docs/reference-quirks.md §29): an error reply of the same type.
     let mut ip_resolve = ls_resolve(0x55, PathUse::GMP, PEER_GID);
     ip_resolve.header.msg_type = LsOp::IP_RESOLVE.msg_type();
     let req = ip_resolve.to_vec();

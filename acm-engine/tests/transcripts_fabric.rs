@@ -1,10 +1,10 @@
-//! Transcript tests of the engine on a fabric: the ACM multicast protocol from both
-//! sides (spec 2), two engines resolving each other, and the dynamic changes the
-//! reference handles only by restart (spec 4.9, quirk 15; issue text: "port down fails
-//! its in-flight requests with a status and drops that port's caches; LID / SM LID
-//! change re-targets SA traffic and invalidates routes; client reregister rejoins the
-//! groups; pkey-table change adds or removes endpoints; a removed address is no longer
-//! answered").
+//! Transcript tests of the engine on a fabric: the ACM multicast protocol from both sides
+//! (docs/protocol/acm-mad.md), two engines resolving each other, and the dynamic changes
+//! the reference handles only by restart (docs/ibacmp.md §9,
+//! docs/reference-quirks.md §15; issue text: "port down fails its in-flight requests with
+//! a status and drops that port's caches; LID / SM LID change re-targets SA traffic and
+//! invalidates routes; client reregister rejoins the groups; pkey-table change adds or
+//! removes endpoints; a removed address is no longer answered").
 //!
 //! Each test pins the whole transcript with an insta snapshot and also asserts the
 //! facts the scenario is about, so a snapshot can never be accepted blindly.
@@ -45,7 +45,7 @@ fn peer_wc() -> RecvInfo {
     }
 }
 
-/// The request MAD spec 8 vector 15 gives for 10.0.0.1 → 10.0.0.2 (with our TID).
+/// The request MAD docs/test-vectors.md §15 gives for 10.0.0.1 → 10.0.0.2 (with our TID).
 fn vector15_request(tid: u64) -> [u8; 256] {
     let mut m = [0u8; 256];
     m[..8].copy_from_slice(&[0x01, 0x2C, 0x01, 0x01, 0x00, 0x00, 0x00, 0x01]);
@@ -60,7 +60,8 @@ fn vector15_request(tid: u64) -> [u8; 256] {
     m
 }
 
-/// The response MAD of spec 8 vector 15: method 0x81, the TID, gid_cnt 1, the MGID.
+/// The response MAD of docs/test-vectors.md §15: method 0x81, the TID, gid_cnt 1, the
+/// MGID.
 fn vector15_response(tid: u64) -> [u8; 256] {
     let mut m = [0u8; 256];
     m[..8].copy_from_slice(&[0x01, 0x2C, 0x01, 0x81, 0x00, 0x00, 0x00, 0x01]);
@@ -70,8 +71,8 @@ fn vector15_response(tid: u64) -> [u8; 256] {
     m
 }
 
-/// Checks the PathRecord query of spec 3.4 case A (and 8 vector 18): comp_mask
-/// DGID|SGID|PKEY, and only those fields set.
+/// Checks the PathRecord query of docs/protocol/sa.md §4, case A
+/// (docs/test-vectors.md §18): comp_mask DGID|SGID|PKEY, and only those fields set.
 fn assert_case_a_query(mad: &[u8; 256], dgid: Gid) {
     assert_eq!(
         &mad[..4],
@@ -98,8 +99,8 @@ fn assert_case_a_query(mad: &[u8; 256], dgid: Gid) {
 // 1. Requester side
 // ---------------------------------------------------------------------------------------
 
-/// Sends the ACM request for 10.0.0.1 → 10.0.0.2 and checks it against spec 8
-/// vector 15; returns its TID.
+/// Sends the ACM request for 10.0.0.1 → 10.0.0.2 and checks it against
+/// docs/test-vectors.md §15; returns its TID.
 fn request_goes_out(node: &mut Node, conn: ConnId) -> u64 {
     send_request(
         node,
@@ -116,7 +117,7 @@ fn request_goes_out(node: &mut Node, conn: ConnId) -> u64 {
     assert_eq!(
         hex(&req.mad.0),
         hex(&vector15_request(tid)),
-        "spec 8 vector 15"
+        "docs/test-vectors.md §15"
     );
     assert_eq!(req.ep, EP0);
     assert_eq!(req.av.dlid, MLID, "to group 0's MLID");
@@ -133,7 +134,7 @@ fn peer_answers(node: &mut Node, tid: u64) {
     assert_eq!(
         hex(&resp),
         hex(&vector15_response(tid)),
-        "spec 8 vector 15 reply"
+        "docs/test-vectors.md §15, the reply"
     );
     feed_ud(
         node,
@@ -654,8 +655,8 @@ fn sm_change_retargets_sa_and_invalidates_routes() {
     let last = sa_send_lines(&node).pop().expect("query");
     assert!(last.contains("sa send port 1 dlid 7 "), "{last}");
     assert!(last.contains("attr 0x0035"));
-    // Asked for as the hosts preload first asked (spec 3.4 case C), not constrained by
-    // the old SM's answer.
+    // Asked for as the hosts preload first asked (docs/protocol/sa.md §4, case C), not
+    // constrained by the old SM's answer.
     assert_eq!(sa_comp_mask(&queries[0]), 0x282C);
     assert_eq!(sa_comp_mask(&queries[1]), 0x282C);
     let c = node.engine.counters();

@@ -1164,10 +1164,10 @@ mod tests {
             let from = PortRef::new(HostId(usize::from(from % 4)), 0, 1 + from / 128);
             for mode in [SaMode::Up, SaMode::Busy, SaMode::Down] {
                 sa.mode = mode;
-                if let Some(r) = sa.answer(&t, from, &m) {
-                    if r[3] & 0x80 == 0 || r[1] != 0x03 {
-                        return TestResult::failed();
-                    }
+                if let Some(r) = sa.answer(&t, from, &m)
+                    && (r[3] & 0x80 == 0 || r[1] != 0x03)
+                {
+                    return TestResult::failed();
                 }
             }
             TestResult::passed()

@@ -32,13 +32,13 @@ enum By {
 /// Host 1 resolves host 2 by `by` with `route_prot route`, then host 2 resolves host 1
 /// the same way.
 ///
-/// The first resolve costs exactly one ACM request and one ACM response. Its path is
-/// host 1's GID/LID to host 2's. With `route_prot acm` no PathRecord query is ever
-/// made. With `route_prot sa` the requester queries its route to the peer and the
-/// responder (the request was addressed to it, spec 2.5) its route back to the
+/// The first resolve costs exactly one ACM request and one ACM response. Its path is host
+/// 1's GID/LID to host 2's. With `route_prot acm` no PathRecord query is ever made. With
+/// `route_prot sa` the requester queries its route to the peer and the responder (the
+/// request was addressed to it, docs/protocol/acm-mad.md §5) its route back to the
 /// requester before answering: two queries, one for each directed pair. The reverse
-/// resolve is then served from host 2's cache, which learned host 1 from the request:
-/// no further MAD of any kind, so in the end one PathRecord query per resolved pair.
+/// resolve is then served from host 2's cache, which learned host 1 from the request: no
+/// further MAD of any kind, so in the end one PathRecord query per resolved pair.
 fn two_hosts(route: &'static str, by: By) {
     run_seeded(seed_from_env(), |seed| {
         let spec = FabricSpec::generate(
@@ -130,8 +130,8 @@ fn two_hosts_by_name_route_sa() {
 
 // --- 2. loopback ---------------------------------------------------------------------
 
-/// A host resolving its own addresses (IPv4 and its name) is answered from the
-/// loopback entries (spec 4.7): sgid = dgid and slid = dlid = its own port, and not a
+/// A host resolving its own addresses (IPv4 and its name) is answered from the loopback
+/// entries (docs/ibacmp.md §7): sgid = dgid and slid = dlid = its own port, and not a
 /// single MAD, ACM or SA, leaves it — with either route protocol.
 #[test]
 fn loopback_sends_nothing() {
@@ -165,9 +165,9 @@ fn loopback_sends_nothing() {
 // --- 3. a third host caches the requester --------------------------------------------
 
 /// Host 1 resolves host 2; every host hears the multicast request and caches host 1
-/// (spec 2.5 step 1, and with `route_prot acm` the route comes from the group, so the
-/// entry is READY at once). Host 3 then resolves host 1 with NODELAY and gets the path
-/// from its cache in the same instant, sending nothing.
+/// (docs/protocol/acm-mad.md §5 step 1, and with `route_prot acm` the route comes from
+/// the group, so the entry is READY at once). Host 3 then resolves host 1 with NODELAY
+/// and gets the path from its cache in the same instant, sending nothing.
 ///
 /// By contrast host 3 knows nothing of host 2 (the response was unicast to host 1):
 /// a NODELAY resolve of host 2 answers ENODATA at once, and the lookup it started
@@ -287,10 +287,10 @@ fn partitions_isolate_hosts() {
 /// Hosts 1 and 2 run 4x QDR (40 Gb/s), host 3 4x SDR (10 Gb/s), MTU 2048 everywhere.
 ///
 /// With `route_prot acm` every host joins group 0 (min_rate 10, min_mtu 2048), and the
-/// fast hosts also group 1 at their own rate, 40 Gb/s (spec 3.5). Two fast hosts share
-/// group 1, the higher priority one (spec 2.6), so their route — built from the group
-/// (spec 4.5) — runs at 40 Gb/s (rate enum 7); a fast and a slow host share only group
-/// 0 and get 10 Gb/s, whichever side asks.
+/// fast hosts also group 1 at their own rate, 40 Gb/s (docs/protocol/sa.md §5). Two fast
+/// hosts share group 1, the higher priority one (docs/protocol/acm-mad.md §6), so their
+/// route — built from the group (docs/ibacmp.md §5) — runs at 40 Gb/s (rate enum 7); a
+/// fast and a slow host share only group 0 and get 10 Gb/s, whichever side asks.
 ///
 /// With `route_prot sa` only group 0 is joined.
 #[test]
@@ -353,16 +353,16 @@ fn group_priority_picks_the_fastest_shared_group() {
 /// request gets exactly one reply, and every invariant holds.
 ///
 /// ACM MAD bound. Every multicast request teaches all 63 other hosts its sender
-/// (spec 2.5 step 1, READY at once with `route_prot acm`), and a queued request whose
-/// destination was learned meanwhile is not sent. Each host has one ACM request in
-/// flight at a time (resolve_depth 1), so each sends its first request at time zero,
-/// when all the clients' requests arrive; every first request has reached every host
-/// by the longest one-way delay, 7 µs here (two leaves: 4 cables and 3 switches of
-/// 1 µs). One exchange takes at least a round trip on the shortest path, 2 × 3 µs, so
-/// a host's second request leaves at ≥ 6 µs and a third could only leave at ≥ 12 µs,
-/// by which time the host knows everyone. Hence at most 2 requests per host, each
-/// answered by exactly one response (no loss, and retries are seconds away): at most
-/// 4 × 64 = 256 ACM MADs, against 2 × 4032 = 8064 without requester caching.
+/// (docs/protocol/acm-mad.md §5 step 1, READY at once with `route_prot acm`), and a
+/// queued request whose destination was learned meanwhile is not sent. Each host has one
+/// ACM request in flight at a time (resolve_depth 1), so each sends its first request at
+/// time zero, when all the clients' requests arrive; every first request has reached
+/// every host by the longest one-way delay, 7 µs here (two leaves: 4 cables and 3
+/// switches of 1 µs). One exchange takes at least a round trip on the shortest path, 2 ×
+/// 3 µs, so a host's second request leaves at ≥ 6 µs and a third could only leave at ≥ 12
+/// µs, by which time the host knows everyone. Hence at most 2 requests per host, each
+/// answered by exactly one response (no loss, and retries are seconds away): at most 4 ×
+/// 64 = 256 ACM MADs, against 2 × 4032 = 8064 without requester caching.
 #[test]
 fn all_to_all_64_hosts() {
     const N: usize = 64;

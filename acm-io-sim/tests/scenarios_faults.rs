@@ -146,13 +146,13 @@ fn sm_failover_mid_run() {
     });
 }
 
-/// An SM failover after an address has expired must not revive it. With `addr_timeout
-/// 1`, host 1's binding of host 2 learned at the start is stale from minute 2 on; a
-/// lookup then would start over (spec 4.3, READY row). The failover's SM_CHANGE makes
-/// the engine invalidate its routes; an entry whose address has already expired must
-/// go back to INIT rather than to ADDR_RESOLVED (which would only re-query the route
-/// and serve the stale binding). So the next resolve asks host 2 again over ACM, and
-/// the cache-freshness invariant holds.
+/// An SM failover after an address has expired must not revive it. With `addr_timeout 1`,
+/// host 1's binding of host 2 learned at the start is stale from minute 2 on; a lookup
+/// then would start over (docs/ibacmp.md §3, READY row). The failover's SM_CHANGE makes
+/// the engine invalidate its routes; an entry whose address has already expired must go
+/// back to INIT rather than to ADDR_RESOLVED (which would only re-query the route and
+/// serve the stale binding). So the next resolve asks host 2 again over ACM, and the
+/// cache-freshness invariant holds.
 #[test]
 fn sm_failover_does_not_revive_expired_addresses() {
     run_seeded(seed_from_env(), |seed| {
@@ -231,15 +231,15 @@ fn port_flap() {
 }
 
 /// A port flap while an SA MAD is in the kernel's hands: host 2 knows host 3's address
-/// (it overheard host 3's request) and queries its route while the SA is not
-/// answering. The kernel keeps the MAD and its timeout when the port goes down —
-/// nothing cancels a umad send — so its credit stays taken until the kernel gives it
-/// back, as in the reference (whose port shutdown leaves the umad agent and its
-/// credits alone, spec 3.1–3.2). When the port comes back with the SA up again, the
-/// host's join waits for that credit instead of making two MADs outstanding with
-/// `sa_depth 1`. The kernel's second try of the old query (2 s after the first) finds
-/// the SA up; its answer returns the credit (the provider ignores the stale answer),
-/// the join goes out, and the host resolves again.
+/// (it overheard host 3's request) and queries its route while the SA is not answering.
+/// The kernel keeps the MAD and its timeout when the port goes down — nothing cancels a
+/// umad send — so its credit stays taken until the kernel gives it back, as in the
+/// reference (whose port shutdown leaves the umad agent and its credits alone,
+/// docs/protocol/sa.md §1–§2). When the port comes back with the SA up again, the host's
+/// join waits for that credit instead of making two MADs outstanding with `sa_depth 1`.
+/// The kernel's second try of the old query (2 s after the first) finds the SA up; its
+/// answer returns the credit (the provider ignores the stale answer), the join goes out,
+/// and the host resolves again.
 #[test]
 fn port_flap_with_an_sa_mad_outstanding() {
     run_seeded(seed_from_env(), |seed| {
@@ -282,9 +282,9 @@ fn port_flap_with_an_sa_mad_outstanding() {
 }
 
 /// Names follow the pkey table. The generated address files say `host<n> mlx5_0 1
-/// default`, and `default` is the pkey at index 0 of the port's table (spec 5.2,
-/// 5.5). A PKEY_CHANGE makes the reference shut the port down and bring it up again
-/// (spec 4.9), which reassigns every address by the new table.
+/// default`, and `default` is the pkey at index 0 of the port's table
+/// (docs/daemon.md §2, §5). A PKEY_CHANGE makes the reference shut the port down and
+/// bring it up again (docs/ibacmp.md §9), which reassigns every address by the new table.
 ///
 /// Hosts 2 and 3 get the table [0x8001, 0xffff]: their names move to a new 0x8001
 /// endpoint (their IPs stay on 0xffff). Host 1, only in 0xffff, can no longer resolve
@@ -343,10 +343,11 @@ fn pkey_change_moves_names_with_the_default_partition() {
 /// Host 1's next resolve of host 2 is served from its cache (the LID and GID did not
 /// change, so the path is still right). Host 2 then resolves host 1: its multicast
 /// request reaches host 1, whose entry is READY with a different QPN — the peer-restart
-/// case of spec 2.5 — so host 1 records the address again and answers. With
-/// `route_prot sa` re-recording means a new route query (spec 3.4 case E) besides host
-/// 2's own: two queries; with `route_prot acm` none, and exactly one request and one
-/// response either way. Afterwards both directions resolve from the caches.
+/// case of docs/protocol/acm-mad.md §5 — so host 1 records the address again and answers.
+/// With `route_prot sa` re-recording means a new route query (docs/protocol/sa.md §4,
+/// case E) besides host 2's own: two queries; with `route_prot acm` none, and exactly one
+/// request and one response either way. Afterwards both directions resolve from the
+/// caches.
 ///
 /// A request in flight on a host that restarts (host 3 resolving host 4, whom nobody
 /// has heard from) is reset (its connection is gone), and the host resolves normally
@@ -471,18 +472,18 @@ fn sweep_count() -> u64 {
 /// (four tries per ACM or SA exchange). Even seeds run `route_prot acm`, odd ones
 /// `route_prot sa`.
 ///
-/// At 1 s, while some joins may still be retrying, each host resolves its neighbour:
-/// each ends in success, ENODATA (the endpoint is not joined yet, spec 4.1) or
+/// At 1 s, while some joins may still be retrying, each host resolves its neighbour: each
+/// ends in success, ENODATA (the endpoint is not joined yet, docs/ibacmp.md §1) or
 /// ETIMEDOUT. At 30 s every host resolves every other (56 requests). By then every
-/// endpoint has joined except with probability below 10⁻⁵ (each join round fails only
-/// if all four tries lose the request or the answer, (1 − 0.9²)⁴ ≈ 0.0013, and a
-/// second round starts 10 s after the first gives up). One stage of a resolve — the
-/// ACM exchange, or an SA query — fails with probability ≈ 0.0013 in the same way
+/// endpoint has joined except with probability below 10⁻⁵ (each join round fails only if
+/// all four tries lose the request or the answer, (1 − 0.9²)⁴ ≈ 0.0013, and a second
+/// round starts 10 s after the first gives up). One stage of a resolve — the ACM
+/// exchange, or an SA query — fails with probability ≈ 0.0013 in the same way
 /// (duplication only helps, and reordering holds a packet back at most 2 ms, far less
 /// than the 2–3 s between tries); a resolve has at most three stages (`route_prot sa`:
 /// the responder's route query, the exchange, the requester's query), so it fails with
-/// probability below 0.005 and the 56 resolves see 0.3 failures on average. At least
-/// 51 of 56 must succeed: six or more failures is a one-in-a-million event.
+/// probability below 0.005 and the 56 resolves see 0.3 failures on average. At least 51
+/// of 56 must succeed: six or more failures is a one-in-a-million event.
 ///
 /// For every seed from `ACM_SIM_SEED` on (`ACM_SIM_SEEDS` of them, default 20): the
 /// same trace twice, and every invariant (one reply per request, true paths, fresh

@@ -4,7 +4,7 @@
 
 use acm_proto::Gid;
 
-/// The GRH of a send. Every ACM send carries one (spec 2.1).
+/// The GRH of a send. Every ACM send carries one (docs/protocol/acm-mad.md §1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct GrhSpec {
     /// Destination GID (an MGID for multicast).

@@ -244,8 +244,8 @@ fn mads(c: &mut Criterion) {
 }
 
 fn netlink(c: &mut Criterion) {
-    // The kernel's PathRecord request for 10.0.0.2's GID (spec §8 vector 19's shape),
-    // and the daemon's answer with the captured path.
+    // The kernel's PathRecord request for 10.0.0.2's GID (docs/test-vectors.md §19's
+    // shape), and the daemon's answer with the captured path.
     let mut request = LsRequestRepr::resolve(77, ResolveHeaderRepr::new("mlx5_0", 1, PathUse::GMP));
     request.dgid = Some(gid("fe80::2:c903:a0:b002"));
     request.sgid = Some(gid("fe80::2:c903:a0:b001"));

@@ -3,7 +3,8 @@
 //!
 //! 256 bytes, big-endian: a 16-byte header (the first half of the common MAD header, with
 //! a `control` word in place of the class-specific one) and the resolve record from
-//! offset 16. Spec: ibacm-spec §2.1–§2.7, §8 item 15, quirk 30.
+//! offset 16. See docs/protocol/acm-mad.md §1–§7, docs/test-vectors.md §15,
+//! docs/reference-quirks.md §30.
 
 use crate::client::AddrType;
 use crate::error::{Layout, Result};
@@ -14,7 +15,8 @@ use byteorder::{BigEndian, ByteOrder};
 /// Length of an ACM MAD.
 pub const ACM_MAD_LEN: usize = 256;
 
-/// The ACM class version (ACM MADs with any other are dropped, spec §2.5).
+/// The ACM class version (ACM MADs with any other are dropped,
+/// docs/protocol/acm-mad.md §5).
 pub const ACM_CLASS_VERSION: u8 = 1;
 
 /// The Q_Key of ACM endpoints' QPs, also used for SA traffic and in MCMemberRecords.
@@ -279,10 +281,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> AcmMadPacket<T> {
 /// The resolve record (`acm_resolve_rec`) as typed values.
 ///
 /// `gid_cnt` is kept exactly as received: a peer may claim up to 255 even though only six
-/// GIDs fit in the MAD (the reference trusts up to 10 and reads past the MAD, quirk 30).
-/// `gids` holds the first `min(gid_cnt, 6)` GID slots. GID slots beyond those and the 8
-/// bytes after the sixth slot are not represented: parse ignores them and emit writes
-/// zeros there, so `emit` normalises a MAD that had garbage in them.
+/// GIDs fit in the MAD (the reference trusts up to 10 and reads past the MAD,
+/// docs/reference-quirks.md §30). `gids` holds the first `min(gid_cnt, 6)` GID slots. GID
+/// slots beyond those and the 8 bytes after the sixth slot are not represented: parse
+/// ignores them and emit writes zeros there, so `emit` normalises a MAD that had garbage
+/// in them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ResolveRecRepr {
@@ -394,9 +397,10 @@ pub struct AcmMadRepr {
 }
 
 impl AcmMadRepr {
-    /// A resolve request (spec §2.4, §8 item 15): method GET, control RESOLVE, both
-    /// lengths 64, `gid_cnt` the number of `gids` (the endpoint's MGIDs, lowest priority
-    /// first). Only the first six GIDs fit; any more are left out.
+    /// A resolve request (docs/protocol/acm-mad.md §4, docs/test-vectors.md §15): method
+    /// GET, control RESOLVE, both lengths 64, `gid_cnt` the number of `gids` (the
+    /// endpoint's MGIDs, lowest priority first). Only the first six GIDs fit; any more
+    /// are left out.
     #[must_use]
     pub fn resolve_request(
         tid: u64,
@@ -425,8 +429,9 @@ impl AcmMadRepr {
         }
     }
 
-    /// A resolve response (spec §2.5 "finish", §8 item 15): method GET_RESP, the
-    /// request's `tid`, `gid_cnt` 1, `gid[0]` the chosen group's MGID, all else zero.
+    /// A resolve response (docs/protocol/acm-mad.md §5, "finish";
+    /// docs/test-vectors.md §15): method GET_RESP, the request's `tid`, `gid_cnt` 1,
+    /// `gid[0]` the chosen group's MGID, all else zero.
     #[must_use]
     pub fn resolve_response(tid: u64, mgid: Gid) -> Self {
         let mut gids = heapless::Vec::new();
@@ -532,7 +537,7 @@ mod tests {
         AcmMgid::new(0xFFFF, Rate::RATE_10, Mtu::MTU_2048).to_gid()
     }
 
-    /// Spec §8 item 15, the request: IPv4 10.0.0.1 → 10.0.0.2, TID 5, one group.
+    /// docs/test-vectors.md §15, the request: IPv4 10.0.0.1 → 10.0.0.2, TID 5, one group.
     fn spec_request() -> [u8; 256] {
         let mut b = [0u8; 256];
         b[0..8].copy_from_slice(&[0x01, 0x2C, 0x01, 0x01, 0x00, 0x00, 0x00, 0x01]);
@@ -546,7 +551,7 @@ mod tests {
         b
     }
 
-    /// Spec §8 item 15, the peer's reply.
+    /// docs/test-vectors.md §15, the peer's reply.
     fn spec_reply() -> [u8; 256] {
         let mut b = [0u8; 256];
         b[0..8].copy_from_slice(&[0x01, 0x2C, 0x01, 0x81, 0x00, 0x00, 0x00, 0x01]);
@@ -644,7 +649,7 @@ mod tests {
         AcmMadPacket::new_unchecked(&mut b[..]).set_gid(6, Gid::ZERO);
     }
 
-    /// Spec §8 item 15, both directions, byte for byte.
+    /// docs/test-vectors.md §15, both directions, byte for byte.
     #[test]
     fn spec_item_15_request_and_reply() {
         let req = AcmMadRepr::resolve_request(

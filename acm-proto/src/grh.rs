@@ -1,7 +1,8 @@
 //! The 40-byte Global Route Header that precedes every UD receive (IBTA Vol 1 §8.3).
 //!
 //! ibacmp's receive buffers are 296 bytes: this header, then the 256-byte MAD. A
-//! responder takes the requester's GID from the GRH's SGID (spec §2.1, §2.5).
+//! responder takes the requester's GID from the GRH's SGID
+//! (docs/protocol/acm-mad.md §1, §5).
 
 use crate::Gid;
 use crate::error::{Layout, Result};

@@ -2,7 +2,7 @@
 //!
 //! Both are transparent newtypes over the wire integer, so every value parses and emits
 //! unchanged (an unknown opcode or status is data for the engine to judge, not a parse
-//! failure). Known values are associated constants with the spec's name.
+//! failure). Known values are associated constants with the reference's name.
 
 /// An open enum: `pub struct Name(pub u8)` with named constants.
 ///
@@ -26,7 +26,7 @@ macro_rules! open_enum {
             /// Every named value, in declaration order.
             pub const KNOWN: &'static [Self] = &[$(Self::$cname),*];
 
-            /// The spec's name for this value, if it is a known one.
+            /// The reference's name for this value, if it is a known one.
             #[must_use]
             pub const fn name(self) -> Option<&'static str> {
                 $( if self.0 == $val { return Some(stringify!($cname)); } )*

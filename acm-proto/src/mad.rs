@@ -1,9 +1,9 @@
 //! The 24-byte common MAD header that starts every management datagram.
 //!
-//! Every MAD is 256 bytes on the wire; the first 24 are the common header (IBTA Vol 1
-//! §13.4.2), all fields big-endian. The SA header ([`crate::sa`]) and the ACM MAD
+//! Every MAD is 256 bytes on the wire; the first 24 are the common header
+//! (IBTA Vol 1 §13.4.2), all fields big-endian. The SA header ([`crate::sa`]) and the ACM MAD
 //! ([`crate::acm_mad`]) both begin with it (the ACM MAD uses only its first 16 bytes).
-//! Spec: ibacm-spec §2.2, §3.3, §3.6.
+//! See docs/protocol/acm-mad.md §2 and docs/protocol/sa.md §3, §6.
 
 use crate::error::{Layout, Result};
 use byteorder::{BigEndian, ByteOrder};
@@ -107,7 +107,7 @@ const METHOD_RESPONSE_BIT: u8 = 0x80;
 
 impl Method {
     /// Whether bit 7 (the response bit) is set; this is how ibacmp tells an ACM response
-    /// from a request (spec §2.5).
+    /// from a request (docs/protocol/acm-mad.md §5).
     #[must_use]
     pub const fn is_response(self) -> bool {
         self.0 & METHOD_RESPONSE_BIT != 0
@@ -146,8 +146,9 @@ open_enum! {
 
 /// The 16-bit MAD status word (IBTA Vol 1 Table 113).
 ///
-/// Bits 15:8 are class specific; for SA they carry an [`SaClassStatus`](crate::sa::SaClassStatus),
-/// which ibacm hands to clients unchanged as the ACM status (spec §3.6).
+/// Bits 15:8 are class specific; for SA they carry an
+/// [`SaClassStatus`](crate::sa::SaClassStatus), which ibacm hands to clients unchanged as
+/// the ACM status (docs/protocol/sa.md §6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct MadStatus(pub u16);
@@ -159,7 +160,8 @@ impl MadStatus {
     /// Only the busy bit (bit 0): what an overloaded SA answers, the request discarded.
     pub const BUSY: Self = Self(0x0001);
 
-    /// Whether every bit is zero (how an SA join response is judged, spec §3.5).
+    /// Whether every bit is zero (how an SA join response is judged,
+    /// docs/protocol/sa.md §5).
     #[must_use]
     pub const fn is_ok(self) -> bool {
         self.0 == 0
@@ -186,7 +188,8 @@ impl MadStatus {
     }
 
     /// Bits 15:8, the class-specific status: `status >> 8`, exactly what ibacm passes to
-    /// clients as the ACM status (spec §3.6). Generic bits 7:0 are not included.
+    /// clients as the ACM status (docs/protocol/sa.md §6). Generic bits 7:0 are not
+    /// included.
     #[must_use]
     pub const fn class_status(self) -> u8 {
         (self.0 >> 8) as u8

@@ -1,7 +1,7 @@
 //! The SA MCMemberRecord (attribute 0x0038): 56 bytes, big-endian.
 //!
 //! ibacmp joins its multicast groups by sending one in an SA SET and reads the group's
-//! MLID, SL, flow label and so on back from the response. Spec: ibacm-spec §3.5;
+//! MLID, SL, flow label and so on back from the response. See docs/protocol/sa.md §5;
 //! IBTA Vol 1 §15.2.5.17.
 
 use crate::error::{Layout, Result};
@@ -90,8 +90,9 @@ flag_set! {
 }
 
 impl McCompMask {
-    /// The mask of every ibacmp join (spec §3.5): MGID, PortGID, QKey, MTUSelector, MTU,
-    /// TClass, PKey, RateSelector, Rate, SL, FlowLabel, Scope and JoinState.
+    /// The mask of every ibacmp join (docs/protocol/sa.md §5): MGID, PortGID, QKey,
+    /// MTUSelector, MTU, TClass, PKey, RateSelector, Rate, SL, FlowLabel, Scope and
+    /// JoinState.
     pub const IBACM_JOIN: Self = Self(0x1_B3F7);
 }
 
@@ -339,9 +340,10 @@ pub struct McMemberRecordRepr {
 }
 
 impl McMemberRecordRepr {
-    /// The record ibacmp sends to join a group (spec §3.5, §8 item 17): Q_Key 0x80010000,
-    /// MTU and rate with the "exactly" selector, `pkey` exactly as in the port's table
-    /// (not ORed with 0x8000), scope site-local, full member, everything else zero.
+    /// The record ibacmp sends to join a group (docs/protocol/sa.md §5,
+    /// docs/test-vectors.md §17): Q_Key 0x80010000, MTU and rate with the "exactly"
+    /// selector, `pkey` exactly as in the port's table (not ORed with 0x8000), scope
+    /// site-local, full member, everything else zero.
     #[must_use]
     pub fn ibacm_join(mgid: Gid, port_gid: Gid, pkey: u16, rate: Rate, mtu: Mtu) -> Self {
         Self {
@@ -576,7 +578,8 @@ mod tests {
         assert_eq!(McCompMask::IBACM_JOIN.0.count_ones(), 13);
     }
 
-    /// Spec §8 item 17: the whole join MAD, with pkey 0xFFFF, rate enum 3 and MTU enum 4.
+    /// docs/test-vectors.md §17: the whole join MAD, with pkey 0xFFFF, rate enum 3 and
+    /// MTU enum 4.
     #[test]
     fn spec_item_17_join_mad() {
         let mgid = AcmMgid::new(0xFFFF, Rate::RATE_10, Mtu::MTU_2048).to_gid();
@@ -614,7 +617,8 @@ mod tests {
         assert_eq!(McMemberRecordRepr::parse(p.data()), Ok(rec));
     }
 
-    /// Spec §8 item 16: pkey 0x7FFF yields the 0xFFFF MGID but the record keeps 7F FF.
+    /// docs/test-vectors.md §16: pkey 0x7FFF yields the 0xFFFF MGID but the record keeps
+    /// 7F FF.
     #[test]
     fn spec_item_16_pkey_not_ored_in_record() {
         let mgid = AcmMgid::new(0x7FFF, Rate::RATE_10, Mtu::MTU_2048).to_gid();

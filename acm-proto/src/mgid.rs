@@ -12,7 +12,7 @@
 //! | 8 | `ibv_mtu` code |
 //! | 9–15 | zero |
 //!
-//! Spec: ibacm-spec §3.5, §8 item 16.
+//! See docs/protocol/sa.md §5, docs/test-vectors.md §16.
 
 use crate::error::{ParseError, Reason, Result};
 use crate::{Gid, Mtu, Rate};
@@ -166,7 +166,7 @@ mod tests {
         s.parse().unwrap()
     }
 
-    /// Spec §3.5 and §8 item 16.
+    /// docs/protocol/sa.md §5 and docs/test-vectors.md §16.
     #[test]
     fn spec_vectors() {
         let m = AcmMgid::new(0xFFFF, Rate::RATE_10, Mtu::MTU_2048);

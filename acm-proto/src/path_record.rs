@@ -1,7 +1,8 @@
 //! The SA PathRecord (attribute 0x0035), byte-identical to `struct ibv_path_record`.
 //!
 //! 64 bytes, big-endian, copied unchanged between client messages, SA MADs and netlink
-//! replies. Spec: ibacm-spec §1.5 (layout), §3.4 (component mask); IBTA Vol 1 §15.2.5.16.
+//! replies. See docs/protocol/client-messages.md §5 (layout), docs/protocol/sa.md §4
+//! (component mask); IBTA Vol 1 §15.2.5.16.
 
 use crate::error::{Layout, Result, check_layout};
 use crate::{Gid, Mtu, Rate, Selected};
@@ -365,8 +366,8 @@ impl PathRecordRepr {
     }
 
     /// The SA component mask ibacm derives from a record before querying the SA with it:
-    /// each bit is set only when its field is non-zero (spec §3.4). NumbPath, RawTraffic
-    /// and Preference are never set.
+    /// each bit is set only when its field is non-zero (docs/protocol/sa.md §4).
+    /// NumbPath, RawTraffic and Preference are never set.
     #[must_use]
     pub fn sa_comp_mask(&self) -> PathCompMask {
         let mut m = PathCompMask::EMPTY;

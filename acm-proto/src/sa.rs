@@ -2,8 +2,9 @@
 //! component mask, followed by the record data.
 //!
 //! ibacm sends 256-byte SA MADs (a PathRecord GET or an MCMemberRecord SET); a response
-//! reassembled by RMPP may be longer, so the view accepts any buffer of at least 56 bytes.
-//! Spec: ibacm-spec §3.3 (layout), §3.4–§3.6; IBTA Vol 1 §13.6.2 (RMPP), §15.2.1.1.
+//! reassembled by RMPP may be longer, so the view accepts any buffer of at least 56
+//! bytes. See docs/protocol/sa.md §3 (layout), §4–§6; IBTA Vol 1 §13.6.2 (RMPP) and
+//! IBTA Vol 1 §15.2.1.1.
 
 use crate::error::{Layout, Result};
 use crate::mad::{AttrId, MadHeaderPacket, MadHeaderRepr, MadStatus, Method, MgmtClass};
@@ -17,7 +18,7 @@ pub const SA_HEADER_LEN: usize = 56;
 /// Data bytes in a 256-byte SA MAD.
 pub const SA_DATA_LEN: usize = 200;
 
-/// The SA class version ibacm sends with (spec §3.1, §3.3).
+/// The SA class version ibacm sends with (docs/protocol/sa.md §1, §3).
 pub const SA_CLASS_VERSION: u8 = 2;
 
 mod field {
@@ -63,7 +64,8 @@ const LAYOUT: &Layout = &[
 open_enum! {
     /// The class-specific status byte of an SA response (MAD status bits 15:8).
     ///
-    /// ibacm returns it to clients as the ACM status without translation (spec §3.6).
+    /// ibacm returns it to clients as the ACM status without translation
+    /// (docs/protocol/sa.md §6).
     pub struct SaClassStatus(u8) {
         /// ERR_NO_RESOURCES.
         NO_RESOURCES = 1,
@@ -313,9 +315,9 @@ pub struct SaHeaderRepr {
 }
 
 impl SaHeaderRepr {
-    /// The header of ibacm's SA requests (spec §3.3): base version 1, class SA, class
-    /// version 2, the given method, tid and attribute, everything else zero apart from
-    /// the component mask.
+    /// The header of ibacm's SA requests (docs/protocol/sa.md §3): base version 1, class
+    /// SA, class version 2, the given method, tid and attribute, everything else zero
+    /// apart from the component mask.
     fn request(method: Method, attr_id: AttrId, tid: u64, comp_mask: u64) -> Self {
         Self {
             mad: MadHeaderRepr {
@@ -332,14 +334,15 @@ impl SaHeaderRepr {
         }
     }
 
-    /// A PathRecord query header (spec §3.4, §8 item 18): method GET, attribute 0x0035.
+    /// A PathRecord query header (docs/protocol/sa.md §4, docs/test-vectors.md §18):
+    /// method GET, attribute 0x0035.
     #[must_use]
     pub fn path_record_get(tid: u64, comp_mask: PathCompMask) -> Self {
         Self::request(Method::GET, AttrId::PATH_RECORD, tid, comp_mask.0)
     }
 
-    /// An MCMemberRecord join header (spec §3.5, §8 item 17): method SET, attribute
-    /// 0x0038. ibacm uses [`McCompMask::IBACM_JOIN`].
+    /// An MCMemberRecord join header (docs/protocol/sa.md §5, docs/test-vectors.md §17):
+    /// method SET, attribute 0x0038. ibacm uses [`McCompMask::IBACM_JOIN`].
     #[must_use]
     pub fn mcmember_join(tid: u64, comp_mask: McCompMask) -> Self {
         Self::request(Method::SET, AttrId::MC_MEMBER_RECORD, tid, comp_mask.0)
@@ -536,7 +539,8 @@ mod tests {
         assert_eq!((e.field, e.offset), ("tid", 8));
     }
 
-    /// Spec §8 item 18: the PathRecord query after ACM resolution (route_prot sa).
+    /// docs/test-vectors.md §18: the PathRecord query after ACM resolution (route_prot
+    /// sa).
     #[test]
     fn spec_item_18_path_record_query() {
         let path = PathRecordRepr {

@@ -1,5 +1,5 @@
-//! `ib_acme`'s options (spec §6.1): what each one sets, the checks that end in the usage
-//! text, and the usage text itself.
+//! `ib_acme`'s options (docs/ib-acme.md §1): what each one sets, the checks that end in
+//! the usage text, and the usage text itself.
 //!
 //! A few behaviours of Debian's tool that scripts may rely on are kept on purpose:
 //! `-P N` and `-e N` set one shared endpoint index (the last wins, and `-P` alone asks
@@ -18,8 +18,37 @@ use thiserror::Error;
 /// The getopt string of Debian's `ib_acme`.
 pub const OPTSTRING: &str = "e::f:s:d:vcA::O::D:P::S:C:V";
 
-/// Our long options (extensions).
+/// Our long flags (extensions).
 pub const LONG_FLAGS: &[&str] = &["json"];
+
+/// Our long options with an argument (extensions).
+pub const LONG_OPTIONS: &[&str] = &["format"];
+
+/// How results are written (`--format`; `--json` is `--format json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutputFormat {
+    /// Debian's text, line for line.
+    #[default]
+    Text,
+    /// One JSON document.
+    Json,
+    /// The Prometheus text exposition of the counters and endpoints
+    /// ([`crate::metrics`]).
+    Prometheus,
+}
+
+impl OutputFormat {
+    /// The format `--format` names.
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "text" => Some(Self::Text),
+            "json" => Some(Self::Json),
+            "prometheus" => Some(Self::Prometheus),
+            _ => None,
+        }
+    }
+}
 
 /// What `-P` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,8 +94,8 @@ pub struct Options {
     pub repetitions: i32,
     /// `-V`.
     pub verbose: bool,
-    /// `--json`.
-    pub json: bool,
+    /// `--format` (or `--json`).
+    pub output: OutputFormat,
 }
 
 impl Default for Options {
@@ -86,7 +115,7 @@ impl Default for Options {
             service: DEFAULT_SERVICE.to_owned(),
             repetitions: 1,
             verbose: false,
-            json: false,
+            output: OutputFormat::Text,
         }
     }
 }
@@ -118,6 +147,14 @@ pub enum CliError {
     /// A combination that asks for nothing, or `-s` without a use.
     #[error("nothing to do with these options")]
     Usage,
+    /// `--format` names no format.
+    #[error("unknown output format '{0}' (text, json or prometheus)")]
+    OutputFormat(String),
+    /// `--format prometheus` with something it cannot show.
+    #[error(
+        "--format prometheus shows counters and endpoints: use it with -P or -e, without -d, -A, -O or -P s"
+    )]
+    PrometheusUse,
     /// A bracket list that cannot be expanded.
     #[error("invalid list '{arg}': {error}")]
     List {
@@ -133,7 +170,10 @@ impl CliError {
     /// messages and nothing for its own checks; a refused bracket list is our addition.
     #[must_use]
     pub const fn has_message(&self) -> bool {
-        matches!(self, Self::Getopt(_) | Self::List { .. })
+        matches!(
+            self,
+            Self::Getopt(_) | Self::List { .. } | Self::OutputFormat(_) | Self::PrometheusUse
+        )
     }
 }
 
@@ -146,6 +186,7 @@ pub fn parse(args: &[String], posix: bool) -> Result<Options, CliError> {
     let spec = OptString::parse(OPTSTRING);
     let settings = Settings {
         long_flags: LONG_FLAGS,
+        long_options: LONG_OPTIONS,
         optional_next_word: true,
         posix,
     };
@@ -177,10 +218,13 @@ pub fn parse(args: &[String], posix: bool) -> Result<Options, CliError> {
             Item::Short('S', arg) => o.service = arg.unwrap_or_default(),
             Item::Short('C', arg) => o.repetitions = atoi(&arg.unwrap_or_default()),
             Item::Short('V', _) => o.verbose = true,
-            Item::Long("json") => o.json = true,
+            Item::Long("json") => o.output = OutputFormat::Json,
+            Item::LongArg("format", f) => {
+                o.output = OutputFormat::from_name(&f).ok_or(CliError::OutputFormat(f))?;
+            }
             // Operands are ignored, as getopt-based tools do; the option string lists
             // every other character.
-            Item::Short(..) | Item::Long(_) | Item::Operand(_) => {}
+            Item::Short(..) | Item::Long(_) | Item::LongArg(..) | Item::Operand(_) => {}
         }
     }
     check(&o)?;
@@ -209,7 +253,7 @@ fn perf_mode(arg: Option<&str>, ep_index: &mut i32) -> PerfMode {
     }
 }
 
-/// The usage checks of spec §6.1, then the bracket lists that will be expanded.
+/// The usage checks of docs/ib-acme.md §1, then the bracket lists that will be expanded.
 fn check(o: &Options) -> Result<(), CliError> {
     let by_source = o.perf == Some(PerfMode::BySource);
     if o.src.is_some() && o.dest.is_none() && !by_source {
@@ -220,6 +264,15 @@ fn check(o: &Options) -> Result<(), CliError> {
     }
     if !o.needs_service() && o.addr_file.is_none() && o.opts_file.is_none() {
         return Err(CliError::Usage);
+    }
+    if o.output == OutputFormat::Prometheus
+        && (o.dest.is_some()
+            || o.addr_file.is_some()
+            || o.opts_file.is_some()
+            || by_source
+            || (o.perf.is_none() && !o.enum_ep))
+    {
+        return Err(CliError::PrometheusUse);
     }
     let mut lists: Vec<&str> = Vec::new();
     if o.needs_service() {
@@ -251,7 +304,7 @@ usage: {prog} [-S svc] [-f i|n|l|g] [-s src] -d dest [-v] [-c] [-C count]
        {prog} [-S svc] -e [N]
        {prog} -A [addr_file] -O [opt_file] [-D dir] [-V]
 Ask an ibacm service for path records, counters or endpoints, or write its
-configuration files. Every form also takes --json.
+configuration files. Every form also takes --json (or --format).
 
 Queries:
    -d dest     resolve the path to dest; a list such as node[1-4,7] names several
@@ -278,6 +331,10 @@ Configuration files:
 Output:
    --json      print one JSON document with the results instead of text; its schema
                is described in the documentation of acm_daemon::acme
+   --format F  text (the default), json (as --json) or prometheus: with -P or -e, the
+               global counters and every endpoint's description and counters (or
+               endpoint N's only) in the Prometheus text format, for node_exporter's
+               textfile collector or a scrape
 "
     )
 }
@@ -379,7 +436,7 @@ mod tests {
         assert_eq!(o.addr_file.as_deref(), Some("a.cfg"));
         assert_eq!(o.opts_file.as_deref(), Some("b.cfg"));
         assert_eq!(ok(&["-O"]).dest_dir, "/etc/rdma");
-        assert!(ok(&["-O", "--json"]).json);
+        assert_eq!(ok(&["-O", "--json"]).output, OutputFormat::Json);
         assert!(!ok(&["-O"]).prints_status(0));
         assert!(ok(&["-O"]).prints_status(-1));
         assert!(ok(&["-O", "-V"]).prints_status(0));
@@ -432,10 +489,44 @@ mod tests {
     }
 
     #[test]
+    fn output_formats() {
+        assert_eq!(ok(&["-P"]).output, OutputFormat::Text);
+        assert_eq!(ok(&["-P", "--format", "json"]).output, OutputFormat::Json);
+        assert_eq!(
+            ok(&["--json", "-P", "--format=text"]).output,
+            OutputFormat::Text
+        );
+        for words in [
+            &["-P", "--format", "prometheus"][..],
+            &["-P", "all", "--format=prometheus"],
+            &["-P", "2", "--format=prometheus"],
+            &["-e", "--format=prometheus"],
+        ] {
+            assert_eq!(ok(words).output, OutputFormat::Prometheus, "{words:?}");
+        }
+        assert_eq!(
+            parse_words(&["-P", "--format", "yaml"]),
+            Err(CliError::OutputFormat("yaml".into()))
+        );
+        for words in [
+            &["-d", "x", "--format", "prometheus"][..],
+            &["-P", "-d", "x", "--format", "prometheus"],
+            &["-P", "s", "-s", "10.0.0.1", "--format", "prometheus"],
+            &["-O", "--format", "prometheus"],
+            &["-P", "-A", "--format", "prometheus"],
+        ] {
+            let e = parse_words(words).unwrap_err();
+            assert_eq!(e, CliError::PrometheusUse, "{words:?}");
+            assert!(e.has_message());
+        }
+    }
+
+    #[test]
     fn usage_text_names_the_program_and_json() {
         let u = usage("/usr/bin/ib_acme");
         assert!(u.starts_with("usage: /usr/bin/ib_acme "));
         assert!(u.contains("--json"));
+        assert!(u.contains("--format F"));
         assert!(u.contains("ACM_SYSFS_ROOT"));
     }
 }

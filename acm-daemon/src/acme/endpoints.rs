@@ -1,4 +1,5 @@
-//! Endpoint enumeration (`-e [N]`, spec §1.10, §6.6).
+//! Endpoint enumeration (`-e [N]`, docs/protocol/client-messages.md §10,
+//! docs/ib-acme.md §6).
 //!
 //! The daemon answers EP_QUERY for one (index, port) pair at a time, counting endpoints
 //! per port number. So, like Debian's `ib_acme`, each index is tried on ports 1, 2, …

@@ -1,4 +1,5 @@
-//! `-A` and `-O`: writing the daemon's address file and options file (spec §6.7).
+//! `-A` and `-O`: writing the daemon's address file and options file
+//! (docs/ib-acme.md §7).
 //!
 //! The effective (non-comment) lines are what the daemon reads and match Debian's
 //! `ib_acme`; the comments are our own wording.

@@ -6,8 +6,9 @@
 //! next word whatever it is (`-s -d` gives `-s` the argument `-d`), GNU argument
 //! permutation (operands may appear anywhere and are ignored), `--` to end the options,
 //! and glibc's exact diagnostics. This module implements that grammar from an option
-//! string in getopt's notation (`x` flag, `x:` required, `x::` optional), plus long flags
-//! for our own extensions (`--json`), matched like getopt_long (unique prefixes).
+//! string in getopt's notation (`x` flag, `x:` required, `x::` optional), plus long
+//! options for our own extensions (`--json`, `--format FORMAT`), matched like
+//! getopt_long (unique prefixes; an argument as `--format=x` or the next word).
 
 use thiserror::Error;
 
@@ -84,6 +85,8 @@ pub enum Item {
     Short(char, Option<String>),
     /// A long flag, by its full name (without `--`).
     Long(&'static str),
+    /// A long option with its argument.
+    LongArg(&'static str, String),
     /// A word that is not an option.
     Operand(String),
 }
@@ -103,6 +106,9 @@ pub enum GetoptError {
     /// `--flag=value` for a flag that takes no value.
     #[error("option '--{0}' doesn't allow an argument")]
     LongWithArgument(&'static str),
+    /// A long option that needs an argument ended the command line.
+    #[error("option '--{0}' requires an argument")]
+    LongMissingArgument(&'static str),
 }
 
 /// Scanner settings beyond the option string.
@@ -110,6 +116,8 @@ pub enum GetoptError {
 pub struct Settings<'a> {
     /// Long flags (no arguments), without the leading `--`.
     pub long_flags: &'a [&'static str],
+    /// Long options that take an argument, without the leading `--`.
+    pub long_options: &'a [&'static str],
     /// Let an optional argument be the next word when it does not start with `-`
     /// (`ib_acme`'s rule; plain getopt only takes attached optional arguments).
     pub optional_next_word: bool,
@@ -152,12 +160,11 @@ impl<'a> Getopt<'a> {
             Some((n, v)) => (n, Some(v)),
             None => (body, None),
         };
-        let exact = self.settings.long_flags.iter().find(|f| **f == name);
-        let mut prefixed = self
-            .settings
-            .long_flags
-            .iter()
-            .filter(|f| f.starts_with(name));
+        let flags = self.settings.long_flags.iter().map(|f| (*f, false));
+        let options = self.settings.long_options.iter().map(|f| (*f, true));
+        let all: Vec<(&'static str, bool)> = flags.chain(options).collect();
+        let exact = all.iter().find(|(f, _)| *f == name);
+        let mut prefixed = all.iter().filter(|(f, _)| f.starts_with(name));
         let found = match exact {
             Some(f) => Some(*f),
             None => match (prefixed.next(), prefixed.next()) {
@@ -166,8 +173,16 @@ impl<'a> Getopt<'a> {
             },
         };
         match (found, value) {
-            (Some(f), None) => Ok(Item::Long(f)),
-            (Some(f), Some(_)) => Err(GetoptError::LongWithArgument(f)),
+            (Some((f, false)), None) => Ok(Item::Long(f)),
+            (Some((f, false)), Some(_)) => Err(GetoptError::LongWithArgument(f)),
+            (Some((f, true)), Some(v)) => Ok(Item::LongArg(f, v.to_owned())),
+            (Some((f, true)), None) => {
+                // Like a required short argument, the next word whatever it is.
+                let next = self.args.get(self.word).cloned();
+                let v = next.ok_or(GetoptError::LongMissingArgument(f))?;
+                self.word += 1;
+                Ok(Item::LongArg(f, v))
+            }
             (None, _) => Err(GetoptError::UnknownLong(format!("--{body}"))),
         }
     }
@@ -259,7 +274,7 @@ impl Iterator for Getopt<'_> {
                 continue;
             }
             if let Some(body) = word.strip_prefix("--")
-                && !self.settings.long_flags.is_empty()
+                && !(self.settings.long_flags.is_empty() && self.settings.long_options.is_empty())
             {
                 let body = body.to_owned();
                 self.word += 1;
@@ -293,6 +308,7 @@ mod tests {
         let args: Vec<String> = words.iter().map(|s| (*s).to_owned()).collect();
         let settings = Settings {
             long_flags: &["json"],
+            long_options: &["format"],
             optional_next_word,
             posix: false,
         };
@@ -424,9 +440,9 @@ mod tests {
         let spec = OptString::parse(ACME);
         let args: Vec<String> = ["foo", "-P"].iter().map(|s| (*s).to_owned()).collect();
         let settings = Settings {
-            long_flags: &[],
             optional_next_word: true,
             posix: true,
+            ..Settings::default()
         };
         let items: Vec<_> = Getopt::new(&spec, &args, settings).collect();
         assert_eq!(
@@ -456,6 +472,19 @@ mod tests {
         assert_eq!(
             GetoptError::UnknownLong("--x".into()).to_string(),
             "unrecognized option '--x'"
+        );
+        // Long options take their argument after '=' or as the next word, whatever it is.
+        let arg = |v: &str| Ok(Item::LongArg("format", v.to_owned()));
+        assert_eq!(scan(ACME, &["--format=json"], true), [arg("json")]);
+        assert_eq!(scan(ACME, &["--form", "-P"], true), [arg("-P")]);
+        assert_eq!(scan(ACME, &["--format="], true), [arg("")]);
+        assert_eq!(
+            scan(ACME, &["-P", "--format"], true)[1],
+            Err(GetoptError::LongMissingArgument("format"))
+        );
+        assert_eq!(
+            GetoptError::LongMissingArgument("format").to_string(),
+            "option '--format' requires an argument"
         );
         // Without long flags, "--json" is scanned as short options, as plain getopt does.
         let spec = OptString::parse(ACME);

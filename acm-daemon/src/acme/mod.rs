@@ -1,5 +1,5 @@
 //! `ib_acme`, the ibacm test and configuration tool: a drop-in for rdma-core's
-//! (spec §6), with a `--json` output added.
+//! (docs/ib-acme.md), with a `--json` output added.
 //!
 //! It asks an ibacm service for path records (`-d`, `-s`, `-f`, `-v`, `-c`, `-C`),
 //! performance counters (`-P`) and endpoints (`-e`), and writes the daemon's address and

@@ -1,5 +1,6 @@
-//! Performance counters (`-P`, spec §1.9, §6.5): the global or per-endpoint query, the
-//! `all` walk over endpoints, and the query by source address (`-P s`).
+//! Performance counters (`-P`, docs/protocol/client-messages.md §9, docs/ib-acme.md §5):
+//! the global or per-endpoint query, the `all` walk over endpoints, and the query by
+//! source address (`-P s`).
 //!
 //! `-P N` and `-e N` share one endpoint index in Debian's `ib_acme` (the last one given
 //! wins, and `-P` alone after `-e 2` asks for endpoint 2); [`Options::ep_index`] keeps
@@ -16,7 +17,7 @@ use thiserror::Error;
 /// Highest endpoint index the one-byte field can name; `-P all` stops there at the latest.
 pub const MAX_INDEX: i32 = 255;
 
-/// Counter names, in the daemon's order (spec §5.12).
+/// Counter names, in the daemon's order (docs/daemon.md §12).
 pub const COUNTER_NAMES: [&str; 7] = [
     "Error Count",
     "Resolve Count",
@@ -117,6 +118,54 @@ pub fn run(conn: &mut Connection, svc: &str, opts: &Options, report: &mut dyn Re
             match query_by_source(conn, src, opts.format) {
                 Ok(c) => report.perf_counters(svc, mode, None, &c),
                 Err(f) => report.perf_failed(svc, &f),
+            }
+        }
+    }
+}
+
+/// `--format prometheus` (with `-P` or `-e`): the global counters, then each endpoint
+/// (endpoint N only with `-P N` or `-e N`) as an EP_QUERY for port 0 describes it,
+/// followed by its counters. Port 0 numbers the endpoints over every port, as our
+/// daemon's PERF_QUERY does (docs/protocol/client-messages.md §10,
+/// docs/daemon.md §13), so the counters and the description are of one endpoint. rdma-core's `ibacm`
+/// counts PERF_QUERY's endpoint N only over ports numbered N (its bug,
+/// docs/reference-quirks.md §1): an endpoint it will not give counters for is described
+/// without them.
+pub fn snapshot(conn: &mut Connection, svc: &str, opts: &Options, report: &mut dyn Report) {
+    match query_index(conn, 0) {
+        Ok(c) => report.perf_counters(svc, PerfMode::Row, None, &c),
+        Err(e) => {
+            report.perf_failed(svc, &PerfFailure::Query(e));
+            return;
+        }
+    }
+    // The index goes out in one byte, as with -P N; 0 there means every endpoint.
+    let only = opts.ep_index as u8;
+    let indexes = if only == 0 {
+        1..=MAX_INDEX as u8
+    } else {
+        only..=only
+    };
+    for index in indexes {
+        match conn.endpoint(index, 0) {
+            Ok(ep) => report.endpoint(svc, i32::from(index), &ep),
+            Err(ClientError::Status(_)) => {
+                if only != 0 {
+                    report.endpoint_missing(i32::from(index));
+                }
+                return;
+            }
+            Err(e) => {
+                report.endpoints_failed(svc, &e);
+                return;
+            }
+        }
+        match query_index(conn, i32::from(index)) {
+            Ok(c) => report.perf_counters(svc, PerfMode::All, Some(i32::from(index)), &c),
+            Err(ClientError::Status(_)) => {}
+            Err(e) => {
+                report.perf_failed(svc, &PerfFailure::Query(e));
+                return;
             }
         }
     }

@@ -1,4 +1,4 @@
-//! Resolve mode (`-d`, spec §6.4): one request per destination (and source) and
+//! Resolve mode (`-d`, docs/ib-acme.md §4): one request per destination (and source) and
 //! repetition, the optional SA verification (`-v`), and the reporting order `ib_acme`
 //! uses, so that the output matches line for line.
 //!

@@ -1,9 +1,9 @@
-//! The order of work (spec §6.1): for each service, connect, then resolves, perf query
-//! and enumeration; then the files; then the return status. Also the process-level
+//! The order of work (docs/ib-acme.md §1): for each service, connect, then resolves, perf
+//! query and enumeration; then the files; then the return status. Also the process-level
 //! entry point, which turns the command line into a run and the run into an exit code.
 
-use super::cli::{self, CliError, Options};
-use super::format::{JsonReport, Report, TextReport};
+use super::cli::{self, CliError, Options, OutputFormat};
+use super::format::{JsonReport, PrometheusReport, Report, TextReport};
 use super::{endpoints, generate, perf, resolve};
 use crate::client::brackets;
 use crate::client::{self, PORT_FILE};
@@ -54,6 +54,10 @@ pub fn execute(opts: &Options, env: &Environment, report: &mut dyn Report) -> i3
             if opts.dest.is_some() {
                 status = resolve::run(&mut conn, &svc, opts, report);
             }
+            if opts.output == OutputFormat::Prometheus {
+                perf::snapshot(&mut conn, &svc, opts, report);
+                continue;
+            }
             perf::run(&mut conn, &svc, opts, report);
             if opts.enum_ep {
                 endpoints::run(&mut conn, &svc, opts.ep_index, report);
@@ -73,9 +77,10 @@ pub fn execute(opts: &Options, env: &Environment, report: &mut dyn Report) -> i3
     status
 }
 
-/// A whole `ib_acme` invocation: `args` includes the program name. Text and JSON go to
-/// `stdout`; getopt's complaints go to `stderr`, the usage text to `stdout` (both to
-/// `stderr` with `--json`, keeping stdout parseable). Returns the exit code.
+/// A whole `ib_acme` invocation: `args` includes the program name. Text, JSON and
+/// Prometheus text go to `stdout`; getopt's complaints go to `stderr`, the usage text to
+/// `stdout` (both to `stderr` with `--json` or `--format json|prometheus`, keeping stdout
+/// parseable; so do the failures of a Prometheus run). Returns the exit code.
 pub fn main(
     args: &[String],
     posix: bool,
@@ -88,20 +93,38 @@ pub fn main(
     let opts = match cli::parse(rest, posix) {
         Ok(o) => o,
         Err(e) => {
-            let json = rest.iter().any(|a| a == "--json");
-            usage_error(prog, &e, json, stdout, stderr);
+            usage_error(prog, &e, machine_output(rest), stdout, stderr);
             return 1;
         }
     };
-    let status = if opts.json {
-        let mut report = JsonReport::new(&mut *stdout);
-        finish(&opts, env, &mut report)
-    } else {
-        let mut report = TextReport::new(&mut *stdout, opts.verbose);
-        finish(&opts, env, &mut report)
+    let status = match opts.output {
+        OutputFormat::Json => {
+            let mut report = JsonReport::new(&mut *stdout);
+            finish(&opts, env, &mut report)
+        }
+        OutputFormat::Prometheus => {
+            let mut report = PrometheusReport::new(&mut *stdout, &mut *stderr);
+            finish(&opts, env, &mut report)
+        }
+        OutputFormat::Text => {
+            let mut report = TextReport::new(&mut *stdout, opts.verbose);
+            finish(&opts, env, &mut report)
+        }
     };
     // The exit code is the low byte of the status, as the C exit() keeps it.
     (status & 0xff) as u8
+}
+
+/// Whether a command line that does not parse asked for output a program reads
+/// (`--json`, `--format json`, `--format prometheus`), whose stdout must then stay
+/// empty.
+fn machine_output(args: &[String]) -> bool {
+    let machine = |f: &str| f == "json" || f == "prometheus";
+    args.iter().enumerate().any(|(i, a)| {
+        a == "--json"
+            || a.strip_prefix("--format=").is_some_and(machine)
+            || (a == "--format" && args.get(i + 1).is_some_and(|f| machine(f)))
+    })
 }
 
 fn finish(opts: &Options, env: &Environment, report: &mut dyn Report) -> i32 {
@@ -162,6 +185,27 @@ mod tests {
     }
 
     #[test]
+    fn prometheus_run_of_an_unreachable_service_says_so_on_stderr_only() {
+        let (code, out, err) = run_words(&[
+            "ib_acme",
+            "-S",
+            "/nonexistent/path.sock",
+            "-P",
+            "--format",
+            "prometheus",
+        ]);
+        assert_eq!(code, 2);
+        assert_eq!(
+            out,
+            "# HELP acm_up Whether the service answered (1) or could not be reached (0).\n# TYPE acm_up gauge\nacm_up 0\n"
+        );
+        assert_eq!(
+            err,
+            "/nonexistent/path.sock,unable to contact service: No such file or directory\n"
+        );
+    }
+
+    #[test]
     fn usage_goes_to_stdout_and_getopt_errors_to_stderr() {
         let (code, out, err) = run_words(&["/usr/bin/ib_acme", "-x"]);
         assert_eq!(code, 1);
@@ -173,6 +217,14 @@ mod tests {
         let (code, out, err) = run_words(&["ib_acme", "--json", "-s", "x"]);
         assert_eq!((code, out.as_str()), (1, ""));
         assert!(err.starts_with("usage: ib_acme"));
+        let (code, out, err) = run_words(&["ib_acme", "--format", "prometheus", "-d", "x"]);
+        assert_eq!((code, out.as_str()), (1, ""));
+        assert!(
+            err.starts_with("ib_acme: --format prometheus shows counters and endpoints"),
+            "{err}"
+        );
+        let (code, out, _) = run_words(&["ib_acme", "--format=json", "-s", "x"]);
+        assert_eq!((code, out.as_str()), (1, ""));
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Address formats for `-s` / `-d` (`-f i|n|l|g`), their auto-detection when `-f` is
-//! left out (spec §6.3), and address text exactly as glibc writes it.
+//! Address formats for `-s` / `-d` (`-f i|n|l|g`), their auto-detection when `-f` is left
+//! out (docs/ib-acme.md §3), and address text exactly as glibc writes it.
 //!
 //! Output compatibility is the point of the printing half: GIDs and IPv6 addresses are
 //! printed with glibc's `inet_ntop` rules, which differ from Rust's `Ipv6Addr` display for
@@ -149,11 +149,11 @@ pub fn ip_to_string(ip: IpAddr) -> String {
     }
 }
 
-/// Auto-detection for an address given without `-f` (spec §6.3): an IP literal is format
-/// `i` as written; otherwise a name that `getaddrinfo` (any family, TCP) resolves becomes
-/// format `i` with its first address in numeric form (so `5` becomes `0.0.0.5`, as glibc
-/// reads it); anything else is taken as a LID (format `l`), which `atoi` turns into 0 for
-/// junk and the daemon then refuses.
+/// Auto-detection for an address given without `-f` (docs/ib-acme.md §3): an IP literal
+/// is format `i` as written; otherwise a name that `getaddrinfo` (any family, TCP)
+/// resolves becomes format `i` with its first address in numeric form (so `5` becomes
+/// `0.0.0.5`, as glibc reads it); anything else is taken as a LID (format `l`), which
+/// `atoi` turns into 0 for junk and the daemon then refuses.
 #[must_use]
 pub fn detect(text: &str) -> (AddrFormat, String) {
     if parse_ip(text).is_some() {

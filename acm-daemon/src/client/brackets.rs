@@ -1,5 +1,5 @@
-//! Bracket lists for `-d`, `-s` and `-S` (spec §6.8): `node[01-03,7]` names node01,
-//! node02, node03 and node07, so one command can resolve or query a whole range.
+//! Bracket lists for `-d`, `-s` and `-S` (docs/ib-acme.md §8): `node[01-03,7]` names
+//! node01, node02, node03 and node07, so one command can resolve or query a whole range.
 //!
 //! Grammar, as Debian's `ib_acme` reads it:
 //!

@@ -1,6 +1,6 @@
-//! How `-S` names a service (spec §1.1): a path starting with `/` is the daemon's unix
-//! socket; anything else is a host reached over TCP at the port the daemon wrote into
-//! its port file, read the way libacm reads it.
+//! How `-S` names a service (docs/protocol/client-messages.md §1): a path starting with
+//! `/` is the daemon's unix socket; anything else is a host reached over TCP at the port
+//! the daemon wrote into its port file, read the way libacm reads it.
 
 use super::cnum;
 use super::errno;

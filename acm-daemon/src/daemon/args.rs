@@ -12,7 +12,10 @@ use thiserror::Error;
 pub const USAGE: &str = "\
 usage: ibacm [-D] [-P] [-A addr_file] [-O option_file] [--systemd]
              [--fabric sim[:FILE[:HOST]] | --fabric hub:SOCKET:HOST]
-             [--run-dir DIR] [--socket-mode OCTAL] [--log-file FILE] [--log-level N]
+             [--run-dir DIR] [--socket-mode OCTAL] [--socket-group GROUP]
+             [--allow-users LIST] [--allow-groups LIST]
+             [--metrics-file FILE] [--metrics-interval SECONDS]
+             [--log-file FILE] [--log-level N]
    -D                 run as a daemon (the default)
    -P                 run in the foreground
    -A addr_file       address file (default /etc/rdma/ibacm_addr.cfg)
@@ -27,6 +30,18 @@ usage: ibacm [-D] [-P] [-A addr_file] [-O option_file] [--systemd]
    --socket-mode OCTAL
                       permissions of the unix socket (default 0777: every local user's
                       RDMA programs resolve through it, as with the reference)
+   --socket-group GROUP
+                      group (name or gid) of the unix socket (default: the daemon's)
+   --allow-users LIST, --allow-groups LIST
+                      let only these users or groups (names or ids, separated by
+                      commas) connect to the unix socket, root and the daemon's own
+                      user always; others are closed at once and logged (default:
+                      everyone)
+   --metrics-file FILE
+                      write the counters, cache sizes and client numbers to FILE in the
+                      Prometheus text format (for node_exporter's textfile collector)
+   --metrics-interval SECONDS
+                      how often to write the metrics file (default 15)
    --log-file FILE    log here (or stdout, stderr), overriding the options file
    --log-level N      log level 0..2, overriding the options file
    --help             this text
@@ -73,8 +88,19 @@ pub struct Args {
     pub log_file: Option<String>,
     /// `--log-level`.
     pub log_level: Option<i32>,
-    /// `--socket-mode`: the unix socket's permission bits.
-    pub socket_mode: u32,
+    /// `--socket-mode`: the unix socket's permission bits (`None`: the options file's
+    /// `server_socket_mode`, else [`DEFAULT_SOCKET_MODE`]).
+    pub socket_mode: Option<u32>,
+    /// `--socket-group`: the unix socket's group, a name or gid.
+    pub socket_group: Option<String>,
+    /// `--allow-users`: the users allowed to connect (replaces `allow_users`).
+    pub allow_users: Option<Vec<String>>,
+    /// `--allow-groups`: the groups allowed to connect (replaces `allow_groups`).
+    pub allow_groups: Option<Vec<String>>,
+    /// `--metrics-file`.
+    pub metrics_file: Option<PathBuf>,
+    /// `--metrics-interval`, in seconds.
+    pub metrics_interval: Option<u32>,
 }
 
 /// The unix socket's default permissions: librdmacm in every user's process connects to
@@ -135,7 +161,12 @@ where
         run_dir: None,
         log_file: None,
         log_level: None,
-        socket_mode: DEFAULT_SOCKET_MODE,
+        socket_mode: None,
+        socket_group: None,
+        allow_users: None,
+        allow_groups: None,
+        metrics_file: None,
+        metrics_interval: None,
     };
     let mut it = args.into_iter().map(Into::into);
     while let Some(arg) = it.next() {
@@ -162,14 +193,40 @@ where
                 "log-file" => a.log_file = Some(value("--log-file")?),
                 "socket-mode" => {
                     let v = value("--socket-mode")?;
-                    a.socket_mode = u32::from_str_radix(&v, 8)
-                        .ok()
-                        .filter(|m| *m <= 0o777)
-                        .ok_or_else(|| ArgError::BadValue {
-                            option: "--socket-mode".into(),
+                    a.socket_mode =
+                        Some(
+                            super::access::parse_mode(&v).map_err(|why| ArgError::BadValue {
+                                option: "--socket-mode".into(),
+                                value: v.clone(),
+                                why,
+                            })?,
+                        );
+                }
+                "socket-group" => a.socket_group = Some(value("--socket-group")?),
+                "allow-users" | "allow-groups" => {
+                    let flag = format!("--{name}");
+                    let v = value(&flag)?;
+                    let list = super::access::split_list(&v).map_err(|why| ArgError::BadValue {
+                        option: flag.clone(),
+                        value: v.clone(),
+                        why,
+                    })?;
+                    if name == "allow-users" {
+                        a.allow_users = Some(list);
+                    } else {
+                        a.allow_groups = Some(list);
+                    }
+                }
+                "metrics-file" => a.metrics_file = Some(PathBuf::from(value("--metrics-file")?)),
+                "metrics-interval" => {
+                    let v = value("--metrics-interval")?;
+                    let n =
+                        super::settings::parse_interval(&v).map_err(|_| ArgError::BadValue {
+                            option: "--metrics-interval".into(),
                             value: v.clone(),
-                            why: "expected octal permission bits such as 0770",
+                            why: "expected whole seconds from 1 to 86400",
                         })?;
+                    a.metrics_interval = Some(n);
                 }
                 "log-level" => {
                     let v = value("--log-level")?;
@@ -297,8 +354,8 @@ mod tests {
         assert_eq!(a.run_dir, Some(PathBuf::from("/tmp/r")));
         assert_eq!(a.log_file.as_deref(), Some("stderr"));
         assert_eq!(a.log_level, Some(2));
-        assert_eq!(a.socket_mode, DEFAULT_SOCKET_MODE);
-        assert_eq!(run(&["--socket-mode", "0660"]).socket_mode, 0o660);
+        assert_eq!(a.socket_mode, None, "the options file's, or 0777");
+        assert_eq!(run(&["--socket-mode", "0660"]).socket_mode, Some(0o660));
         assert!(matches!(
             parse(["--socket-mode", "999"]),
             Err(ArgError::BadValue { .. })
@@ -326,6 +383,50 @@ mod tests {
         );
         assert_eq!(parse(["--help"]), Ok(Command::Help));
         assert_eq!(parse(["--version"]), Ok(Command::Version));
+    }
+
+    #[test]
+    fn access_and_metrics_options() {
+        let a = run(&[
+            "--socket-group",
+            "rdma",
+            "--allow-users",
+            "alice, 1001",
+            "--allow-groups=rdma",
+            "--metrics-file",
+            "/var/lib/m.prom",
+            "--metrics-interval=5",
+        ]);
+        assert_eq!(a.socket_group.as_deref(), Some("rdma"));
+        assert_eq!(a.allow_users, Some(vec!["alice".into(), "1001".into()]));
+        assert_eq!(a.allow_groups, Some(vec!["rdma".into()]));
+        assert_eq!(a.metrics_file, Some(PathBuf::from("/var/lib/m.prom")));
+        assert_eq!(a.metrics_interval, Some(5));
+        let d = run(&[]);
+        assert_eq!(
+            (
+                d.socket_group,
+                d.allow_users,
+                d.allow_groups,
+                d.metrics_file
+            ),
+            (None, None, None, None)
+        );
+        for bad in [
+            &["--allow-users", "a,,b"][..],
+            &["--allow-groups", ""],
+            &["--metrics-interval", "0"],
+            &["--metrics-interval", "soon"],
+        ] {
+            assert!(
+                matches!(parse(bad.iter().copied()), Err(ArgError::BadValue { .. })),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            parse(["--allow-users"]),
+            Err(ArgError::MissingValue("--allow-users".into()))
+        );
     }
 
     #[test]

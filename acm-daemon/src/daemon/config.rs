@@ -3,6 +3,7 @@
 //! file goes through the engine's parsers, whose diagnostics name the file and line.
 
 use super::args::Args;
+use super::settings::{SettingError, Settings};
 use acm_engine::config::{
     AddrFile, AddrPreload, Diagnostic, Options, RouteData, RoutePreload, ServerMode, parse_hosts,
 };
@@ -27,23 +28,48 @@ pub struct LoadedOptions {
     pub path: PathBuf,
     /// What its parser said.
     pub diagnostics: Vec<Diagnostic>,
+    /// The daemon's own settings (access control, metrics), from the file's lines and
+    /// the command line.
+    pub settings: Settings,
+}
+
+/// Why the options cannot be used; the daemon does not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file exists but cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// One of the daemon's own settings is bad.
+    #[error(transparent)]
+    Setting(#[from] SettingError),
 }
 
 /// Reads the options file at `path` (a missing file means every default, as on Debian,
-/// which ships none) and applies `--log-file`, `--log-level` and `--systemd`.
+/// which ships none), applies `--log-file`, `--log-level` and `--systemd`, and resolves
+/// the daemon's own settings ([`Settings::resolve`]).
 ///
 /// # Errors
-/// The file exists but cannot be read.
-pub fn load_options(path: &Path, args: &Args) -> io::Result<LoadedOptions> {
-    let text = read_optional(path)?;
-    let (mut options, diagnostics) =
-        Options::parse(&path.display().to_string(), text.as_deref().unwrap_or(""));
+/// The file exists but cannot be read, or a setting of ours is bad.
+pub fn load_options(path: &Path, args: &Args) -> Result<LoadedOptions, LoadError> {
+    let text = read_optional(path).map_err(|source| LoadError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let name = path.display().to_string();
+    let (mut options, diagnostics) = Options::parse(&name, text.as_deref().unwrap_or(""));
     apply_overrides(&mut options, args);
+    let settings = Settings::resolve(&options.daemon_options, &name, args, options.server_mode)?;
     Ok(LoadedOptions {
         options,
         text,
         path: path.to_path_buf(),
         diagnostics,
+        settings,
     })
 }
 
@@ -325,6 +351,16 @@ mod tests {
         );
         assert!(unwritable.is_none());
         assert!(logs.last().unwrap().contains("cannot be generated"));
+        // A bad setting of ours stops the start, naming the file and line.
+        std::fs::write(&opts, "log_level 1\nserver_socket_mode 0800\n").unwrap();
+        let e = load_options(&opts, &args).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "{}:2: server_socket_mode: expected octal permission bits such as 0770 (at most 0777)",
+                opts.display()
+            )
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -346,6 +382,7 @@ mod tests {
             text: None,
             path: dir.join("o"),
             diagnostics,
+            settings: Settings::default(),
         };
         let mut logs = Vec::new();
         let c = engine_config(&l, Some(("addr", "h mlx5_0 1 default\n")), &mut |m| {

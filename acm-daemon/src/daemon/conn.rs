@@ -1,13 +1,13 @@
 //! One client connection: framing of the byte stream into requests, and a bounded
 //! queue of replies for a client that does not read them fast enough.
 //!
-//! Framing reads the 16-byte header, then the rest of what its length field announces,
-//! by acm-proto's rule ([`request_len`]: host order for RESOLVE, big-endian otherwise;
-//! spec 1.2), the same rule the engine checks whole requests with. A header that no
-//! request can have (wrong version, unknown operation, a length under 16 or over 592)
-//! is handed to the engine as it is, and the engine closes the connection without a
-//! reply, as the reference does. A peer that stops halfway through a message only ever
-//! delays itself.
+//! Framing reads the 16-byte header, then the rest of what its length field announces, by
+//! acm-proto's rule ([`request_len`]: host order for RESOLVE, big-endian otherwise;
+//! docs/protocol/client-messages.md §2), the same rule the engine checks whole requests
+//! with. A header that no request can have (wrong version, unknown operation, a length
+//! under 16 or over 592) is handed to the engine as it is, and the engine closes the
+//! connection without a reply, as the reference does. A peer that stops halfway through a
+//! message only ever delays itself.
 
 use super::listen::Stream;
 use acm_proto::client::{HEADER_LEN, MAX_REQUEST_LEN, request_len};

@@ -1,6 +1,8 @@
 //! The client listener for each `server_mode`, with the reference's socket files, port
 //! files and symlinks, or the stream socket systemd passed in.
 
+use super::access::SocketAccess;
+use super::args::DEFAULT_SOCKET_MODE;
 use super::paths::RunPaths;
 use acm_engine::config::ServerMode;
 use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
@@ -26,6 +28,14 @@ pub enum ListenError {
     #[error("cannot create symlink {path}: {source}")]
     Symlink {
         /// The link.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The socket file's group or mode cannot be set.
+    #[error("cannot set the group or mode of {path}: {source}")]
+    Permissions {
+        /// The socket file.
         path: PathBuf,
         /// Why.
         source: io::Error,
@@ -128,8 +138,11 @@ pub fn inherit_from_systemd() -> Result<Inherited, ListenError> {
 }
 
 /// Opens the listener for `mode`, creating and removing the rendezvous files as the
-/// reference does (spec 1.1). `public` is false with `acme_plus_kernel_only`: the
-/// librdmacm symlinks are then not created.
+/// reference does (docs/protocol/client-messages.md §1). `public` is false with
+/// `acme_plus_kernel_only`: the librdmacm symlinks are then not created. The unix
+/// socket gets `socket`'s group and mode (by default mode 0777 and the daemon's group);
+/// a socket systemd passed keeps the unit's `SocketMode=` and `SocketGroup=` unless
+/// `socket` sets them.
 ///
 /// # Errors
 /// See [`ListenError`]; in TCP modes a symlink failure is only returned in the
@@ -138,7 +151,7 @@ pub fn open(
     mode: ServerMode,
     port: u16,
     paths: &RunPaths,
-    socket_mode: u32,
+    socket: &SocketAccess,
     public: bool,
     inherited: Option<std::os::unix::net::UnixListener>,
     warnings: &mut Vec<String>,
@@ -154,9 +167,18 @@ pub fn open(
                             what: "the socket systemd passed".into(),
                             source,
                         })?;
+                    if socket.mode.is_some() || socket.group.is_some() {
+                        let path = l
+                            .local_addr()
+                            .ok()
+                            .and_then(|a| a.as_pathname().map(Path::to_path_buf));
+                        if let Some(p) = path {
+                            set_permissions(&p, socket.mode, socket.group.as_ref().map(|g| g.id))?;
+                        }
+                    }
                     UnixListener::from_std(l)
                 }
-                None => bind_unix(&paths.unix_socket(), socket_mode)?,
+                None => bind_unix(&paths.unix_socket(), socket)?,
             };
             if public {
                 relink(&paths.public_socket(), "ibacm-unix.sock").map_err(|source| {
@@ -199,24 +221,40 @@ pub fn open(
     }
 }
 
-/// Binds `path` with permissions `mode` (0777 by default: any local user may connect,
-/// as with the reference's umask 0), replacing a stale socket file.
-fn bind_unix(path: &Path, mode: u32) -> Result<UnixListener, ListenError> {
-    use std::os::unix::fs::PermissionsExt;
+/// Binds `path` with `socket`'s group and mode (0777 by default: any local user may
+/// connect, as with the reference's umask 0), replacing a stale socket file.
+fn bind_unix(path: &Path, socket: &SocketAccess) -> Result<UnixListener, ListenError> {
     remove_quietly(path);
     let l = UnixListener::bind(path).map_err(|source| ListenError::Bind {
         what: path.display().to_string(),
         source,
     })?;
     // chmod after bind rather than umask(0) around it: the same result without touching
-    // process-wide state.
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|source| {
-        ListenError::Bind {
-            what: path.display().to_string(),
-            source,
-        }
-    })?;
+    // process-wide state. Until then the file has the umask's mode (0755 with the usual
+    // 022), which lets no other user connect, so a narrower mode has no window.
+    set_permissions(
+        path,
+        Some(socket.mode.unwrap_or(DEFAULT_SOCKET_MODE)),
+        socket.group.as_ref().map(|g| g.id),
+    )?;
     Ok(l)
+}
+
+/// Gives the socket file `path` group `gid` (first, since changing the owner may clear
+/// mode bits), then `mode`.
+fn set_permissions(path: &Path, mode: Option<u32>, gid: Option<u32>) -> Result<(), ListenError> {
+    use std::os::unix::fs::PermissionsExt;
+    let fail = |source| ListenError::Permissions {
+        path: path.to_path_buf(),
+        source,
+    };
+    if gid.is_some() {
+        std::os::unix::fs::chown(path, None, gid).map_err(fail)?;
+    }
+    if let Some(m) = mode {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(m)).map_err(fail)?;
+    }
+    Ok(())
 }
 
 /// Replaces `link` with a relative symlink to `target`.
@@ -247,7 +285,16 @@ mod tests {
         let p = RunPaths::new(&d);
         std::fs::write(p.tcp_port_file(), "6125\n").unwrap();
         let mut w = Vec::new();
-        let l = open(ServerMode::Unix, 6125, &p, 0o777, true, None, &mut w).unwrap();
+        let l = open(
+            ServerMode::Unix,
+            6125,
+            &p,
+            &SocketAccess::default(),
+            true,
+            None,
+            &mut w,
+        )
+        .unwrap();
         assert!(matches!(l, Listener::Unix(_)));
         assert!(!p.tcp_port_file().exists());
         let mode = std::fs::metadata(p.unix_socket())
@@ -262,7 +309,11 @@ mod tests {
         drop(l);
         // acme_plus_kernel_only: no public link.
         std::fs::remove_file(p.public_socket()).unwrap();
-        let _l = open(ServerMode::Unix, 6125, &p, 0o700, false, None, &mut w).unwrap();
+        let narrow = SocketAccess {
+            mode: Some(0o700),
+            group: None,
+        };
+        let _l = open(ServerMode::Unix, 6125, &p, &narrow, false, None, &mut w).unwrap();
         assert!(std::fs::symlink_metadata(p.public_socket()).is_err());
         let mode = std::fs::metadata(p.unix_socket())
             .unwrap()
@@ -273,11 +324,73 @@ mod tests {
     }
 
     #[test]
+    fn socket_group_and_mode_are_set_on_bound_and_passed_sockets() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let d = dir("perm");
+        let p = RunPaths::new(&d);
+        // A group this process may give its files: its own (any group as root).
+        let gid = nix::unistd::getegid().as_raw();
+        let socket = SocketAccess {
+            mode: Some(0o660),
+            group: Some(super::super::access::Id {
+                written: gid.to_string(),
+                id: gid,
+            }),
+        };
+        let mut w = Vec::new();
+        let l = open(ServerMode::Unix, 6125, &p, &socket, true, None, &mut w).unwrap();
+        let m = std::fs::metadata(p.unix_socket()).unwrap();
+        assert_eq!((m.permissions().mode() & 0o777, m.gid()), (0o660, gid));
+        drop(l);
+        // A socket systemd passed keeps its mode unless one is configured.
+        let passed = d.join("passed.sock");
+        let std_l = std::os::unix::net::UnixListener::bind(&passed).unwrap();
+        std::fs::set_permissions(&passed, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let _l = open(
+            ServerMode::Unix,
+            6125,
+            &p,
+            &SocketAccess::default(),
+            true,
+            Some(std_l),
+            &mut w,
+        )
+        .unwrap();
+        assert_eq!(
+            std::fs::metadata(&passed).unwrap().permissions().mode() & 0o777,
+            0o666
+        );
+        let std_l = std::os::unix::net::UnixListener::bind(d.join("passed2.sock")).unwrap();
+        let _l = open(
+            ServerMode::Unix,
+            6125,
+            &p,
+            &socket,
+            true,
+            Some(std_l),
+            &mut w,
+        )
+        .unwrap();
+        let m = std::fs::metadata(d.join("passed2.sock")).unwrap();
+        assert_eq!(m.permissions().mode() & 0o777, 0o660);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
     fn loop_mode_writes_the_port_file_and_link() {
         let d = dir("loop");
         let p = RunPaths::new(&d);
         let mut w = Vec::new();
-        let l = open(ServerMode::Loop, 0, &p, 0o777, true, None, &mut w).unwrap();
+        let l = open(
+            ServerMode::Loop,
+            0,
+            &p,
+            &SocketAccess::default(),
+            true,
+            None,
+            &mut w,
+        )
+        .unwrap();
         let Listener::Tcp(t) = &l else { panic!() };
         let addr = t.local_addr().unwrap();
         assert!(addr.ip().is_loopback());

@@ -5,6 +5,13 @@
 //!
 //! Lines carry the engine's [`Level`], so the daemon's own lines and the engine's are
 //! filtered by one rule ([`max_level`]).
+//!
+//! Under systemd, a line written to stdout or stderr may start with a syslog priority,
+//! `<N>` as sd-daemon(3) describes, which the journal strips and keeps as the line's
+//! level ([`Logger::use_journal_prefixes`]). The engine's levels carry no severity (the
+//! reference logs errors at level 0 with its configuration), so they map to notice,
+//! info and debug ([`Priority::of`]); the daemon's own warnings and errors say so
+//! ([`Logger::log_with`]).
 
 use acm_engine::log::{Level, LogEvent};
 use std::fs::File;
@@ -25,6 +32,51 @@ enum Sink {
 pub struct Logger {
     sink: Sink,
     max: Option<Level>,
+    /// Start each line with its syslog priority (for the journal).
+    prefixes: bool,
+}
+
+/// A syslog priority, as the journal reads it from a `<N>` line prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+    /// `<3>`: the daemon cannot do something it should.
+    Err = 3,
+    /// `<4>`: something an administrator should look at (a refused client).
+    Warning = 4,
+    /// `<5>`: level 0 lines: configuration, start-up, and the engine's errors.
+    Notice = 5,
+    /// `<6>`: level 1 lines, the verbose configuration.
+    Info = 6,
+    /// `<7>`: level 2 lines, one or more per request.
+    Debug = 7,
+}
+
+impl Priority {
+    /// The priority of a line of `level` that says nothing more about itself.
+    #[must_use]
+    pub const fn of(level: Level) -> Self {
+        match level {
+            Level::Basic => Self::Notice,
+            Level::Config => Self::Info,
+            Level::Verbose => Self::Debug,
+        }
+    }
+}
+
+/// Whether `fd` is the journal's stream: systemd sets `JOURNAL_STREAM` to the device
+/// and inode numbers of the stream it connects stdout and stderr to (systemd.exec(5)),
+/// so a match means the journal reads what is written there.
+fn is_journal_stream(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    let Ok(v) = std::env::var("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Some((dev, ino)) = v.split_once(':') else {
+        return false;
+    };
+    let (Ok(dev), Ok(ino)) = (dev.parse::<u64>(), ino.parse::<u64>()) else {
+        return false;
+    };
+    nix::sys::stat::fstat(fd).is_ok_and(|st| st.st_dev == dev && st.st_ino == ino)
 }
 
 /// The most verbose level written for a `log_level` option value: 0, 1 and 2 (or more)
@@ -57,7 +109,14 @@ impl Logger {
                 Err(e) => (Sink::Stdout, Some(e)),
             }
         };
-        (Self { sink, max }, err)
+        (
+            Self {
+                sink,
+                max,
+                prefixes: false,
+            },
+            err,
+        )
     }
 
     /// A logger that keeps its lines (for tests).
@@ -66,6 +125,7 @@ impl Logger {
         Self {
             sink: Sink::Memory(Vec::new()),
             max,
+            prefixes: false,
         }
     }
 
@@ -85,13 +145,40 @@ impl Logger {
         self.max.is_some_and(|max| level <= max)
     }
 
+    /// Starts each line with its syslog priority when the journal reads it: the log
+    /// goes to stdout or stderr and the daemon runs with `--systemd` (`systemd`), or
+    /// that stream is the one `JOURNAL_STREAM` names. A log file never gets them.
+    pub fn use_journal_prefixes(&mut self, systemd: bool) {
+        use std::os::fd::AsFd;
+        self.prefixes = match self.sink {
+            Sink::Stdout => systemd || is_journal_stream(io::stdout().as_fd()),
+            Sink::Stderr => systemd || is_journal_stream(io::stderr().as_fd()),
+            Sink::File(_) | Sink::Memory(_) => false,
+        };
+    }
+
+    /// Turns the priority prefixes on or off whatever the sink (for tests).
+    pub fn set_prefixes(&mut self, on: bool) {
+        self.prefixes = on;
+    }
+
     /// Writes `message` from `origin` if `level` is enabled.
     pub fn log(&mut self, level: Level, origin: &str, message: &str) {
+        self.log_with(level, Priority::of(level), origin, message);
+    }
+
+    /// Writes `message` from `origin` if `level` is enabled, with the journal
+    /// priority `priority` (a warning or an error of the daemon's own).
+    pub fn log_with(&mut self, level: Level, priority: Priority, origin: &str, message: &str) {
         if !self.enabled(level) {
             return;
         }
         let stamp = chrono::Local::now().format("%Y-%m-%dT%H:%M:%S%.3f");
-        let line = format!("{stamp}: {origin}: {message}\n");
+        let line = if self.prefixes {
+            format!("<{}>{stamp}: {origin}: {message}\n", priority as u8)
+        } else {
+            format!("{stamp}: {origin}: {message}\n")
+        };
         // A log that cannot be written must not stop the daemon; the line is lost.
         let _ = match &mut self.sink {
             Sink::Stdout => io::stdout().lock().write_all(line.as_bytes()),
@@ -151,6 +238,35 @@ mod tests {
         assert!(silent.lines().is_empty() && !silent.enabled(Level::Basic));
         let verbose = Logger::memory(max_level(2));
         assert!(verbose.enabled(Level::Verbose));
+    }
+
+    #[test]
+    fn journal_prefixes_carry_the_priority() {
+        let mut l = Logger::memory(max_level(2));
+        l.set_prefixes(true);
+        l.log(Level::Basic, "main", "up");
+        l.log(Level::Config, "acm_log_options", "x");
+        l.log(Level::Verbose, "acm_svr_receive", "y");
+        l.log_with(Level::Basic, Priority::Warning, "acm_svr_accept", "refused");
+        l.log_with(Level::Basic, Priority::Err, "acm_server", "accept failed");
+        let prefixes: Vec<&str> = l.lines().iter().map(|x| &x[..3]).collect();
+        assert_eq!(prefixes, ["<5>", "<6>", "<7>", "<4>", "<3>"]);
+        // After the prefix, the reference's format.
+        assert!(l.lines()[0][3..].ends_with(": main: up\n"));
+        assert_eq!(l.lines()[0].len(), 3 + 23 + ": main: up\n".len());
+        // A file never gets them, nor, without --systemd, a stream that is not the
+        // journal's (this test's stdout is not).
+        let mut m = Logger::memory(max_level(0));
+        m.use_journal_prefixes(true);
+        m.log(Level::Basic, "main", "up");
+        assert!(!m.lines()[0].starts_with('<'));
+        let (mut out, _) = Logger::open("stdout", max_level(0));
+        out.use_journal_prefixes(true);
+        assert!(out.prefixes);
+        if std::env::var_os("JOURNAL_STREAM").is_none() {
+            out.use_journal_prefixes(false);
+            assert!(!out.prefixes);
+        }
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! `ibacm`: the daemon. Start-up follows the reference (spec 5.1): detach unless `-P`
-//! or `--systemd`; read the options; take the lock file (exit 255, silently, when
+//! `ibacm`: the daemon. Start-up follows the reference (docs/daemon.md §1): detach unless
+//! `-P` or `--systemd`; read the options; take the lock file (exit 255, silently, when
 //! another instance holds it); open the log and write the banner and the core options;
 //! bring the fabric up; listen; tell systemd; serve.
 //!
@@ -9,6 +9,7 @@
 //! writes `/etc/rdma/ibacm_addr.cfg`); there is no 1023-client limit; the lock file is
 //! truncated before the pid is written.
 
+pub mod access;
 pub mod args;
 pub mod backend;
 pub mod config;
@@ -18,8 +19,10 @@ pub mod kernel;
 pub mod listen;
 pub mod lock;
 pub mod log;
+pub mod metrics;
 pub mod paths;
 pub mod server;
+pub mod settings;
 
 use acm_engine::log::Level;
 use args::{Args, FabricArg};
@@ -76,7 +79,7 @@ pub fn run(mut args: Args) -> ExitCode {
     let opts = match config::load_options(&opts_path, &args) {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("ibacm: cannot read {}: {e}", opts_path.display());
+            eprintln!("ibacm: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -96,6 +99,7 @@ pub fn run(mut args: Args) -> ExitCode {
 fn start(args: &Args, paths: &RunPaths, opts: &LoadedOptions) -> Result<(), StartError> {
     let o = &opts.options;
     let (mut log, log_err) = Logger::open(&o.log_file, log::max_level(o.log_level));
+    log.use_journal_prefixes(args.systemd);
     log.log(
         Level::Basic,
         "main",
@@ -217,12 +221,18 @@ fn serve<B: Backend>(
     } else {
         listen::Inherited::default()
     };
+    for line in opts.settings.log_lines() {
+        log.log(Level::Basic, "acm_log_options", &line);
+    }
+    for w in opts.settings.warnings() {
+        log.log_with(Level::Basic, log::Priority::Warning, "acm_log_options", &w);
+    }
     let mut warnings = Vec::new();
     let listener = listen::open(
         o.server_mode,
         o.server_port,
         paths,
-        args.socket_mode,
+        &opts.settings.access.socket,
         !o.acme_plus_kernel_only,
         inherited.listener,
         &mut warnings,
@@ -249,6 +259,10 @@ fn serve<B: Backend>(
     }
     let mut server = server::Server::new(listener, backend, kernel, log, epoch)
         .map_err(StartError::EventLoop)?;
+    server.set_allow_list(opts.settings.access.allow.clone());
+    if let Some(m) = &opts.settings.metrics {
+        server.set_metrics(metrics::MetricsFile::new(m, std::time::Instant::now()));
+    }
     Ok(server.run()?)
 }
 
@@ -385,6 +399,7 @@ fn absolutize(args: &mut Args) -> Result<(), StartError> {
     args.addr_file.as_mut().map(abs);
     args.opts_file.as_mut().map(abs);
     args.run_dir.as_mut().map(abs);
+    args.metrics_file.as_mut().map(abs);
     match &mut args.fabric {
         FabricArg::Sim { file: Some(f), .. } => abs(f),
         FabricArg::Hub { socket, .. } => abs(socket),

@@ -10,12 +10,20 @@
 //! With a backend that serves the kernel, the RDMA_NL_LS socket is one more source:
 //! each kernel request goes to the backend, each netlink reply
 //! (`ClientOutput::Netlink`) back to the kernel (see [`super::kernel::channel`]).
+//!
+//! With allow-lists ([`Server::set_allow_list`]), each new client's credentials are
+//! checked before it is watched; a refused one is closed unread, with one log line
+//! (see [`super::access`]). With a metrics file ([`Server::set_metrics`]), the loop
+//! also wakes to write it (see [`super::metrics`]).
 
+use super::access::{AllowList, Peer, Verdict, proc_groups};
 use super::backend::{Backend, BackendError};
 use super::conn::Conn;
 use super::kernel::channel::KernelChannel;
 use super::listen::{Listener, Stream};
-use super::log::Logger;
+use super::log::{Logger, Priority};
+use super::metrics::{MetricsFile, Written};
+use crate::metrics::DaemonSample;
 use acm_engine::HostOutput;
 use acm_engine::{ClientOutput, ConnId, Instant};
 use mio::{Events, Interest, Poll, Token};
@@ -59,6 +67,17 @@ pub struct Server<B: Backend> {
     /// Connections whose reading stopped before their socket ran dry.
     paused: Vec<u64>,
     epoch: std::time::Instant,
+    /// Who may connect (everyone unless set).
+    allow: AllowList,
+    /// The daemon's effective uid, which the allow-lists always let in.
+    own_uid: u32,
+    /// Client connections served so far.
+    accepted: u64,
+    /// Client connections refused by the allow-lists so far.
+    refused: u64,
+    metrics: Option<MetricsFile>,
+    /// When the daemon started, in seconds since the Unix epoch (for the metrics).
+    started: u64,
 }
 
 impl<B: Backend> Server<B> {
@@ -91,7 +110,28 @@ impl<B: Backend> Server<B> {
             next_conn: FIRST_CONN,
             paused: Vec::new(),
             epoch,
+            allow: AllowList::default(),
+            own_uid: nix::unistd::geteuid().as_raw(),
+            accepted: 0,
+            refused: 0,
+            metrics: None,
+            started: std::time::SystemTime::now()
+                .checked_sub(epoch.elapsed())
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_secs()),
         })
+    }
+
+    /// Lets only `allow`'s users and groups (and root and the daemon's own user)
+    /// connect to the unix socket; with a list, TCP clients, which carry no
+    /// credentials, are refused.
+    pub fn set_allow_list(&mut self, allow: AllowList) {
+        self.allow = allow;
+    }
+
+    /// Writes `metrics` at once, then every interval.
+    pub fn set_metrics(&mut self, metrics: MetricsFile) {
+        self.metrics = Some(metrics);
     }
 
     fn now(&self) -> Instant {
@@ -107,6 +147,7 @@ impl<B: Backend> Server<B> {
         let now = self.now();
         self.backend.advance(now, true)?;
         self.dispatch();
+        self.write_metrics();
         loop {
             let timeout = self.timeout();
             if let Err(e) = self.poll.poll(&mut events, timeout) {
@@ -142,11 +183,45 @@ impl<B: Backend> Server<B> {
             let now = self.now();
             self.backend.advance(now, backend_ready)?;
             self.dispatch();
+            self.write_metrics();
         }
     }
 
-    /// How long the poller may sleep: until the backend's next deadline, or not at all
-    /// while a paused connection can be read.
+    /// Writes the metrics file if it is due; logs the first of a run of failures and
+    /// the recovery after it.
+    fn write_metrics(&mut self) {
+        let Some(m) = &mut self.metrics else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        if m.due() > now {
+            return;
+        }
+        let daemon = DaemonSample {
+            clients_connected: self.conns.len() as u64,
+            clients_accepted: self.accepted,
+            clients_refused: self.refused,
+            start_time_seconds: self.started,
+        };
+        let text = super::metrics::text(self.backend.engine(), daemon);
+        match m.write(now, &text) {
+            Written::Ok | Written::StillFailing => {}
+            Written::Recovered => self.log.log(
+                Level::Basic,
+                "acm_metrics",
+                &format!("metrics file {} written again", m.path().display()),
+            ),
+            Written::Failed(e) => self.log.log_with(
+                Level::Basic,
+                Priority::Warning,
+                "acm_metrics",
+                &format!("cannot write metrics file {}: {e}", m.path().display()),
+            ),
+        }
+    }
+
+    /// How long the poller may sleep: until the backend's next deadline or the metrics
+    /// file's, or not at all while a paused connection can be read.
     fn timeout(&self) -> Option<Duration> {
         if self
             .paused
@@ -156,9 +231,18 @@ impl<B: Backend> Server<B> {
             return Some(Duration::ZERO);
         }
         let now = self.now();
-        self.backend
+        let backend = self
+            .backend
             .poll_timeout()
-            .map(|t| t.saturating_duration_since(now))
+            .map(|t| t.saturating_duration_since(now));
+        let metrics = self
+            .metrics
+            .as_ref()
+            .map(|m| m.due().saturating_duration_since(std::time::Instant::now()));
+        match (backend, metrics) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn accept_all(&mut self) {
@@ -170,8 +254,12 @@ impl<B: Backend> Server<B> {
                 Err(e) => {
                     // Out of descriptors, say: log it and wait for the next event
                     // rather than spinning.
-                    self.log
-                        .log(Level::Basic, "acm_server", &format!("accept failed: {e}"));
+                    self.log.log_with(
+                        Level::Basic,
+                        Priority::Err,
+                        "acm_server",
+                        &format!("accept failed: {e}"),
+                    );
                     return;
                 }
             }
@@ -186,8 +274,31 @@ impl<B: Backend> Server<B> {
         let token = Token(id as usize);
         let registered = match &mut stream {
             Stream::Unix(s) => {
-                if self.log.enabled(Level::Verbose) {
-                    let who = peer_credentials(s);
+                let verbose = self.log.enabled(Level::Verbose);
+                let cred = (verbose || !self.allow.is_open()).then(|| {
+                    nix::sys::socket::getsockopt(&*s, nix::sys::socket::sockopt::PeerCredentials)
+                });
+                if !self.allow.is_open() {
+                    let refused = match &cred {
+                        Some(Ok(c)) => self.refusal(Peer {
+                            pid: c.pid(),
+                            uid: c.uid(),
+                            gid: c.gid(),
+                        }),
+                        Some(Err(e)) => Some(format!("peer credentials unavailable ({e})")),
+                        None => None,
+                    };
+                    if let Some(why) = refused {
+                        self.refuse(id, &why);
+                        return;
+                    }
+                }
+                if verbose {
+                    let who = match cred {
+                        Some(Ok(c)) => format!("pid {} uid {} gid {}", c.pid(), c.uid(), c.gid()),
+                        Some(Err(e)) => format!("peer credentials unavailable ({e})"),
+                        None => String::new(),
+                    };
                     self.log.log(
                         Level::Verbose,
                         "acm_svr_accept",
@@ -197,29 +308,75 @@ impl<B: Backend> Server<B> {
                 self.poll.registry().register(s, token, interest)
             }
             Stream::Tcp(s) => {
+                let peer = || {
+                    s.peer_addr()
+                        .map_or_else(|_| "unknown peer".into(), |a| a.to_string())
+                };
+                if !self.allow.is_open() {
+                    // Start-up refuses allow-lists with a TCP server mode; this keeps a
+                    // listener that is TCP anyway from letting anyone in unchecked.
+                    let why = format!("TCP client from {}: no credentials to check", peer());
+                    self.refuse(id, &why);
+                    return;
+                }
                 if self.log.enabled(Level::Verbose) {
-                    let peer = s
-                        .peer_addr()
-                        .map_or_else(|_| "unknown peer".into(), |a| a.to_string());
                     self.log.log(
                         Level::Verbose,
                         "acm_svr_accept",
-                        &format!("client {id} connected from {peer}"),
+                        &format!("client {id} connected from {}", peer()),
                     );
                 }
                 self.poll.registry().register(s, token, interest)
             }
         };
         if let Err(e) = registered {
-            self.log.log(
+            self.log.log_with(
                 Level::Basic,
+                Priority::Err,
                 "acm_svr_accept",
                 &format!("cannot watch client: {e}"),
             );
             return;
         }
+        self.accepted += 1;
         self.conns.insert(id, Conn::new(stream));
         // Anything already sent is read on the first readiness event.
+    }
+
+    /// Why the allow-lists refuse `peer`, if they do.
+    fn refusal(&self, peer: Peer) -> Option<String> {
+        match self.allow.check(peer, self.own_uid, proc_groups) {
+            Verdict::Allowed => None,
+            Verdict::Refused { groups } => {
+                let groups = groups.map_or_else(
+                    || "not read".to_owned(),
+                    |g| {
+                        let g: Vec<String> = g.iter().map(u32::to_string).collect();
+                        if g.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            g.join(",")
+                        }
+                    },
+                );
+                Some(format!(
+                    "pid {} uid {} gid {} (supplementary groups: {groups}) is not in allow_users or allow_groups",
+                    peer.pid, peer.uid, peer.gid
+                ))
+            }
+        }
+    }
+
+    /// Counts and logs a refused client; dropping its stream, which the caller does
+    /// next, closes it before anything of it is read.
+    fn refuse(&mut self, id: u64, why: &str) {
+        self.refused += 1;
+        self.log.log_with(
+            Level::Basic,
+            Priority::Warning,
+            "acm_svr_accept",
+            &format!("client {id} refused: {why}"),
+        );
     }
 
     fn read(&mut self, id: u64) {
@@ -343,13 +500,5 @@ impl<B: Backend> Server<B> {
                 HostOutput::Log(ev) => self.log.event(&ev),
             }
         }
-    }
-}
-
-/// The peer's pid, uid and gid, for the verbose log.
-fn peer_credentials(s: &mio::net::UnixStream) -> String {
-    match nix::sys::socket::getsockopt(s, nix::sys::socket::sockopt::PeerCredentials) {
-        Ok(c) => format!("pid {} uid {} gid {}", c.pid(), c.uid(), c.gid()),
-        Err(e) => format!("peer credentials unavailable ({e})"),
     }
 }

@@ -431,7 +431,7 @@ mod tests {
 
     #[test]
     fn resolve_requests_are_ib_acmes() {
-        // The bytes ib_acme -s 10.0.0.1 -d 10.0.0.2 writes (spec vector 1).
+        // The bytes ib_acme -s 10.0.0.1 -d 10.0.0.2 writes (docs/test-vectors.md §1).
         let b = resolve_request(
             AddrFormat::Unspecified,
             Some("10.0.0.1"),

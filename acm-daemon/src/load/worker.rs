@@ -423,7 +423,7 @@ pub fn check_reply(reply: &[u8], operation: u8) -> Result<u8, ErrorKind> {
     if body < min {
         return Err(ErrorKind::Short);
     }
-    if (body - base) % unit != 0 {
+    if !(body - base).is_multiple_of(unit) {
         return Err(ErrorKind::Malformed);
     }
     Ok(0)

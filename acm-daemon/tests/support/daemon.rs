@@ -1,7 +1,7 @@
-//! Helpers for tests that run the `ibacm` binary as a process: a temporary run
-//! directory, a [`Daemon`] guard that starts the daemon there and kills it on drop, a
-//! raw client speaking the client protocol (spec section 1) over the unix socket or TCP,
-//! and a bounded way to run a command to completion.
+//! Helpers for tests that run the `ibacm` binary as a process: a temporary run directory,
+//! a [`Daemon`] guard that starts the daemon there and kills it on drop, a raw client
+//! speaking the client protocol (docs/protocol/client-messages.md) over the unix socket
+//! or TCP, and a bounded way to run a command to completion.
 //!
 //! Every wait is bounded, so a broken daemon fails a test instead of hanging it.
 
@@ -104,7 +104,12 @@ impl Daemon {
     /// file and waits until it is listening (every rendezvous file in place) and its
     /// unix socket accepts connections.
     pub(crate) fn start(dir: &Path, fabric: &str, options: &str) -> Self {
-        let d = Self::spawn(dir, fabric, options);
+        Self::start_with(dir, fabric, options, &[])
+    }
+
+    /// [`Daemon::start`] with more command-line arguments.
+    pub(crate) fn start_with(dir: &Path, fabric: &str, options: &str, extra: &[&str]) -> Self {
+        let d = Self::spawn(dir, fabric, options, extra);
         let sock = d.socket();
         d.wait_until("its unix socket accepts connections", || {
             d.said_listening() && UnixStream::connect(&sock).is_ok()
@@ -115,7 +120,7 @@ impl Daemon {
     /// Starts the daemon in a TCP server mode (`options` sets `server_mode`) and waits
     /// until it is listening and its port file names a port that accepts connections.
     pub(crate) fn start_tcp(dir: &Path, fabric: &str, options: &str) -> (Self, u16) {
-        let d = Self::spawn(dir, fabric, options);
+        let d = Self::spawn(dir, fabric, options, &[]);
         let port_file = dir.join("ibacm-tcp.port");
         let mut port = 0;
         d.wait_until(
@@ -137,9 +142,10 @@ impl Daemon {
         (d, port)
     }
 
-    fn spawn(dir: &Path, fabric: &str, options: &str) -> Self {
+    fn spawn(dir: &Path, fabric: &str, options: &str, extra: &[&str]) -> Self {
         let log = dir.join("ibacm.log");
         let mut cmd = ibacm_command(dir, fabric, options, &log);
+        cmd.args(extra);
         let out = std::fs::File::create(dir.join("ibacm.stdout")).expect("stdout file");
         let err = std::fs::File::create(dir.join("ibacm.stderr")).expect("stderr file");
         cmd.stdout(out).stderr(err);
@@ -259,8 +265,9 @@ pub(crate) fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
     }
 }
 
-/// A request's length field, as the daemon reads it (spec 1.3): host order when the
-/// operation is RESOLVE, big-endian otherwise.
+/// A request's length field, as the daemon reads it
+/// (docs/protocol/client-messages.md §3): host order when the operation is RESOLVE,
+/// big-endian otherwise.
 pub(crate) fn length_field(hdr: &[u8]) -> u16 {
     if hdr[1] & 0x0F == 1 {
         u16::from_ne_bytes([hdr[6], hdr[7]])

@@ -1,5 +1,5 @@
-//! The destination cache (spec 4.2): one entry per (address type, 64 address bytes),
-//! each with its state, path, address vector and queue of waiting requests.
+//! The destination cache (docs/ibacmp.md §2): one entry per (address type, 64 address
+//! bytes), each with its state, path, address vector and queue of waiting requests.
 //!
 //! Memory: entries live in fixed chunks of slots indexed by a hash table of slot
 //! numbers, so the 66-byte key is stored once and growth never doubles the storage.
@@ -22,7 +22,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::cell::Cell;
 
-/// Where a destination stands (spec 4.3).
+/// Where a destination stands (docs/ibacmp.md §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum DestState {
     /// Nothing known.
@@ -117,6 +117,10 @@ impl Slots {
 
     fn iter_mut(&mut self) -> impl Iterator<Item = &mut Dest> {
         self.chunks.iter_mut().flat_map(|c| c.iter_mut()).flatten()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Dest> {
+        self.chunks.iter().flat_map(|c| c.iter()).flatten()
     }
 }
 
@@ -316,6 +320,11 @@ impl DestCache {
         self.slots.used - self.free.len()
     }
 
+    /// Every entry (for monitoring: a walk over the whole cache).
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Dest> {
+        self.slots.iter()
+    }
+
     /// Mutable access to every entry.
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Dest> {
         self.slots.iter_mut()
@@ -344,7 +353,10 @@ mod tests {
         let b = Address::name("Host-A");
         let ia = c.acquire(&a, 10).expect("room");
         let ib = c.acquire(&b, 10).expect("room");
-        assert_ne!(ia, ib, "the cache key is case-sensitive (quirk 7)");
+        assert_ne!(
+            ia, ib,
+            "the cache key is case-sensitive (docs/reference-quirks.md §7)"
+        );
         assert_eq!(c.find(&a), Some(ia));
         assert_eq!(c.len(), 2);
         assert_eq!(c.remove(ia).map(|d| d.addr), Some(a));

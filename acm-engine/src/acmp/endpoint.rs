@@ -38,7 +38,8 @@ pub(crate) struct Group {
     pub(crate) mlid: u16,
     /// Where sends to the group go (and the template of unicast responses).
     pub(crate) av: AddressVector,
-    /// The group's path (spec 3.5): used by `route_prot acm` and for sgid/tclass/pkey.
+    /// The group's path (docs/protocol/sa.md §5): used by `route_prot acm` and for
+    /// sgid/tclass/pkey.
     pub(crate) path: [u8; 64],
     pub(crate) attached: bool,
 }
@@ -139,8 +140,8 @@ pub(crate) enum Queued {
 
 /// The resolve queue (the reference's `resolve_queue`, credits `resolve_depth`) with
 /// fair turns. Every waiting lookup is in `pending` in TID order, as before (a response
-/// may answer one that was never sent, spec 2.5); a free credit goes to the lookup with
-/// the lowest *round*, then the oldest.
+/// may answer one that was never sent, docs/protocol/acm-mad.md §5); a free credit goes
+/// to the lookup with the lowest *round*, then the oldest.
 ///
 /// A lookup's round is how many other destinations its client already waited on when
 /// it was queued (`Acmp::admit`): a client's first destination is round 0,
@@ -439,8 +440,9 @@ impl Ep {
         self.addrs.iter().any(|a| a.matches_peer(addr))
     }
 
-    /// The local group the peer's list shares with highest priority (spec 2.6): walk the
-    /// peer's MGIDs from last to first and take the first one we have joined.
+    /// The local group the peer's list shares with highest priority
+    /// (docs/protocol/acm-mad.md §6): walk the peer's MGIDs from last to first and take
+    /// the first one we have joined.
     pub(crate) fn best_group(&self, peer: &[Gid]) -> Option<usize> {
         peer.iter()
             .rev()

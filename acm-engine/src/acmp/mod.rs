@@ -33,7 +33,7 @@ use endpoint::Ep;
 
 pub(crate) use dest::{Dest, DestState};
 
-/// The options ibacmp reads (spec 4.6).
+/// The options ibacmp reads (docs/ibacmp.md §6).
 #[derive(Debug, Clone)]
 struct AcmpOptions {
     addr_timeout: i32,
@@ -366,6 +366,21 @@ impl Provider for Acmp {
 
     fn perf(&self, id: EndpointId) -> Option<Counters> {
         self.eps.get(&id).map(|e| e.counters)
+    }
+
+    fn cache_stats(&self, id: EndpointId) -> Option<crate::CacheStats> {
+        let ep = self.eps.get(&id)?;
+        let mut s = crate::CacheStats::default();
+        for d in ep.dests.iter() {
+            *match d.state {
+                DestState::Init => &mut s.init,
+                DestState::QueryAddr => &mut s.query_addr,
+                DestState::AddrResolved => &mut s.addr_resolved,
+                DestState::QueryRoute => &mut s.query_route,
+                DestState::Ready => &mut s.ready,
+            } += 1;
+        }
+        Some(s)
     }
 
     fn qp_opened(&mut self, cx: &mut Ctx<'_>, id: EndpointId, result: Result<u32, ()>) {

@@ -1,5 +1,5 @@
-//! Endpoint creation: the QP, route and address preloads (spec 4.8), loopback entries
-//! (4.7), and what a port change does to the cache.
+//! Endpoint creation: the QP, route and address preloads (docs/ibacmp.md §8), loopback
+//! entries (docs/ibacmp.md §7), and what a port change does to the cache.
 
 use super::endpoint::{Ep, EpState, Group, ResolveQueue, SendQueue};
 use super::{Acmp, Dest, DestState};
@@ -16,8 +16,8 @@ use acm_proto::path_record::PathRecordPacket;
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
-/// The loopback path (spec 4.7): our own GID and LID both ends, numpath 0, no selector
-/// bits, the port's MTU and rate.
+/// The loopback path (docs/ibacmp.md §7): our own GID and LID both ends, numpath 0, no
+/// selector bits, the port's MTU and rate.
 fn loopback_path(attrs: &PortAttrs, pkey: u16) -> [u8; 64] {
     let mut path = [0u8; 64];
     let mut p = PathRecordPacket::new_unchecked(&mut path[..]);
@@ -298,9 +298,9 @@ impl Acmp {
     /// The port's LID, SM or GIDs changed: learned routes are stale (their SLID, or the
     /// SA that gave them, is gone), so READY entries fall back to ADDR_RESOLVED and are
     /// re-queried on next use — unless their address binding has already expired, in
-    /// which case they go back to INIT as a lookup would have sent them (spec 4.3, READY
-    /// row): a route re-query must not revive a stale address. Loopback entries are
-    /// rebuilt.
+    /// which case they go back to INIT as a lookup would have sent them
+    /// (docs/ibacmp.md §3, READY row): a route re-query must not revive a stale address.
+    /// Loopback entries are rebuilt.
     pub(super) fn port_changed(&mut self, cx: &mut Ctx<'_>, port: PortId) {
         let now_min = cx.now().as_minutes();
         let ids = self.eps_on(port);

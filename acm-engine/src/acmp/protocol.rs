@@ -1,6 +1,6 @@
-//! The ACM multicast protocol (spec 2): sending resolve requests through the resolve
-//! queue, retransmission and timeout, answering peers' requests, and matching
-//! responses.
+//! The ACM multicast protocol (docs/protocol/acm-mad.md): sending resolve requests
+//! through the resolve queue, retransmission and timeout, answering peers' requests, and
+//! matching responses.
 
 use super::endpoint::{Ep, Request, SendKind, Turn, WaitFor, Waiting};
 use super::{Acmp, DestState, Timer};
@@ -20,9 +20,10 @@ use alloc::vec::Vec;
 use core::time::Duration;
 
 impl Acmp {
-    /// Starts an ACM resolve for `dest` from `src` (spec 2.4), in turn `round` (`None`:
-    /// in the background, nobody waits for it). The request waits for a resolve-queue
-    /// credit if none is free, and then for its turn (`ResolveQueue`).
+    /// Starts an ACM resolve for `dest` from `src` (docs/protocol/acm-mad.md §4), in
+    /// turn `round` (`None`: in the background, nobody waits for it). The request waits
+    /// for a resolve-queue credit if none is free, and then for its turn
+    /// (`ResolveQueue`).
     pub(super) fn send_request(
         &mut self,
         cx: &mut Ctx<'_>,
@@ -281,7 +282,7 @@ impl Acmp {
         self.address_answer(cx, id, &dest, None);
     }
 
-    /// A MAD arrived on the endpoint's QP (spec 2.5).
+    /// A MAD arrived on the endpoint's QP (docs/protocol/acm-mad.md §5).
     pub(super) fn receive(
         &mut self,
         cx: &mut Ctx<'_>,
@@ -378,8 +379,9 @@ impl Acmp {
         );
     }
 
-    /// Records what a peer's MAD says about it (spec 2.6 `record_acm_addr`): the chosen
-    /// group, its AV with the peer's LID and GID, the QPN. `false` if no group is shared.
+    /// Records what a peer's MAD says about it (docs/protocol/acm-mad.md §6,
+    /// `record_acm_addr`): the chosen group, its AV with the peer's LID and GID, the QPN.
+    /// `false` if no group is shared.
     fn record_addr(
         ep: &mut Ep,
         idx: super::dest::DestIdx,
@@ -419,7 +421,7 @@ impl Acmp {
         true
     }
 
-    /// The route built from the group (spec 4.5, `route_prot acm`).
+    /// The route built from the group (docs/ibacmp.md §5, `route_prot acm`).
     fn route_from_group(ep: &mut Ep, idx: super::dest::DestIdx, addr_exp: u64, route_exp: u64) {
         let Some(d) = ep.dests.get_mut(idx) else {
             return;
@@ -437,7 +439,8 @@ impl Acmp {
         d.state = DestState::Ready;
     }
 
-    /// Our request for `dest` was answered (`Some`) or timed out (`None`) (spec 4.3).
+    /// Our request for `dest` was answered (`Some`) or timed out (`None`)
+    /// (docs/ibacmp.md §3).
     fn address_answer(
         &mut self,
         cx: &mut Ctx<'_>,
@@ -491,7 +494,7 @@ impl Acmp {
         }
     }
 
-    /// Answers every request queued on a destination, in order (spec 4.3).
+    /// Answers every request queued on a destination, in order (docs/ibacmp.md §3).
     pub(super) fn complete_queue(
         &mut self,
         cx: &mut Ctx<'_>,
@@ -517,7 +520,7 @@ impl Acmp {
         }
     }
 
-    /// A peer's resolve request (spec 2.5, unsolicited case).
+    /// A peer's resolve request (docs/protocol/acm-mad.md §5, the request case).
     fn request_received(
         &mut self,
         cx: &mut Ctx<'_>,
@@ -656,7 +659,8 @@ impl Acmp {
     }
 }
 
-/// The sender's GID from a received GRH: the receiver requires it (spec 2.1).
+/// The sender's GID from a received GRH: the receiver requires it
+/// (docs/protocol/acm-mad.md §1).
 fn grh_sgid(grh: Option<&[u8]>) -> Option<Gid> {
     grh.and_then(|g| GrhPacket::new_checked(g).ok())
         .map(|g| g.sgid())

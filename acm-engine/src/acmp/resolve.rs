@@ -1,5 +1,5 @@
-//! Client resolves on ibacmp (spec 4.3): the destination state machine as a client
-//! lookup walks it, coalescing, NODELAY.
+//! Client resolves on ibacmp (docs/ibacmp.md §3): the destination state machine as a
+//! client lookup walks it, coalescing, NODELAY.
 
 use super::endpoint::EpState;
 use super::{Acmp, DestState, fair};
@@ -209,7 +209,8 @@ impl Acmp {
         self.enqueue(cx, id, idx, flags, reply, round);
     }
 
-    /// INIT path resolve (spec 4.3): the query record from the request and the port.
+    /// INIT path resolve (docs/ibacmp.md §3): the query record from the request and the
+    /// port.
     fn record_path_addr(&mut self, id: EndpointId, idx: super::dest::DestIdx, req: &[u8; 64]) {
         let Some(ep) = self.eps.get_mut(&id) else {
             return;
@@ -246,8 +247,8 @@ impl Acmp {
     /// ADDR_RESOLVED IP entries without a source GID get the endpoint port's GID.
     ///
     /// The reference searches the host's interfaces for one whose address *begins with*
-    /// the source IP's text (its bug 8) and leaves the GID zero when none matches; the
-    /// port GID is what such an interface would have given.
+    /// the source IP's text (docs/reference-quirks.md §8) and leaves the GID zero when
+    /// none matches; the port GID is what such an interface would have given.
     fn fill_sgid(&mut self, id: EndpointId, idx: super::dest::DestIdx) {
         let Some(ep) = self.eps.get_mut(&id) else {
             return;

@@ -1,5 +1,6 @@
-//! ibacmp's SA traffic: MCMemberRecord joins (spec 3.5), PathRecord queries for
-//! destinations (3.4) and for clients' QUERY_SA (1.8.3), and their responses (3.6).
+//! ibacmp's SA traffic: MCMemberRecord joins (docs/protocol/sa.md §5), PathRecord queries
+//! for destinations (docs/protocol/sa.md §4) and for clients' QUERY_SA
+//! (docs/protocol/client-messages.md §8.4), and their responses (docs/protocol/sa.md §6).
 
 use super::endpoint::EpState;
 use super::{Acmp, DestState, SaWhat, Timer};
@@ -17,7 +18,7 @@ use acm_proto::path_record::{PathRecordPacket, PathRecordRepr};
 use acm_proto::sa::{SA_HEADER_LEN, SaHeaderRepr};
 use alloc::vec::Vec;
 
-/// The address vector for a path (spec 4.4).
+/// The address vector for a path (docs/ibacmp.md §4).
 pub(crate) fn av_from_path(path: &[u8; 64], attrs: &PortAttrs) -> AddressVector {
     let p = PathRecordPacket::new_unchecked(&path[..]);
     AddressVector {
@@ -55,8 +56,9 @@ fn sa_status(result: Result<&[u8], i32>) -> (Status, Option<&[u8]>) {
             let status = u16::from_be_bytes([mad[4], mad[5]]);
             let class = (status >> 8) as u8;
             // The reference ignores the generic bits (busy, redirect, unsupported) and
-            // would take such a reply's data as a path (quirk 6); here they fail the
-            // query as a timeout would. The class byte passes through as-is.
+            // would take such a reply's data as a path (docs/reference-quirks.md §6);
+            // here they fail the query as a timeout would. The class byte passes through
+            // as-is.
             let code = if class != 0 {
                 Status(class)
             } else if status & 0x00FF != 0 {
@@ -70,7 +72,7 @@ fn sa_status(result: Result<&[u8], i32>) -> (Status, Option<&[u8]>) {
 }
 
 impl Acmp {
-    /// Joins every group of an endpoint that is not joined (spec 3.5).
+    /// Joins every group of an endpoint that is not joined (docs/protocol/sa.md §5).
     pub(super) fn join_all(&mut self, cx: &mut Ctx<'_>, id: EndpointId) {
         let Some(ep) = self.eps.get(&id) else { return };
         let Some(attrs) = self.ports.get(&ep.port) else {
@@ -274,7 +276,8 @@ impl Acmp {
         }
     }
 
-    /// Sends a PathRecord query for a destination (spec 3.4 cases A, B, C, E).
+    /// Sends a PathRecord query for a destination (docs/protocol/sa.md §4, cases A, B, C,
+    /// E).
     pub(super) fn query_route(
         &mut self,
         cx: &mut Ctx<'_>,
@@ -380,7 +383,8 @@ impl Acmp {
         }
     }
 
-    /// A client's QUERY_SA (spec 1.8.3): the client's record goes to the SA as it is.
+    /// A client's QUERY_SA (docs/protocol/client-messages.md §8.4): the client's record
+    /// goes to the SA as it is.
     pub(super) fn sa_query(
         &mut self,
         cx: &mut Ctx<'_>,

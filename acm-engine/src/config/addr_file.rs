@@ -1,4 +1,4 @@
-//! The address file (`ibacm_addr.cfg`, spec 5.5): which names and addresses each
+//! The address file (`ibacm_addr.cfg`, docs/daemon.md §5): which names and addresses each
 //! endpoint answers to.
 //!
 //! The file is parsed once into lines; the engine then picks, for each endpoint it
@@ -42,9 +42,9 @@ pub struct AddrFileLine {
 
 impl AddrFileLine {
     /// Whether this line applies to the endpoint on `device` port `port` with pkey
-    /// `ep_pkey`, by the reference's rule (spec 5.5): device names equal ignoring case,
-    /// ports equal, and pkeys equal once the full-membership bit is set on both
-    /// (`(line_pkey | 0x8000) == (ep_pkey | 0x8000)`). A `default` pkey stands for
+    /// `ep_pkey`, by the reference's rule (docs/daemon.md §5): device names equal
+    /// ignoring case, ports equal, and pkeys equal once the full-membership bit is set on
+    /// both (`(line_pkey | 0x8000) == (ep_pkey | 0x8000)`). A `default` pkey stands for
     /// `default_pkey`, the port's pkey at index 0.
     #[must_use]
     pub fn matches(&self, device: &str, port: u8, ep_pkey: u16, default_pkey: u16) -> bool {
@@ -68,7 +68,8 @@ pub struct AddrFile {
 }
 
 impl AddrFile {
-    /// Parses the address file `text` (named `file`) by the reference's rules (5.5):
+    /// Parses the address file `text` (named `file`) by the reference's rules
+    /// (docs/daemon.md §5):
     ///
     /// * 120-byte `fgets` chunks (a longer line is split into several lines);
     /// * a `#` in column 0 makes a comment;

@@ -1,6 +1,6 @@
-//! The address preload file (`addr_preload acm_hosts`, `addr_data_file`, spec 4.8):
-//! `<address> <IB GID>` lines that seed the destination cache when an endpoint is
-//! created, so listed hosts resolve without a multicast query.
+//! The address preload file (`addr_preload acm_hosts`, `addr_data_file`,
+//! docs/daemon.md §8): `<address> <IB GID>` lines that seed the destination cache when an
+//! endpoint is created, so listed hosts resolve without a multicast query.
 
 use super::diagnostic::{Diagnostic, Severity};
 use super::lex::{self, Scanner};
@@ -21,11 +21,11 @@ pub struct HostEntry {
     pub gid: Gid,
 }
 
-/// Parses the hosts file `text` (named `file`) by the reference's rules (4.8): 120-byte
-/// `fgets` chunks (a longer line is split), `#` in column 0 for comments, two fields
-/// read as `%45s %45s` (anything after them is ignored). The GID must be IPv6 text, or
-/// the line is skipped with a [`Severity::Error`]. A line with a single field is skipped
-/// with a [`Severity::Notice`]; blank lines silently.
+/// Parses the hosts file `text` (named `file`) by the reference's rules
+/// (docs/daemon.md §8): 120-byte `fgets` chunks (a longer line is split), `#` in column 0
+/// for comments, two fields read as `%45s %45s` (anything after them is ignored). The GID
+/// must be IPv6 text, or the line is skipped with a [`Severity::Error`]. A line with a
+/// single field is skipped with a [`Severity::Notice`]; blank lines silently.
 #[must_use]
 pub fn parse_hosts(
     file: &str,

@@ -26,8 +26,9 @@ pub use addr_file::{AddrFile, AddrFileLine, PkeySpec};
 pub use diagnostic::{Diagnostic, Severity};
 pub use hosts::{HostEntry, parse_hosts};
 pub use options::{
-    AddrPreload, AddrProt, BUILTIN_PROVIDER, DEFAULT_RESOLVE_DEPTH, LoopbackProt, Options,
-    ProviderRule, ProviderTarget, RoutePreload, RouteProt, ServerMode, expiry_minutes,
+    AddrPreload, AddrProt, BUILTIN_PROVIDER, DAEMON_OPTIONS, DEFAULT_RESOLVE_DEPTH, LoopbackProt,
+    OptionLine, Options, ProviderRule, ProviderTarget, RoutePreload, RouteProt, ServerMode,
+    expiry_minutes,
 };
 pub use route_data::{RouteData, RoutePath, RouteSection};
 

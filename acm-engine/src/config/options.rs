@@ -1,4 +1,5 @@
-//! The options file (`ibacm_opts.cfg`, spec 5.7), including its `provider` lines (5.4).
+//! The options file (`ibacm_opts.cfg`, docs/daemon.md §7), including its `provider` lines
+//! (docs/daemon.md §4).
 //!
 //! The reference reads this file twice (once in the core, once in the provider) plus a
 //! third time for the `provider` lines; [`Options::parse`] does all three over the same
@@ -11,8 +12,8 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-/// The name of the provider that is built in: the default provider of every port unless
-/// a `provider <name> default` line says otherwise (spec 5.4).
+/// The name of the provider that is built in: the default provider of every port unless a
+/// `provider <name> default` line says otherwise (docs/daemon.md §4).
 pub const BUILTIN_PROVIDER: &str = "ibacmp";
 
 /// The accepted range of every numeric option (inclusive). A value below its minimum
@@ -65,8 +66,8 @@ pub mod range {
 /// lookups go unanswered at once.
 pub const DEFAULT_RESOLVE_DEPTH: u32 = 8;
 
-/// Where the daemon listens for clients (`server_mode`, spec 1.1), so the daemon can
-/// pick its socket.
+/// Where the daemon listens for clients (`server_mode`,
+/// docs/protocol/client-messages.md §1), so the daemon can pick its socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum ServerMode {
     /// A unix socket (the default, and what every unrecognised value means).
@@ -87,7 +88,8 @@ pub enum AddrProt {
     Acm,
 }
 
-/// How routes (paths) are found once the address is known (`route_prot`, spec 4.6).
+/// How routes (paths) are found once the address is known (`route_prot`,
+/// docs/ibacmp.md §6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum RouteProt {
     /// A PathRecord query to the SA (the default).
@@ -97,7 +99,8 @@ pub enum RouteProt {
     Acm,
 }
 
-/// Whether local addresses get ready-made loopback cache entries (`loopback_prot`, 4.7).
+/// Whether local addresses get ready-made loopback cache entries (`loopback_prot`,
+/// docs/ibacmp.md §7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum LoopbackProt {
     /// Every local address gets a READY entry (the default).
@@ -107,7 +110,8 @@ pub enum LoopbackProt {
     None,
 }
 
-/// Whether routes are preloaded from a file when an endpoint is created (4.8).
+/// Whether routes are preloaded from a file when an endpoint is created
+/// (docs/ibacmp.md §8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum RoutePreload {
     /// No route preload (the default; `none` or `no`).
@@ -117,7 +121,8 @@ pub enum RoutePreload {
     OpensmFullV1,
 }
 
-/// Whether addresses are preloaded from a file when an endpoint is created (4.8).
+/// Whether addresses are preloaded from a file when an endpoint is created
+/// (docs/ibacmp.md §8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum AddrPreload {
     /// No address preload (the default; `none` or `no`).
@@ -127,7 +132,7 @@ pub enum AddrPreload {
     AcmHosts,
 }
 
-/// What a `provider` line applies to (spec 5.4).
+/// What a `provider` line applies to (docs/daemon.md §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ProviderTarget {
     /// `provider <name> default`: ports that no prefix rule claims.
@@ -148,8 +153,37 @@ pub struct ProviderRule {
     pub target: ProviderTarget,
 }
 
-/// Every setting of the options file (spec 5.7), typed, with the reference's defaults,
-/// so the core, the provider and the daemon read their settings from one value.
+/// The options of ours that only the daemon reads (access control and metrics). The
+/// reference ignores names it does not know, so a file that uses them still works
+/// with it. Their values are checked by the daemon, which also looks names up in the
+/// user and group databases, so [`Options::parse`] only collects them
+/// ([`Options::daemon_options`]).
+pub const DAEMON_OPTIONS: [&str; 6] = [
+    "server_socket_group",
+    "server_socket_mode",
+    "allow_users",
+    "allow_groups",
+    "metrics_file",
+    "metrics_interval",
+];
+
+/// One line of a [`DAEMON_OPTIONS`] option, as written, so that the daemon can check it
+/// and name the line when it refuses it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OptionLine {
+    /// The line number, from 1.
+    pub line: usize,
+    /// The option, as spelled in [`DAEMON_OPTIONS`] (the file's spelling may differ in
+    /// case).
+    pub name: &'static str,
+    /// Everything after the name on the whole line, without surrounding whitespace: a
+    /// list may hold spaces, and a line is not cut at 119 bytes as the reference's
+    /// options are (empty when the line has only the name).
+    pub value: String,
+}
+
+/// Every setting of the options file (docs/daemon.md §7), typed, with the reference's
+/// defaults, so the core, the provider and the daemon read their settings from one value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
     /// `log_file`: `stdout`, `stderr` (case-insensitive) or a path.
@@ -166,7 +200,8 @@ pub struct Options {
     pub server_port: u16,
     /// `server_mode`.
     pub server_mode: ServerMode,
-    /// `acme_plus_kernel_only`: suppresses the public rendezvous symlinks (spec 1.1).
+    /// `acme_plus_kernel_only`: suppresses the public rendezvous symlinks
+    /// (docs/protocol/client-messages.md §1).
     pub acme_plus_kernel_only: bool,
     /// `provider_lib_path`: the directory of loadable providers.
     pub provider_lib_path: String,
@@ -226,6 +261,8 @@ pub struct Options {
     pub addr_preload: AddrPreload,
     /// `addr_data_file`: the address preload file.
     pub addr_data_file: String,
+    /// The lines of the daemon's own options ([`DAEMON_OPTIONS`]), in file order.
+    pub daemon_options: Vec<OptionLine>,
 }
 
 impl Default for Options {
@@ -260,6 +297,7 @@ impl Default for Options {
             route_data_file: String::from("/etc/rdma/ibacm_route.data"),
             addr_preload: AddrPreload::None,
             addr_data_file: String::from("/etc/rdma/ibacm_hosts.data"),
+            daemon_options: Vec::new(),
         }
     }
 }
@@ -303,6 +341,13 @@ fn rate_from_gbps(gbps: i32) -> Option<Rate> {
     })
 }
 
+/// The [`DAEMON_OPTIONS`] entry `name` spells (case-insensitively, as every option but
+/// `route_timeout`).
+fn daemon_option(name: &[u8]) -> Option<&'static str> {
+    DAEMON_OPTIONS.iter().copied().find(|d| eq(name, d))
+}
+
+/// `s` without C whitespace at either end.
 /// ASCII case-insensitive equality, as `strcasecmp` in the C locale.
 fn eq(a: &[u8], b: &str) -> bool {
     a.eq_ignore_ascii_case(b.as_bytes())
@@ -609,9 +654,10 @@ impl Parser<'_> {
         }
     }
 
-    /// One line of the reference's separate `provider` parser (spec 5.4): the first token
-    /// must begin with `provider` (case-insensitively, only the first 8 characters are
-    /// compared), then a name, then `default` or a subnet prefix (`strtoull` base 0).
+    /// One line of the reference's separate `provider` parser (docs/daemon.md §4): the
+    /// first token must begin with `provider` (case-insensitively, only the first 8
+    /// characters are compared), then a name, then `default` or a subnet prefix
+    /// (`strtoull` base 0).
     fn provider_line(&mut self, line: usize, chunk: &[u8]) {
         if chunk.first() == Some(&b'#') {
             return;
@@ -669,7 +715,7 @@ impl Parser<'_> {
 
 impl Options {
     /// Parses the options file `text` (named `file` in diagnostics) by the reference's
-    /// rules (spec 5.7), starting from the defaults.
+    /// rules (docs/daemon.md §7), starting from the defaults.
     ///
     /// * The text is read in 120-byte `fgets` chunks: a line longer than 119 bytes is
     ///   split, and each piece is parsed as a line of its own.
@@ -683,8 +729,10 @@ impl Options {
     ///   reference's `atoi` read junk as 0 and wrapped negatives, silently).
     /// * An unrecognised value of an enumerated option leaves it unchanged (a warning);
     ///   `server_mode`, `min_mtu` and `min_rate` fall back to unix, 2048 and 10 instead.
-    /// * `provider` lines are read by a separate pass in 128-byte chunks (spec 5.4) and
-    ///   collected, in file order, in [`Options::providers`].
+    /// * `provider` lines are read by a separate pass in 128-byte chunks
+    ///   (docs/daemon.md §4) and collected, in file order, in [`Options::providers`].
+    /// * A line that starts with one of our [`DAEMON_OPTIONS`] is kept whole, whatever
+    ///   its length, in [`Options::daemon_options`]; the reference ignores such lines.
     #[must_use]
     pub fn parse(file: &str, text: &(impl AsRef<[u8]> + ?Sized)) -> (Self, Vec<Diagnostic>) {
         let text = text.as_ref();
@@ -693,12 +741,33 @@ impl Options {
             opts: Self::default(),
             diags: Vec::new(),
         };
+        let whole: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
+        // The line of the chunk before, to tell a line's first chunk from the rest.
+        let mut previous = 0;
+        // A daemon option's line, read whole: its other chunks are not options.
+        let mut taken = 0;
         for (line, chunk) in lex::chunks(text, lex::LINE_120) {
-            if chunk.first() == Some(&b'#') {
+            let first = line != previous;
+            previous = line;
+            if line == taken || chunk.first() == Some(&b'#') {
                 continue;
             }
             let mut sc = Scanner::new(chunk);
-            let (Some(name), Some(value)) = (sc.string(31), sc.string(255)) else {
+            let Some(name) = sc.string(31) else { continue };
+            if first
+                && let Some(d) = daemon_option(name)
+                && let Some(text) = whole.get(line - 1)
+            {
+                let value = lex::trim(text).get(name.len()..).unwrap_or_default();
+                p.opts.daemon_options.push(OptionLine {
+                    line,
+                    name: d,
+                    value: self::text(lex::trim(value)),
+                });
+                taken = line;
+                continue;
+            }
+            let Some(value) = sc.string(255) else {
                 continue;
             };
             p.option(line, name, value);
@@ -739,11 +808,11 @@ impl Options {
     }
 
     /// The provider a port belongs to when exactly the providers `loaded` exist (in load
-    /// order), as the reference decides (spec 5.4): lines naming a provider that is not
-    /// loaded are ignored (names compared case-insensitively); the first loaded provider
-    /// with a rule for `subnet_prefix` wins; else the last valid `default` line; else
-    /// [`BUILTIN_PROVIDER`] if it is loaded. `None` means the port has no provider and
-    /// stays unused. The name returned is the one from `loaded`.
+    /// order), as the reference decides (docs/daemon.md §4): lines naming a provider that
+    /// is not loaded are ignored (names compared case-insensitively); the first loaded
+    /// provider with a rule for `subnet_prefix` wins; else the last valid `default` line;
+    /// else [`BUILTIN_PROVIDER`] if it is loaded. `None` means the port has no provider
+    /// and stays unused. The name returned is the one from `loaded`.
     #[must_use]
     pub fn provider_for_loaded<'a>(
         &self,
@@ -932,6 +1001,7 @@ addr_data_file /h
             route_data_file: "/r".into(),
             addr_preload: AddrPreload::AcmHosts,
             addr_data_file: "/h".into(),
+            daemon_options: Vec::new(),
         };
         assert_eq!(o, expected);
         // And back.
@@ -970,6 +1040,36 @@ addr_data_file /h
         );
         assert_eq!(d[0].message, "unknown option 'bogus' ignored");
         assert!(d[1].message.contains("lower case"));
+    }
+
+    #[test]
+    fn daemon_options_are_kept_whole_with_their_lines() {
+        let users = ["user"; 40].join(", ");
+        let text = alloc::format!(
+            "retries 4\nALLOW_GROUPS  rdma, 1000 \r\nallow_users {users}\nserver_socket_mode\n#allow_users x\n metrics_file /m\nretries 5\n"
+        );
+        let (o, d) = parse(&text);
+        // No notice for our names, nor for the rest of the long line.
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(o.retries, 5);
+        let line = |line, name, value: &str| OptionLine {
+            line,
+            name,
+            value: value.into(),
+        };
+        assert_eq!(
+            o.daemon_options,
+            [
+                line(2, "allow_groups", "rdma, 1000"),
+                line(3, "allow_users", &users),
+                line(4, "server_socket_mode", ""),
+                line(6, "metrics_file", "/m"),
+            ]
+        );
+        // Only a line's first chunk names an option: a long line of another option
+        // whose second chunk starts with our name stays the reference's business.
+        let cut = alloc::format!("{}allow_users x\n", "y".repeat(119));
+        assert!(parse(&cut).0.daemon_options.is_empty());
     }
 
     #[test]

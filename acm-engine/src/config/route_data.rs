@@ -1,6 +1,6 @@
-//! The route preload file (`route_preload opensm_full_v1`, `route_data_file`, spec 4.8):
-//! OpenSM's full path-record dump, which lets an endpoint fill its cache with paths at
-//! creation time instead of asking the SA.
+//! The route preload file (`route_preload opensm_full_v1`, `route_data_file`,
+//! docs/daemon.md §9): OpenSM's full path-record dump, which lets an endpoint fill its
+//! cache with paths at creation time instead of asking the SA.
 //!
 //! The reference reads the file twice: once for a LID→GUID table built from every
 //! section header, once for the path lines of the one section that describes the port.
@@ -81,7 +81,8 @@ impl RouteData {
         self.lid_to_guid.get(&lid).copied()
     }
 
-    /// Parses the dump `text` (named `file`) by the reference's rules (4.8):
+    /// Parses the dump `text` (named `file`) by the reference's rules
+    /// (docs/daemon.md §9):
     ///
     /// * 128-byte `fgets` chunks (lines of up to 127 bytes; a longer one is split);
     /// * `#` in column 0 makes a comment; blank lines are skipped;

@@ -1,6 +1,6 @@
-//! Client requests (spec 1.7–1.11): framing checks, RESOLVE validation and dispatch,
-//! core-generated errors, and the source-address lookup. Requests are read, and the
-//! core's own replies written, through acm-proto's views.
+//! Client requests (docs/protocol/client-messages.md §7–§11): framing checks, RESOLVE
+//! validation and dispatch, core-generated errors, and the source-address lookup.
+//! Requests are read, and the core's own replies written, through acm-proto's views.
 
 use crate::Counter;
 use crate::Engine;
@@ -99,7 +99,8 @@ impl Engine {
         }
     }
 
-    /// A RESOLVE from a client or built from a kernel request (spec 1.7, 1.8).
+    /// A RESOLVE from a client or built from a kernel request
+    /// (docs/protocol/client-messages.md §7, §8).
     pub(crate) fn resolve_request(&mut self, to: ReplyTo, bytes: &[u8]) {
         self.core.counters.bump(Counter::Resolve);
         match MessagePacket::new_unchecked(bytes).entry(0) {
@@ -114,8 +115,8 @@ impl Engine {
         }
     }
 
-    /// A core-generated error (spec 1.8.1): the header with the ACK bit, the status,
-    /// length 16 (host order), data zeroed, no body.
+    /// A core-generated error (docs/protocol/client-messages.md §8.1): the header with
+    /// the ACK bit, the status, length 16 (host order), data zeroed, no body.
     pub(crate) fn core_error(&mut self, to: ReplyTo, req: &[u8], status: Status) {
         self.core.counters.count_status(status);
         let mut hdr = header_of(req);
@@ -160,7 +161,8 @@ impl Engine {
         }
     }
 
-    /// Destination resolve (spec 1.7 validation, 1.8.2a).
+    /// Destination resolve (validation and handling:
+    /// docs/protocol/client-messages.md §7, §8.2).
     fn dest_resolve(&mut self, to: ReplyTo, bytes: &[u8]) {
         let msg = MessagePacket::new_unchecked(bytes);
         let mut src: Option<EpAddrPacket<&[u8]>> = None;
@@ -255,7 +257,7 @@ impl Engine {
         }
         match result {
             Err(errno) => {
-                // Quirk 5: the errno itself becomes the status.
+                // docs/reference-quirks.md §5: the errno itself becomes the status.
                 log!(
                     self.core,
                     Level::Verbose,
@@ -322,7 +324,7 @@ impl Engine {
         });
     }
 
-    /// The endpoint a path belongs to (spec 1.8.2b step 3).
+    /// The endpoint a path belongs to (docs/protocol/client-messages.md §8.3, step 3).
     fn find_ep_by_path(&self, path: &[u8; 64]) -> Option<crate::EndpointId> {
         let pr = acm_proto::path_record::PathRecordPacket::new_unchecked(&path[..]);
         let (sgid, dgid, slid, pkey) = (pr.sgid(), pr.dgid(), pr.slid(), pr.pkey());
@@ -356,7 +358,7 @@ impl Engine {
         None
     }
 
-    /// Path resolve (spec 1.8.2b).
+    /// Path resolve (docs/protocol/client-messages.md §8.3).
     fn path_resolve(&mut self, to: ReplyTo, bytes: &[u8]) {
         let msg = MessagePacket::new_unchecked(bytes);
         let path = entry_path(&msg);
@@ -379,7 +381,8 @@ impl Engine {
         });
     }
 
-    /// QUERY_SA (spec 1.8.3): errors in the "query" style echo the request.
+    /// QUERY_SA (docs/protocol/client-messages.md §8.4): errors in the "query" style echo
+    /// the request.
     fn sa_query_request(&mut self, to: ReplyTo, bytes: &[u8]) {
         let query_error = |this: &mut Self, status: Status| {
             if let ReplyTo::Client { conn, .. } = to {

@@ -166,7 +166,7 @@ impl Core {
     }
 
     /// The next TID: a 32-bit counter in the low half of a BE64, never 0. Unlike the
-    /// reference's signed counter (bug 18) it wraps cleanly.
+    /// reference's signed counter (docs/reference-quirks.md §18) it wraps cleanly.
     pub(crate) fn next_tid(&mut self) -> u64 {
         let t = self.tid;
         self.tid = self.tid.wrapping_add(1).max(1);
@@ -349,7 +349,8 @@ impl Core {
         }
     }
 
-    /// The first endpoint with a local address matching `addr` (spec 1.8.2a step 3).
+    /// The first endpoint with a local address matching `addr`
+    /// (docs/protocol/client-messages.md §8.2, step 3).
     pub(crate) fn find_ep_by_addr(&self, addr: &crate::Address) -> Option<EndpointId> {
         for (_, port) in self.active_ports() {
             for &ep in &port.endpoints {

@@ -1,5 +1,6 @@
-//! Kernel path requests over RDMA netlink (spec 5.14): RDMA_NL_LS RESOLVE requests are
-//! turned into path resolves and answered through the same resolution path.
+//! Kernel path requests over RDMA netlink (docs/protocol/netlink-ls.md): RDMA_NL_LS
+//! RESOLVE requests are turned into path resolves and answered through the same
+//! resolution path.
 
 use super::Core;
 use crate::Engine;

@@ -1,4 +1,5 @@
-//! PERF_QUERY (spec 1.9) and EP_QUERY (spec 1.10): answered by the core at once.
+//! PERF_QUERY and EP_QUERY (docs/protocol/client-messages.md §9, §10): answered by the
+//! core at once.
 
 use crate::Engine;
 use crate::counters::Counters;
@@ -16,8 +17,9 @@ use alloc::vec::Vec;
 const EP_REPLY_MAX: usize = 65535;
 
 impl Engine {
-    /// Endpoints in enumeration order (spec 5.13) on ports numbered `port` (0: all).
-    fn enumerate(&self, port: u8) -> impl Iterator<Item = EndpointId> + '_ {
+    /// Endpoints in enumeration order (docs/daemon.md §13) on ports numbered `port` (0:
+    /// all).
+    pub(crate) fn enumerate(&self, port: u8) -> impl Iterator<Item = EndpointId> + '_ {
         self.core
             .active_ports()
             .filter(move |(_, p)| port == 0 || p.num == port)
@@ -29,7 +31,8 @@ impl Engine {
         let hdr = msg.header();
         let len = hdr.length(Direction::Request);
         let idx = hdr.data()[1];
-        // Quirk 36: the entry's flags are host order although the rest is big-endian.
+        // docs/reference-quirks.md §36: the entry's flags are host order although the
+        // rest is big-endian.
         let entry = msg.entry(0);
         let has_source = entry
             .as_ref()
@@ -39,9 +42,9 @@ impl Engine {
         {
             Some(self.core.counters)
         } else if idx >= 1 {
-            // The reference also uses the index as a port filter (its bug 1), so
-            // `-P 2` never finds the second endpoint of a one-port HCA. Fixed: count
-            // over every port.
+            // The reference also uses the index as a port filter
+            // (docs/reference-quirks.md §1), so `-P 2` never finds the second endpoint of
+            // a one-port HCA. Fixed: count over every port.
             self.enumerate(0)
                 .nth(usize::from(idx) - 1)
                 .and_then(|ep| self.endpoint_counters(ep))

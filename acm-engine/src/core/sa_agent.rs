@@ -1,6 +1,6 @@
-//! The per-port umad agent for SA MADs (spec 3.1–3.2): at most `sa_depth` outstanding,
-//! later sends waiting in FIFO order, responses matched by the low 32 TID bits (the
-//! kernel rewrites the upper half with its agent id).
+//! The per-port umad agent for SA MADs (docs/protocol/sa.md §1–§2): at most `sa_depth`
+//! outstanding, later sends waiting in FIFO order, responses matched by the low 32 TID
+//! bits (the kernel rewrites the upper half with its agent id).
 
 use crate::device::PortAttrs;
 use crate::io::{Mad, SaDest};
@@ -27,7 +27,7 @@ pub(crate) enum Submit {
     Full,
 }
 
-/// Where SA MADs go on a port: the SM's LID and SL, QP1 (spec 3.2).
+/// Where SA MADs go on a port: the SM's LID and SL, QP1 (docs/protocol/sa.md §2).
 pub(crate) fn sa_dest(attrs: &PortAttrs) -> SaDest {
     SaDest {
         dlid: attrs.sm_lid,

@@ -1,5 +1,5 @@
-//! Devices, ports, endpoints and their addresses (spec 5.2, 5.3, 5.5, 5.6, 4.9), with
-//! the dynamic changes the reference handles only by restart.
+//! Devices, ports, endpoints and their addresses (docs/daemon.md §2, §3, §5, §6;
+//! docs/ibacmp.md §9), with the dynamic changes the reference handles only by restart.
 
 use super::{Device, Endpoint, LocalAddr, Port, SaAgent};
 use crate::Engine;
@@ -150,7 +150,7 @@ impl Engine {
         }
     }
 
-    /// Brings a port into service (spec 5.2 "port up").
+    /// Brings a port into service (docs/daemon.md §2, "Port up").
     fn port_up(&mut self, port: PortId, attrs: PortAttrs) {
         log!(
             self.core,
@@ -243,7 +243,8 @@ impl Engine {
         })
     }
 
-    /// Creates the endpoint (port, pkey) if it gets an address (spec 5.2 step 6, 5.5).
+    /// Creates the endpoint (port, pkey) if it gets an address (docs/daemon.md §5, §2
+    /// step 6).
     fn create_endpoint(&mut self, port: PortId, pkey: u16) -> Option<EndpointId> {
         let addrs = self.endpoint_addresses(port, pkey);
         if addrs.is_empty() {
@@ -328,8 +329,8 @@ impl Engine {
                 continue;
             }
             if addrs.iter().any(|a| a.addr == line.address) {
-                // The reference stops reading the file here (its bug 13); skip just
-                // this line.
+                // The reference stops reading the file here
+                // (docs/reference-quirks.md §13); skip just this line.
                 log!(
                     self.core,
                     Level::Basic,
@@ -423,9 +424,9 @@ impl Engine {
     }
 
     /// Brings a kept endpoint's addresses in line with the port as it is now, as the
-    /// reference's shutdown and port up would (spec 4.9): address-file lines for
+    /// reference's shutdown and port up would (docs/ibacmp.md §9): address-file lines for
     /// `default` follow the pkey now at index 0, and IPs follow the GIDs. An endpoint
-    /// left without addresses is closed (spec 5.2 step 6).
+    /// left without addresses is closed (docs/daemon.md §2, step 6).
     fn reassign_addresses(&mut self, port: PortId, ep: EndpointId) {
         let Some(pkey) = self.core.endpoint(ep).map(|e| e.pkey) else {
             return;
@@ -481,8 +482,8 @@ impl Engine {
         self.with_provider(e.provider, |p, cx| p.close_endpoint(cx, ep));
     }
 
-    /// A host IP appeared (spec 5.6): add it to the endpoint of its port and partition,
-    /// creating that endpoint if the pkey is in the table.
+    /// A host IP appeared (docs/daemon.md §6): add it to the endpoint of its port and
+    /// partition, creating that endpoint if the pkey is in the table.
     pub(crate) fn local_ip_added(&mut self, ip: LocalIp) {
         if self.core.ip_known(&ip.addr) {
             return;

@@ -33,7 +33,7 @@ pub fn peer_gid() -> Gid {
     reference::gid_of_lid(PEER_LID)
 }
 
-/// Client-protocol statuses (spec 1.3).
+/// Client-protocol statuses (docs/protocol/client-messages.md §3).
 pub const SUCCESS: u8 = 0;
 pub const EINVAL: u8 = 2;
 pub const ENODATA: u8 = 3;
@@ -43,7 +43,8 @@ pub const ESRCADDR: u8 = 7;
 /// The destination entry's NODELAY flag.
 pub const NODELAY: u32 = 0x4000_0000;
 
-/// A RESOLVE from `src` to `dst` (IPv4), as librdmacm builds it (spec 8 vector 1).
+/// A RESOLVE from `src` to `dst` (IPv4), as librdmacm builds it
+/// (docs/test-vectors.md §1).
 pub fn resolve_ip(src: Ipv4Addr, dst: Ipv4Addr) -> Vec<u8> {
     resolve_ip_flags(src, dst, 0)
 }
@@ -63,7 +64,7 @@ pub fn resolve_ip_flags(src: Ipv4Addr, dst: Ipv4Addr, dest_flags: u32) -> Vec<u8
     m
 }
 
-/// A QUERY_SA (`ib_acme -v`, spec 8 vector 9) for a path from `sgid` to `dgid`.
+/// A QUERY_SA (`ib_acme -v`, docs/test-vectors.md §9) for a path from `sgid` to `dgid`.
 pub fn query_sa(sgid: Gid, dgid: Gid, pkey: u16) -> Vec<u8> {
     let mut m = vec![0u8; 88];
     m[0] = 1;
@@ -78,7 +79,7 @@ pub fn query_sa(sgid: Gid, dgid: Gid, pkey: u16) -> Vec<u8> {
     m
 }
 
-/// An EP_QUERY for endpoint `index` (1-based) on `port` (spec 8 vector 13).
+/// An EP_QUERY for endpoint `index` (1-based) on `port` (docs/test-vectors.md §13).
 pub fn ep_query(index: u8, port: u8) -> Vec<u8> {
     let mut m = vec![0u8; 16];
     m[0] = 1;

@@ -1,7 +1,8 @@
 //! Client messages laid out by hand, byte by byte, as ib_acme and librdmacm write them
-//! (spec 1.3 header, 1.4 entries, 1.5 path records, 1.9 PERF_QUERY, 1.10 EP_QUERY), and
-//! the few reply fields tests read back. Kept independent of `acm_proto` so that the
-//! tests check the wire layout rather than the crate that also parses it.
+//! (header, entries, path records, PERF_QUERY, EP_QUERY:
+//! docs/protocol/client-messages.md §3, §4, §5, §9, §10), and the few reply fields tests
+//! read back. Kept independent of `acm_proto` so that the tests check the wire layout
+//! rather than the crate that also parses it.
 
 use acm_proto::Gid;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -10,19 +11,19 @@ use std::path::PathBuf;
 pub const HDR: usize = 16;
 pub const ENTRY: usize = 72;
 
-/// Entry flags (spec 1.4), host order on the wire.
+/// Entry flags (docs/protocol/client-messages.md §4), host order on the wire.
 pub const SOURCE: u32 = 0x0000_0001;
 pub const DEST: u32 = 0x0000_0002;
 pub const NODELAY: u32 = 0x4000_0000;
 pub const QUERY_SA: u32 = 0x8000_0000;
 
-/// Entry types (spec 1.4), host order on the wire.
+/// Entry types (docs/protocol/client-messages.md §4), host order on the wire.
 pub const T_NAME: u16 = 0x01;
 pub const T_IP: u16 = 0x02;
 pub const T_IP6: u16 = 0x03;
 pub const T_PATH: u16 = 0x10;
 
-/// ACM status codes (spec 1.3).
+/// ACM status codes (docs/protocol/client-messages.md §3).
 pub const ENOMEM: u8 = 1;
 pub const EINVAL: u8 = 2;
 pub const ENODATA: u8 = 3;
@@ -60,7 +61,8 @@ pub fn path_entry(flags: u32, path: &[u8; 64]) -> [u8; ENTRY] {
     entry(flags, T_PATH, path)
 }
 
-/// A RESOLVE: header (length in host order, spec 1.3) then the entries.
+/// A RESOLVE: header (length in host order, docs/protocol/client-messages.md §3) then the
+/// entries.
 pub fn resolve(entries: &[[u8; ENTRY]]) -> Vec<u8> {
     let len = HDR + ENTRY * entries.len();
     let mut m = vec![0u8; len];
@@ -94,7 +96,7 @@ pub fn perf_index(index: u8) -> Vec<u8> {
 }
 
 /// A PERF_QUERY by address (`ib_acme -P s -s ADDR`): 88 bytes, length big-endian, the
-/// entry's flags and type in host order (quirk 36).
+/// entry's flags and type in host order (docs/reference-quirks.md §36).
 pub fn perf_by(e: [u8; ENTRY]) -> Vec<u8> {
     let mut m = vec![0u8; HDR + ENTRY];
     m[0] = 1;
@@ -115,7 +117,8 @@ pub fn ep_query(index: u8, port: u8) -> Vec<u8> {
     m
 }
 
-/// An `ibv_path_record` (spec 1.5), built field by field; unset fields stay zero.
+/// An `ibv_path_record` (docs/protocol/client-messages.md §5), built field by field;
+/// unset fields stay zero.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Path {
     pub dgid: Option<Gid>,
@@ -150,8 +153,8 @@ impl Path {
     }
 }
 
-/// A path resolve by LID (`ib_acme -f l -d LID`, spec §8 vector 8): entry 0 is PATH
-/// with flags 0, dlid set and reversible numpath 1.
+/// A path resolve by LID (`ib_acme -f l -d LID`, docs/test-vectors.md §8): entry 0 is
+/// PATH with flags 0, dlid set and reversible numpath 1.
 pub fn resolve_lid(dlid: u16) -> Vec<u8> {
     let p = Path {
         dlid,

@@ -5,9 +5,9 @@ use core::fmt::Write as _;
 
 impl FabricSpec {
     /// The host's `ibacm_addr.cfg`: its `addr_file`, or else a default in the spirit of
-    /// `ib_acme -A` (spec §6.7): a comment header, then `<host> <hca> <port> default` for
-    /// the first port of the first HCA and `<host>-<hca>-<port> <hca> <port> default` for
-    /// every other port.
+    /// `ib_acme -A` (docs/ib-acme.md §7): a comment header, then `<host> <hca> <port>
+    /// default` for the first port of the first HCA and `<host>-<hca>-<port> <hca> <port>
+    /// default` for every other port.
     ///
     /// Unlike `ib_acme -A` the default gives the first port only the host name (not also
     /// `<host>-1`) and names the others after device and port rather than a running

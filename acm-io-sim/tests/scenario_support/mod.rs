@@ -16,9 +16,10 @@ use std::net::IpAddr;
 /// means a livelock.
 pub const STEPS: u64 = 50_000_000;
 
-/// ACM status ENODATA (spec 1.8: not cached / not ready / port gone).
+/// ACM status ENODATA (docs/protocol/client-messages.md §8: not cached / not ready / port
+/// gone).
 pub const ENODATA: u8 = 3;
-/// ACM status ETIMEDOUT (spec 2.8, 3.6).
+/// ACM status ETIMEDOUT (docs/protocol/acm-mad.md §8, docs/protocol/sa.md §6).
 pub const ETIMEDOUT: u8 = 6;
 
 /// A generated fabric of `n` hosts, all with the options text `options`.

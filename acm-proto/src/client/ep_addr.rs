@@ -1,4 +1,5 @@
-//! The 72-byte endpoint-address entry (`struct acm_ep_addr_data`), spec §1.4.
+//! The 72-byte endpoint-address entry (`struct acm_ep_addr_data`),
+//! docs/protocol/client-messages.md §4.
 //!
 //! flags (u32) and type (u16) are host order; `info` is a 64-byte union of a name, an
 //! IPv4/IPv6 address, a GID, a BE LID or a PathRecord. The reference compares all 64
@@ -50,8 +51,8 @@ open_enum! {
 }
 
 impl AddrType {
-    /// Whether the type may be a source or destination of a destination resolve
-    /// (1..=5; spec §1.7 rejects 0 and ≥ 6).
+    /// Whether the type may be a source or destination of a destination resolve (1..=5;
+    /// docs/protocol/client-messages.md §7 rejects 0 and ≥ 6).
     #[must_use]
     pub const fn is_address(self) -> bool {
         matches!(self.0, 1..=5)
@@ -164,7 +165,8 @@ pub struct EpAddrRepr {
     pub flags: EpFlags,
     /// Address type (host order).
     pub addr_type: AddrType,
-    /// Reserved (host order); librdmacm reuses it (spec §1.8.5), so kept raw.
+    /// Reserved (host order); librdmacm reuses it
+    /// (docs/protocol/client-messages.md §8.6), so kept raw.
     pub reserved: u16,
     /// The 64-byte address / name / path.
     pub info: Bytes64,
@@ -369,7 +371,8 @@ mod tests {
 
     #[test]
     fn spec_vector_ipv4_source() {
-        // Spec §8.1 entry 0: `01 00 00 00`, `02 00`, `00 00`, `0A 00 00 01`, z(60).
+        // docs/test-vectors.md §1, entry 0:
+        // `01 00 00 00`, `02 00`, `00 00`, `0A 00 00 01`, z(60).
         let e = EpAddrRepr::ipv4(EpFlags::SOURCE, Ipv4Addr::new(10, 0, 0, 1));
         let mut b = [0u8; 72];
         e.emit(&mut b);

@@ -1,4 +1,5 @@
-//! EP_QUERY (opcode 0x03): enumerate endpoints one index at a time. Spec §1.10.
+//! EP_QUERY (opcode 0x03): enumerate endpoints one index at a time. See
+//! docs/protocol/client-messages.md §10.
 
 use super::{Direction, HEADER_LEN, HeaderRepr, MAX_BODY_LEN, MAX_REQUEST_LEN, check_message_len};
 use crate::error::{ParseError, Reason, Result};
@@ -136,7 +137,7 @@ impl EpQueryReplyRepr {
             ));
         }
         let strings = &body[EP_CONFIG_LEN..];
-        if strings.len() % BYTES64_LEN != 0 {
+        if !strings.len().is_multiple_of(BYTES64_LEN) {
             return Err(ParseError::new(
                 FORMAT,
                 "addrs",

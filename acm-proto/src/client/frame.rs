@@ -1,4 +1,5 @@
-//! Framing requests out of a byte stream, as the reference daemon does (spec 1.11).
+//! Framing requests out of a byte stream, as the reference daemon does
+//! (docs/protocol/client-messages.md §11).
 //!
 //! A daemon reads the 16-byte header, asks [`request_len`] how long the whole request
 //! is, reads the rest, and checks the whole message with [`check_request`]. A header no
@@ -80,7 +81,8 @@ pub fn request_len(header: &[u8]) -> Result<usize, FrameError> {
     }
 }
 
-/// Checks a whole request the way the reference frames one (spec 1.11).
+/// Checks a whole request the way the reference frames one
+/// (docs/protocol/client-messages.md §11).
 ///
 /// # Errors
 /// The reason to close: a short header, a version other than 1, an unknown operation,

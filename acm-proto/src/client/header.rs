@@ -1,4 +1,4 @@
-//! The 16-byte message header (`struct acm_hdr`), spec §1.3.
+//! The 16-byte message header (`struct acm_hdr`), docs/protocol/client-messages.md §3.
 //!
 //! Its one trap is the `length` field's byte order: host order when the opcode byte of a
 //! request is exactly 0x01, big-endian otherwise — and RESOLVE responses (provider
@@ -53,7 +53,8 @@ open_enum! {
 open_enum! {
     /// The whole opcode byte: operation plus the ACK bit (0x80) set in most responses.
     pub struct Opcode(u8) {
-        /// RESOLVE request — and, quirk 2, also a provider's RESOLVE response.
+        /// RESOLVE request — and also a provider's RESOLVE response
+        /// (docs/reference-quirks.md §2).
         RESOLVE = 0x01,
         /// PERF_QUERY request.
         PERF_QUERY = 0x02,
@@ -95,7 +96,7 @@ impl Opcode {
 
 open_enum! {
     /// `hdr.status` (ACM_STATUS_*). Raw errno values and SA class status bytes also
-    /// appear here (quirks 5 and 6), so it is open.
+    /// appear here (docs/reference-quirks.md §5, §6), so it is open.
     pub struct Status(u8) {
         /// Success.
         SUCCESS = 0,
@@ -162,9 +163,10 @@ pub enum LengthOrder {
 }
 
 impl LengthOrder {
-    /// The order for a message with this opcode going this way (spec §1.2, §1.3, §1.8.1):
-    /// a request is host order only when its opcode byte is exactly 0x01 (so 0x81 is a
-    /// RESOLVE with a big-endian length); a RESOLVE response is always host order.
+    /// The order for a message with this opcode going this way
+    /// (docs/protocol/client-messages.md §2, §3, §8.1): a request is host order only when
+    /// its opcode byte is exactly 0x01 (so 0x81 is a RESOLVE with a big-endian length); a
+    /// RESOLVE response is always host order.
     #[must_use]
     pub const fn of(opcode: Opcode, direction: Direction) -> Self {
         let host = match direction {
@@ -380,7 +382,7 @@ mod tests {
 
     #[test]
     fn deconstruct_perf_request() {
-        // Spec §8.10: global perf query.
+        // docs/test-vectors.md §10: global perf query.
         let b = [1, 2, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0, 0, 0, 0, 0];
         let h = HeaderRepr::parse(&b, Direction::Request).unwrap();
         assert_eq!(h.opcode.operation(), Operation::PERF_QUERY);
@@ -392,7 +394,7 @@ mod tests {
 
     #[test]
     fn core_error_reply_is_host_order() {
-        // Spec §8.5: `01 81 0A 00 00 00 10 00` + tid.
+        // docs/test-vectors.md §5: `01 81 0A 00 00 00 10 00` + tid.
         let b = [1, 0x81, 10, 0, 0, 0, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0];
         let h = HeaderRepr::parse(&b, Direction::Response).unwrap();
         assert!(h.opcode.is_ack());

@@ -113,7 +113,7 @@ mod tests {
 
     #[test]
     fn unknown_operation_is_rejected_at_the_opcode() {
-        // Spec §8.14: opcode 0x05.
+        // docs/test-vectors.md §14: opcode 0x05.
         let b = [1, 5, 0, 0, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0];
         let e = ClientMessage::parse(&b, Direction::Request).unwrap_err();
         assert_eq!((e.field, e.offset), ("opcode", 1));

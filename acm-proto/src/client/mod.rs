@@ -1,5 +1,6 @@
 //! The client protocol (`struct acm_msg`): what librdmacm, `ib_acme` and the daemon
-//! exchange over the ibacm unix or TCP socket. Spec: ibacm-spec §1.3–1.10.
+//! exchange over the ibacm unix or TCP socket. See
+//! docs/protocol/client-messages.md §3–§10.
 //!
 //! Every message is a 16-byte [`header`] followed by a body whose shape depends on the
 //! operation and direction:

@@ -1,5 +1,6 @@
 //! PERF_QUERY (opcode 0x02): the request (global, by endpoint index, or by address) and
-//! the reply carrying big-endian u64 counters. Spec §1.9, §5.12.
+//! the reply carrying big-endian u64 counters. See docs/protocol/client-messages.md §9,
+//! docs/daemon.md §12.
 
 use super::{
     Direction, ENTRY_LEN, EpAddrRepr, HEADER_LEN, HeaderRepr, MAX_BODY_LEN, MAX_REQUEST_LEN,
@@ -15,7 +16,8 @@ pub const MAX_COUNTERS: usize = 64;
 ///
 /// `header.data[1]` is the endpoint index (0: global or by address). With a body of at
 /// least 72 bytes, its first 72 are the address entry (flags and type in host order,
-/// quirk 36); anything else is kept in `trailing` so the message re-emits unchanged.
+/// docs/reference-quirks.md §36); anything else is kept in `trailing` so the message
+/// re-emits unchanged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct PerfQueryRepr {
@@ -92,7 +94,7 @@ impl PerfQueryRepr {
 pub struct PerfReplyRepr {
     /// The header; `emit` rewrites its length (`data[0]` is kept as given).
     pub header: HeaderRepr,
-    /// The counters, in the order of spec §5.12.
+    /// The counters, in the order of docs/daemon.md §12.
     pub counters: heapless::Vec<u64, MAX_COUNTERS>,
 }
 
@@ -103,7 +105,7 @@ impl PerfReplyRepr {
         let header = HeaderRepr::parse(buf, direction)?;
         check_message_len(FORMAT, &header, buf.len(), None)?;
         let body = &buf[HEADER_LEN..];
-        if body.len() % 8 != 0 {
+        if !body.len().is_multiple_of(8) {
             return Err(ParseError::new(
                 FORMAT,
                 "counters",
@@ -242,7 +244,7 @@ mod tests {
                 .counters,
             m.counters
         );
-        // ESRCADDR reply for index 2 (bug 7.1).
+        // ESRCADDR reply for index 2 (docs/reference-quirks.md §1).
         let e = [1, 0x82, 7, 0, 2, 0, 0, 0x10, 0, 0, 0, 0, 0, 0, 0, 0];
         let r = PerfReplyRepr::parse(&e, Direction::Response).unwrap();
         assert_eq!(r.header.status, Status::ESRCADDR);

@@ -1,5 +1,5 @@
-//! RESOLVE messages, requests and responses alike: the header then up to eight
-//! 72-byte entries (spec §1.7, §1.8).
+//! RESOLVE messages, requests and responses alike: the header then up to eight 72-byte
+//! entries (docs/protocol/client-messages.md §7, §8).
 
 use super::{
     Direction, ENTRY_LEN, EpAddrRepr, HEADER_LEN, HeaderPacket, HeaderRepr, MAX_ENTRIES,
@@ -171,7 +171,7 @@ mod tests {
 
     #[test]
     fn length_errors() {
-        // Declares 160 but carries 88 (spec §8.14).
+        // Declares 160 but carries 88 (docs/test-vectors.md §14).
         let mut b = vec![0u8; 88];
         b[..8].copy_from_slice(&[1, 1, 0, 0, 0, 0, 0xA0, 0]);
         let e = ResolveRepr::parse(&b, Direction::Request).unwrap_err();

@@ -1,6 +1,7 @@
 //! RDMA netlink code points for the local-service (LS) client: socket protocol, multicast
 //! group, the message-type split into client and op, LS ops, LS attribute types and the
-//! resolve header's path-use values. Spec: ibacm-spec §5.14, Appendix A.
+//! resolve header's path-use values. See docs/protocol/netlink-ls.md,
+//! docs/protocol/constants.md.
 
 use crate::path_record::PathFlags;
 
@@ -50,8 +51,8 @@ open_enum! {
         /// Userspace tells the kernel its local-service timeout (type 0x1001). ibacm never
         /// sends it.
         SET_TIMEOUT = 1,
-        /// Address resolution through an IB gateway (type 0x1002). ibacm answers it with an
-        /// error reply (quirk 29).
+        /// Address resolution through an IB gateway (type 0x1002). ibacm answers it with
+        /// an error reply (docs/reference-quirks.md §29).
         IP_RESOLVE = 2,
     }
 }
@@ -125,9 +126,10 @@ open_enum! {
 }
 
 impl PathUse {
-    /// The flags the kernel requires in a reply's `ib_path_rec_data` before it accepts the
-    /// path (spec §5.14): UNIDIRECTIONAL needs PRIMARY|OUTBOUND, GMP needs
-    /// PRIMARY|GMP|BIDIRECTIONAL, ALL needs PRIMARY. `None` for an unknown value.
+    /// The flags the kernel requires in a reply's `ib_path_rec_data` before it accepts
+    /// the path (docs/protocol/netlink-ls.md §6): UNIDIRECTIONAL needs PRIMARY|OUTBOUND,
+    /// GMP needs PRIMARY|GMP|BIDIRECTIONAL, ALL needs PRIMARY. `None` for an unknown
+    /// value.
     ///
     /// This is the kernel's acceptance rule, for a simulated kernel; which flags ibacm puts
     /// in a reply is the engine's choice.

@@ -12,7 +12,8 @@
 //! are the integer attribute payloads (SERVICE_ID, PKEY, QOS_CLASS) and the path-data flags.
 //! The PathRecord inside a reply stays big-endian.
 //!
-//! Spec: ibacm-spec §5.14, §7 quirks 28–29, §8 vector 19, Appendix A.
+//! See docs/protocol/netlink-ls.md, docs/reference-quirks.md §28, §29,
+//! docs/test-vectors.md §19, docs/protocol/constants.md.
 //!
 //! | module item | wire structure |
 //! |---|---|
@@ -47,7 +48,7 @@ pub use resolve_header::{RESOLVE_HEADER_LEN, ResolveHeaderPacket, ResolveHeaderR
 
 #[cfg(test)]
 mod tests {
-    //! Spec §8 vector 19 end to end: a kernel request in, ibacm's reply out.
+    //! docs/test-vectors.md §19 end to end: a kernel request in, ibacm's reply out.
 
     use super::*;
     use crate::Gid;
@@ -74,7 +75,7 @@ mod tests {
     }
 
     /// What the engine does with a request (the flag choice is the engine's; this mirrors
-    /// spec §5.14 to check the wire side).
+    /// docs/protocol/netlink-ls.md §5 to check the wire side).
     fn answer(req: &[u8], pid: u32) -> Vec<u8> {
         let Ok(header) = NlMsgHeaderRepr::parse(req) else {
             return Vec::new();

@@ -1,5 +1,5 @@
 //! ibacm's answer to a kernel LS request: one PATH_RECORD attribute, or an empty error.
-//! Spec: ibacm-spec §5.14 ("Response"), §8 vector 19.
+//! See docs/protocol/netlink-ls.md §5, docs/test-vectors.md §19.
 
 use super::attr::{NLA_HDRLEN, NlAttrIter, put_attr, rebase};
 use super::codes::LsAttrType;

@@ -1,5 +1,5 @@
 //! A kernel LS request: nlmsghdr, resolve header, attributes merged into typed fields.
-//! Spec: ibacm-spec §5.14 ("Kernel request" and the attribute table).
+//! See docs/protocol/netlink-ls.md §2, §3.
 
 use super::attr::{
     NLA_HDRLEN, NlAttr, NlAttrIter, RDMA_NLA_F_MANDATORY, nla_align, put_attr, rebase,
@@ -24,7 +24,7 @@ const FORMAT: &str = "RDMA_NL_LS request";
 
 /// A kernel LS request, parsed the way ibacm reads a RESOLVE.
 ///
-/// # Parsing rules (spec §5.14)
+/// # Parsing rules (docs/protocol/netlink-ls.md §2–§4)
 ///
 /// [`parse`](Self::parse) fails, with a distinct field and reason each, when:
 ///
@@ -51,8 +51,9 @@ const FORMAT: &str = "RDMA_NL_LS request";
 /// Every reason ibacm answers with an error reply is a parse error here, except the op:
 /// `parse` accepts any LS op and reads its payload with the RESOLVE layout. The reference
 /// answers every op other than [`LsOp::RESOLVE`] with an error reply without reading the
-/// payload (quirk 29), so the engine should look at [`header.op()`](NlMsgHeaderRepr::op)
-/// first; [`NlMsgHeaderRepr::parse`] reads the header of any message, even a malformed one.
+/// payload (docs/reference-quirks.md §29), so the engine should look at
+/// [`header.op()`](NlMsgHeaderRepr::op) first; [`NlMsgHeaderRepr::parse`] reads the
+/// header of any message, even a malformed one.
 ///
 /// # Emitting
 ///

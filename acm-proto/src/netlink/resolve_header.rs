@@ -1,6 +1,6 @@
 //! `struct rdma_ls_resolve_header`: the fixed part of an LS RESOLVE request, after the
-//! nlmsghdr. Device name (64 bytes, NUL padded), port number, path use, then two pad bytes
-//! up to 68, where the attributes start. Spec: ibacm-spec §5.14.
+//! nlmsghdr. Device name (64 bytes, NUL padded), port number, path use, then two pad
+//! bytes up to 68, where the attributes start. See docs/protocol/netlink-ls.md §2.
 
 use super::codes::PathUse;
 use crate::Bytes64;
@@ -84,9 +84,9 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> ResolveHeaderPacket<T> {
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ResolveHeaderRepr {
     /// The RDMA device name, NUL padded. ibacm does not use it to pick the endpoint
-    /// (quirk 28).
+    /// (docs/reference-quirks.md §28).
     pub device_name: Bytes64,
-    /// The port number. ibacm does not use it either (quirk 28).
+    /// The port number. ibacm does not use it either (docs/reference-quirks.md §28).
     pub port_num: u8,
     /// What the path is for.
     pub path_use: PathUse,

@@ -1,12 +1,13 @@
 //! Presenting results: the [`Report`] trait the operations talk to, the text report
-//! that reproduces Debian's `ib_acme` output line for line ([`output`]), and the
-//! `--json` report ([`json`]).
+//! that reproduces Debian's `ib_acme` output line for line ([`output`]), the
+//! `--json` report ([`json`]) and the `--format prometheus` report ([`prometheus`]).
 //!
 //! Keeping the operations ignorant of the output format lets both formats show exactly
 //! the same results, and keeps the order of the text lines in one place.
 
 pub mod json;
 pub mod output;
+pub mod prometheus;
 
 use super::cli::PerfMode;
 use super::generate::{FileKind, GenerateError};
@@ -19,6 +20,7 @@ use acm_proto::path_record::PathRecordRepr;
 
 pub use json::JsonReport;
 pub use output::TextReport;
+pub use prometheus::PrometheusReport;
 
 /// Receives every result and message of a run, in the order they happen.
 pub trait Report {
@@ -69,7 +71,7 @@ pub trait Report {
 }
 
 /// The "Path information" block, as `ib_acme` prints it. MTU, rate and packet lifetime
-/// are masked with 0x1F, not 0x3F (spec quirk 35).
+/// are masked with 0x1F, not 0x3F (docs/reference-quirks.md §35).
 #[must_use]
 pub fn path_lines(p: &PathRecordRepr) -> Vec<String> {
     vec![

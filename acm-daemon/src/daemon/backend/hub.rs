@@ -118,6 +118,10 @@ impl Backend for HubBackend {
         self.out.pop_front()
     }
 
+    fn engine(&self) -> &acm_engine::Engine {
+        self.host.engine_ref()
+    }
+
     fn poll_timeout(&self) -> Option<Instant> {
         self.host.engine_ref().poll_timeout()
     }

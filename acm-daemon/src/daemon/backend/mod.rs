@@ -58,6 +58,9 @@ pub trait Backend {
     /// When [`Backend::advance`] must run next, if nothing arrives before.
     fn poll_timeout(&self) -> Option<Instant>;
 
+    /// This host's engine, for the metrics file's counters and cache sizes.
+    fn engine(&self) -> &acm_engine::Engine;
+
     /// Whether the kernel's RDMA_NL_LS path requests belong to this backend's engine:
     /// true only for real hardware, whose ports the kernel's requests name. The event
     /// loop then opens (or inherits from systemd) the NETLINK_RDMA socket.

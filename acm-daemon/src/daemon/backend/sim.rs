@@ -83,4 +83,8 @@ impl Backend for SimBackend {
     fn poll_timeout(&self) -> Option<Instant> {
         self.sim.next_due()
     }
+
+    fn engine(&self) -> &acm_engine::Engine {
+        self.sim.engine(self.host)
+    }
 }

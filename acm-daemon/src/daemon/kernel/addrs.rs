@@ -1,5 +1,5 @@
-//! The start-up (and resync) walk of the host's IP addresses (spec 5.6): every IPv4 and
-//! IPv6 address on an IPoIB interface becomes an [`acm_engine::LocalIp`], which
+//! The start-up (and resync) walk of the host's IP addresses (docs/daemon.md §6): every
+//! IPv4 and IPv6 address on an IPoIB interface becomes an [`acm_engine::LocalIp`], which
 //! the engine puts on the endpoint of the interface's port and pkey.
 //!
 //! The walk is split in two: [`system_addrs`] asks the system (`getifaddrs`), and the

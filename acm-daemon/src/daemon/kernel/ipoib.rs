@@ -1,6 +1,6 @@
-//! The host's IPoIB interfaces, read from sysfs (spec 5.6): which network interfaces
-//! sit on an InfiniBand port, with that port's GID and the interface's pkey. This is
-//! how an IP address is tied to an endpoint.
+//! The host's IPoIB interfaces, read from sysfs (docs/daemon.md §6): which network
+//! interfaces sit on an InfiniBand port, with that port's GID and the interface's pkey.
+//! This is how an IP address is tied to an endpoint.
 //!
 //! Everything comes from `<root>/class/net/<if>/`:
 //! - `type`: the ARPHRD type; only 32 (ARPHRD_INFINIBAND) is IPoIB;

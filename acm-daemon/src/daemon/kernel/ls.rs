@@ -1,5 +1,5 @@
 //! The NETLINK_RDMA socket on which the kernel's `ib_sa` multicasts its PathRecord
-//! lookups (RDMA_NL_LS, spec 5.14) and on which the replies go back.
+//! lookups (RDMA_NL_LS, docs/protocol/netlink-ls.md) and on which the replies go back.
 //!
 //! The daemon only moves bytes here; the engine parses the requests and builds the
 //! replies ([`acm_engine::Input::Netlink`], [`acm_engine::ClientOutput::Netlink`]).

@@ -1,8 +1,8 @@
 //! The daemon's ties to the host kernel, one purpose per module:
 //!
 //! - [`ls`]: the NETLINK_RDMA socket carrying the kernel's RDMA_NL_LS path requests
-//!   (spec 5.14), and [`channel`], its place in the event loop;
-//! - [`rtnl`]: NETLINK_ROUTE monitoring of address and link changes (spec 5.6);
+//!   (docs/protocol/netlink-ls.md), and [`channel`], its place in the event loop;
+//! - [`rtnl`]: NETLINK_ROUTE monitoring of address and link changes (docs/daemon.md §6);
 //! - [`ipoib`]: the IPoIB interfaces in sysfs (port GID, pkey);
 //! - [`addrs`]: the start-up walk of the IP addresses on those interfaces;
 //! - [`source`]: the kernel's choice of source address for a destination.

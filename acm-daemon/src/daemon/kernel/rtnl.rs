@@ -1,12 +1,13 @@
-//! Runtime address monitoring over NETLINK_ROUTE (spec 5.6): the kernel announces every
-//! address and link change, and the hardware backend turns the IPoIB ones into
-//! [`acm_engine::Input::LocalIpAdded`] / [`acm_engine::Input::LocalIpRemoved`].
+//! Runtime address monitoring over NETLINK_ROUTE (docs/daemon.md §6): the kernel
+//! announces every address and link change, and the hardware backend turns the IPoIB ones
+//! into [`acm_engine::Input::LocalIpAdded`] / [`acm_engine::Input::LocalIpRemoved`].
 //!
-//! Difference from the reference, a fix (spec 7, quirk 22): besides `RTMGRP_LINK` and
-//! `RTMGRP_IPV4_IFADDR` the socket joins `RTMGRP_IPV6_IFADDR`, so IPv6 addresses added
-//! or removed at run time are tracked as IPv4 ones are. An IPv6 address comes from
-//! IFA_LOCAL when present (point-to-point), else from IFA_ADDRESS, which is the local
-//! address for every ordinary IPv6 address; IPv4 uses IFA_LOCAL only, as the reference.
+//! Difference from the reference, a fix (docs/reference-quirks.md §22): besides
+//! `RTMGRP_LINK` and `RTMGRP_IPV4_IFADDR` the socket joins `RTMGRP_IPV6_IFADDR`, so IPv6
+//! addresses added or removed at run time are tracked as IPv4 ones are. An IPv6 address
+//! comes from IFA_LOCAL when present (point-to-point), else from IFA_ADDRESS, which is
+//! the local address for every ordinary IPv6 address; IPv4 uses IFA_LOCAL only, as the
+//! reference.
 //!
 //! The parser, [`parse_messages`], is pure and total: it takes any bytes, never panics,
 //! and stops at the first header that does not fit (so a zero `nlmsg_len` cannot make it

@@ -1,13 +1,15 @@
-//! Source selection for a RESOLVE that names no source (spec 1.8.2a): the kernel's
-//! routing decides, as in the reference. A UDP socket of the destination's family is
-//! connected to the destination (port 0, IPv6 scope 0) and `getsockname` gives the
-//! source the kernel would use. Nothing is sent. The answer goes back to the engine
-//! as [`acm_engine::Input::SourceAnswer`].
+//! Source selection for a RESOLVE that names no source
+//! (docs/protocol/client-messages.md §8.2): the kernel's routing decides, as in the
+//! reference. A UDP socket of the destination's family is connected to the destination
+//! (port 0, IPv6 scope 0) and `getsockname` gives the source the kernel would use.
+//! Nothing is sent. The answer goes back to the engine as
+//! [`acm_engine::Input::SourceAnswer`].
 //!
-//! Failures keep the reference's quirk 5 (spec 7): the errno itself becomes the
-//! client's status (ENETUNREACH, 101, for no route; EINVAL, 22, for a link-local IPv6
-//! destination, since the scope is 0). The chosen address still has to be one the
-//! engine knows; if it is not (an Ethernet address, say), the engine answers ESRCADDR.
+//! Failures keep the reference's quirk (docs/reference-quirks.md §5): the errno itself
+//! becomes the client's status (ENETUNREACH, 101, for no route; EINVAL, 22, for a
+//! link-local IPv6 destination, since the scope is 0). The chosen address still has to be
+//! one the engine knows; if it is not (an Ethernet address, say), the engine answers
+//! ESRCADDR.
 
 use acm_proto::client::Status;
 use std::io;
@@ -64,8 +66,9 @@ mod tests {
 
     #[test]
     fn broadcast_without_so_broadcast_is_the_errno() {
-        // Linux refuses to connect a UDP socket to the limited broadcast address
-        // without SO_BROADCAST: EACCES, passed through as the status (quirk 5).
+        // Linux refuses to connect a UDP socket to the limited broadcast address without
+        // SO_BROADCAST: EACCES, passed through as the status
+        // (docs/reference-quirks.md §5).
         assert_eq!(route_source(IpAddr::V4(Ipv4Addr::BROADCAST)), Err(EACCES));
     }
 

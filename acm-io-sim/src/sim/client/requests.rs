@@ -1,6 +1,6 @@
-//! Builders for the requests clients send (spec section 1), made with acm-proto's
-//! message types so the simulator's tests write exactly what `ib_acme` and librdmacm
-//! write, without a second copy of the byte layout.
+//! Builders for the requests clients send (docs/protocol/client-messages.md), made with
+//! acm-proto's message types so the simulator's tests write exactly what `ib_acme` and
+//! librdmacm write, without a second copy of the byte layout.
 
 use acm_proto::client::{
     AddrType, Direction, EpAddrRepr, EpFlags, HeaderRepr, Opcode, PerfQueryRepr, ResolveRepr,

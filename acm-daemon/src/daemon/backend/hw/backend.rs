@@ -268,7 +268,8 @@ impl HwBackend {
                     match ipoib::link_by_index(&self.sysfs_root, ifindex) {
                         Ok(Some(link)) => {
                             self.local_ips.insert(addr);
-                            // Runtime additions are shown without a prefix (spec 5.6).
+                            // Runtime additions are shown without a prefix
+                            // (docs/daemon.md §6).
                             let ip = addrs::local_ip(&link, addr, None);
                             self.input(now, Input::LocalIpAdded(ip));
                         }
@@ -509,6 +510,10 @@ impl Backend for HwBackend {
 
     fn poll_timeout(&self) -> Option<Instant> {
         self.engine.poll_timeout()
+    }
+
+    fn engine(&self) -> &Engine {
+        &self.engine
     }
 
     fn serves_kernel(&self) -> bool {

@@ -53,7 +53,7 @@ pub fn ud_address(av: &AddressVector, port_num: u8) -> UdAddress {
         sl: av.sl,
         src_path_bits: av.src_path_bits,
         static_rate: av.static_rate,
-        // Every ACM send carries a GRH (spec 2.1).
+        // Every ACM send carries a GRH (docs/protocol/acm-mad.md §1).
         grh: Some(GrhSpec {
             dgid: av.grh.dgid,
             flow_label: av.grh.flow_label,
@@ -171,8 +171,8 @@ mod tests {
         assert!(d.ports[0].usable() && !d.ports[1].usable());
     }
 
-    /// A unicast ACM response as the engine emits it (spec 2.1): to the requester's LID
-    /// and QPN with its GID from the GRH.
+    /// A unicast ACM response as the engine emits it (docs/protocol/acm-mad.md §1): to
+    /// the requester's LID and QPN with its GID from the GRH.
     #[test]
     fn an_engine_send_becomes_a_ud_address_with_a_grh() {
         let dgid = Gid([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 2, 0xc9, 3, 0, 0, 0, 0x17]);

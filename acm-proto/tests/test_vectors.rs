@@ -1,4 +1,4 @@
-//! The client-protocol test vectors of ibacm-spec §8 (items 1–14), byte for byte.
+//! The client-protocol test vectors of docs/test-vectors.md §1–§14, byte for byte.
 //! Vectors 15–19 (MADs, MGIDs, netlink) live next to their formats' unit tests.
 
 use acm_proto::client::{

@@ -1,0 +1,204 @@
+//! `--metrics-file` (`metrics_file`, `metrics_interval`): the daemon's counters, cache
+//! sizes and client numbers written every interval in the Prometheus text format
+//! ([`crate::metrics`], the same text `ib_acme -P --format prometheus` prints, plus
+//! what only the daemon knows), for node_exporter's textfile collector.
+//!
+//! The numbers come from the engine directly ([`acm_engine::Engine::endpoint_stats`]),
+//! not through the client protocol, so the file also has the cache sizes no client
+//! can ask for. Each write goes to a temporary file in the same directory, which is then
+//! renamed over the file: a reader sees the old text or the new one, never half of one.
+//! The temporary name does not end in `.prom`, so the collector never reads it.
+//!
+//! The file is left in place when the daemon stops; node_exporter's
+//! `node_textfile_mtime_seconds` tells a file that is no longer updated.
+
+use super::settings::MetricsConfig;
+use crate::metrics::{DaemonSample, EndpointSample, Snapshot, render};
+use acm_engine::Engine;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The metrics file and when it is next due.
+#[derive(Debug)]
+pub struct MetricsFile {
+    path: PathBuf,
+    interval: Duration,
+    next: Instant,
+    /// The last write failed (its error was logged; the next one is not, until a write
+    /// succeeds again).
+    failing: bool,
+}
+
+/// What a write did, for the log.
+#[derive(Debug)]
+pub enum Written {
+    /// Written, as the writes before.
+    Ok,
+    /// Written again after failures.
+    Recovered,
+    /// Failed; the error is new (log it).
+    Failed(io::Error),
+    /// Failed again (already logged).
+    StillFailing,
+}
+
+impl MetricsFile {
+    /// A file per `config`, first due at once.
+    #[must_use]
+    pub fn new(config: &MetricsConfig, now: Instant) -> Self {
+        Self {
+            path: config.path.clone(),
+            interval: config.interval,
+            next: now,
+            failing: false,
+        }
+    }
+
+    /// The file.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// When the next write is due.
+    #[must_use]
+    pub const fn due(&self) -> Instant {
+        self.next
+    }
+
+    /// Writes `text`, and sets the next write one interval after `now`.
+    pub fn write(&mut self, now: Instant, text: &str) -> Written {
+        self.next = now + self.interval;
+        match replace(&self.path, text) {
+            Ok(()) if self.failing => {
+                self.failing = false;
+                Written::Recovered
+            }
+            Ok(()) => Written::Ok,
+            Err(_) if self.failing => Written::StillFailing,
+            Err(e) => {
+                self.failing = true;
+                Written::Failed(e)
+            }
+        }
+    }
+}
+
+/// The daemon's snapshot: the engine's counters and endpoints, and `daemon`.
+#[must_use]
+pub fn snapshot(engine: &Engine, daemon: DaemonSample) -> Snapshot {
+    Snapshot {
+        service: None,
+        up: None,
+        global: Some(engine.counters().0.to_vec()),
+        endpoints: engine
+            .endpoint_stats()
+            .into_iter()
+            .map(|e| EndpointSample {
+                index: e.index,
+                guid: e.guid,
+                port: e.port,
+                pkey: e.pkey,
+                provider: e.provider,
+                addresses: e.addresses,
+                counters: e.counters.map(|c| c.0.to_vec()),
+                cache: e.cache,
+            })
+            .collect(),
+        daemon: Some(daemon),
+    }
+}
+
+/// The text for `engine` and `daemon`.
+#[must_use]
+pub fn text(engine: &Engine, daemon: DaemonSample) -> String {
+    render(&[snapshot(engine, daemon)])
+}
+
+/// Replaces `path` with `text` atomically: a temporary file beside it, written, then
+/// renamed over it. Mode 0644 whatever the umask: node_exporter does not run as root.
+fn replace(path: &Path, text: &str) -> io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
+    let tmp = path.with_file_name(format!(".{}.tmp", name.to_string_lossy()));
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o644)
+            .open(&tmp)?;
+        f.set_permissions(std::fs::Permissions::from_mode(0o644))?;
+        f.write_all(text.as_bytes())?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn writes_replace_the_file_and_failures_are_reported_once() {
+        let dir = std::env::temp_dir().join(format!("acm-metrics-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ibacm.prom");
+        let config = MetricsConfig {
+            path: path.clone(),
+            interval: Duration::from_secs(15),
+        };
+        let t0 = Instant::now();
+        let mut m = MetricsFile::new(&config, t0);
+        assert_eq!(m.due(), t0, "due at once");
+        assert!(matches!(m.write(t0, "a 1\n"), Written::Ok));
+        assert_eq!(m.due(), t0 + Duration::from_secs(15));
+        assert!(matches!(m.write(t0, "a 2\n"), Written::Ok));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "a 2\n");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o644);
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["ibacm.prom"], "no temporary file left");
+
+        // The directory goes away: one failure to log, then silence, then recovery.
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(matches!(m.write(t0, "a 3\n"), Written::Failed(_)));
+        assert!(matches!(m.write(t0, "a 3\n"), Written::StillFailing));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert!(matches!(m.write(t0, "a 4\n"), Written::Recovered));
+        assert!(matches!(m.write(t0, "a 5\n"), Written::Ok));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "a 5\n");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_snapshot_is_the_engine_s() {
+        let engine = Engine::new(
+            acm_engine::EngineConfig::default(),
+            0,
+            acm_engine::Instant::ZERO,
+        );
+        let d = DaemonSample {
+            clients_connected: 1,
+            clients_accepted: 2,
+            clients_refused: 3,
+            start_time_seconds: 4,
+        };
+        let s = snapshot(&engine, d);
+        assert_eq!(s.global, Some(vec![0; 7]));
+        assert!(s.endpoints.is_empty());
+        assert_eq!(s.daemon, Some(d));
+        assert!(text(&engine, d).contains("acm_clients_refused_total 3\n"));
+    }
+}

@@ -1,0 +1,462 @@
+//! The daemon's own options, which the reference does not have: access control
+//! ([`super::access`]) and the metrics file ([`super::metrics`]), from the options
+//! file's lines ([`acm_engine::config::DAEMON_OPTIONS`]) and the command line, which
+//! overrides them.
+//!
+//! Unlike the reference's options, whose bad values the reference logs and reads as
+//! something else, a bad value here stops the start with the file and line: guessing
+//! would open the daemon to users it was meant to refuse, or write metrics nowhere.
+//!
+//! | option | command line | default | meaning |
+//! |---|---|---|---|
+//! | `server_socket_mode` | `--socket-mode` | 0777 | the unix socket's permission bits, in octal |
+//! | `server_socket_group` | `--socket-group` | the daemon's | the unix socket's group, a name or gid |
+//! | `allow_users` | `--allow-users` | everyone | users (names or uids) allowed to connect; lines add up |
+//! | `allow_groups` | `--allow-groups` | everyone | groups (names or gids) allowed to connect; lines add up |
+//! | `metrics_file` | `--metrics-file` | none | write metrics there, in the Prometheus text format |
+//! | `metrics_interval` | `--metrics-interval` | 15 | seconds between two writes of the metrics file |
+//!
+//! A command-line list replaces the file's list of the same kind.
+
+use super::access::{self, AccessConfig, Id, Kind};
+use super::args::Args;
+use acm_engine::config::{OptionLine, ServerMode};
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The metrics file's default interval, in seconds: Prometheus's default scrape
+/// interval, so that a scrape of node_exporter rarely sees the same values twice.
+pub const DEFAULT_METRICS_INTERVAL: u32 = 15;
+
+/// The longest interval accepted, in seconds (a day).
+pub const MAX_METRICS_INTERVAL: u32 = 86_400;
+
+/// Where and how often the metrics file is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsConfig {
+    /// The file.
+    pub path: PathBuf,
+    /// The time between two writes.
+    pub interval: Duration,
+}
+
+/// The daemon's own settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// Socket permissions and allow-lists.
+    pub access: AccessConfig,
+    /// The metrics file, if one is asked for.
+    pub metrics: Option<MetricsConfig>,
+}
+
+/// Where a setting came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A line of the options file.
+    File {
+        /// The file's name.
+        file: String,
+        /// The line, from 1.
+        line: usize,
+    },
+    /// The command line.
+    CommandLine,
+}
+
+/// A setting the daemon refuses to start with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct SettingError {
+    /// Where it was given.
+    pub origin: Origin,
+    /// The option's name in the options file.
+    pub option: &'static str,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for SettingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.origin {
+            Origin::File { file, line } => {
+                write!(f, "{file}:{line}: {}: {}", self.option, self.message)
+            }
+            Origin::CommandLine => write!(f, "{}: {}", flag(self.option), self.message),
+        }
+    }
+}
+
+/// The command-line flag of an option.
+#[must_use]
+pub fn flag(option: &'static str) -> &'static str {
+    match option {
+        "server_socket_mode" => "--socket-mode",
+        "server_socket_group" => "--socket-group",
+        "allow_users" => "--allow-users",
+        "allow_groups" => "--allow-groups",
+        "metrics_file" => "--metrics-file",
+        "metrics_interval" => "--metrics-interval",
+        other => other,
+    }
+}
+
+impl Settings {
+    /// The settings from the options file's `lines` (the file named `file`), then the
+    /// command line's, for a daemon listening in `server_mode`.
+    ///
+    /// # Errors
+    /// The first bad value: a mode that is not octal, a name the user or group
+    /// database does not know, an empty list, a relative metrics file, an interval
+    /// out of range, or an allow-list with a TCP server mode, whose clients carry no
+    /// credentials.
+    pub fn resolve(
+        lines: &[OptionLine],
+        file: &str,
+        args: &Args,
+        server_mode: ServerMode,
+    ) -> Result<Self, SettingError> {
+        let mut s = Self::default();
+        let mut metrics_file: Option<PathBuf> = None;
+        let mut interval = DEFAULT_METRICS_INTERVAL;
+        // Where the allow-lists were given, for the server-mode check.
+        let mut allow_origin = None;
+        for l in lines {
+            let err = |message: String| SettingError {
+                origin: Origin::File {
+                    file: file.to_owned(),
+                    line: l.line,
+                },
+                option: l.name,
+                message,
+            };
+            let v = l.value.as_str();
+            if v.is_empty() {
+                return Err(err("needs a value".into()));
+            }
+            match l.name {
+                "server_socket_mode" => {
+                    s.access.socket.mode =
+                        Some(access::parse_mode(one(v).map_err(err)?).map_err(|m| err(m.into()))?);
+                }
+                "server_socket_group" => {
+                    s.access.socket.group =
+                        Some(access::lookup(Kind::Group, one(v).map_err(err)?).map_err(err)?);
+                }
+                "allow_users" | "allow_groups" => {
+                    let kind = if l.name == "allow_users" {
+                        Kind::User
+                    } else {
+                        Kind::Group
+                    };
+                    let ids = ids(kind, v).map_err(err)?;
+                    let list = if kind == Kind::User {
+                        &mut s.access.allow.users
+                    } else {
+                        &mut s.access.allow.groups
+                    };
+                    list.extend(ids);
+                    allow_origin.get_or_insert((
+                        Origin::File {
+                            file: file.to_owned(),
+                            line: l.line,
+                        },
+                        l.name,
+                    ));
+                }
+                "metrics_file" => {
+                    let p = PathBuf::from(one(v).map_err(err)?);
+                    if p.is_relative() {
+                        return Err(err("must be an absolute path".into()));
+                    }
+                    metrics_file = Some(p);
+                }
+                _ => interval = parse_interval(one(v).map_err(err)?).map_err(err)?,
+            }
+        }
+        let cli = |option: &'static str| {
+            move |message: String| SettingError {
+                origin: Origin::CommandLine,
+                option,
+                message,
+            }
+        };
+        if let Some(m) = args.socket_mode {
+            s.access.socket.mode = Some(m);
+        }
+        if let Some(g) = &args.socket_group {
+            s.access.socket.group =
+                Some(access::lookup(Kind::Group, g).map_err(cli("server_socket_group"))?);
+        }
+        if let Some(users) = &args.allow_users {
+            s.access.allow.users = lookup_all(Kind::User, users).map_err(cli("allow_users"))?;
+            allow_origin = Some((Origin::CommandLine, "allow_users"));
+        }
+        if let Some(groups) = &args.allow_groups {
+            s.access.allow.groups = lookup_all(Kind::Group, groups).map_err(cli("allow_groups"))?;
+            allow_origin = Some((Origin::CommandLine, "allow_groups"));
+        }
+        if let Some(p) = &args.metrics_file {
+            metrics_file = Some(p.clone());
+        }
+        if let Some(i) = args.metrics_interval {
+            interval = i;
+        }
+        if !s.access.allow.is_open()
+            && server_mode != ServerMode::Unix
+            && let Some((origin, option)) = allow_origin
+        {
+            return Err(SettingError {
+                origin,
+                option,
+                message: "needs server_mode unix: TCP clients carry no credentials to check".into(),
+            });
+        }
+        s.metrics = metrics_file.map(|path| MetricsConfig {
+            path,
+            interval: Duration::from_secs(u64::from(interval)),
+        });
+        Ok(s)
+    }
+
+    /// The settings as start-up log lines, in the style of the reference's option
+    /// lines; nothing for what is left at its default.
+    #[must_use]
+    pub fn log_lines(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        let a = &self.access;
+        if let Some(m) = a.socket.mode {
+            lines.push(format!("server_socket_mode {m:04o}"));
+        }
+        if let Some(g) = &a.socket.group {
+            lines.push(format!("server_socket_group {g}"));
+        }
+        let list = |ids: &[Id]| ids.iter().map(Id::to_string).collect::<Vec<_>>().join(", ");
+        if !a.allow.users.is_empty() {
+            lines.push(format!("allow_users {}", list(&a.allow.users)));
+        }
+        if !a.allow.groups.is_empty() {
+            lines.push(format!("allow_groups {}", list(&a.allow.groups)));
+        }
+        if let Some(m) = &self.metrics {
+            lines.push(format!("metrics_file {}", m.path.display()));
+            lines.push(format!("metrics_interval {} s", m.interval.as_secs()));
+        }
+        lines
+    }
+}
+
+impl Settings {
+    /// What in these settings probably does not do what was meant, for the log.
+    #[must_use]
+    pub fn warnings(&self) -> Vec<String> {
+        let socket = &self.access.socket;
+        let mode = socket.mode.unwrap_or(super::args::DEFAULT_SOCKET_MODE);
+        match &socket.group {
+            // Connecting needs write permission on the socket file.
+            Some(g) if mode & 0o002 != 0 => vec![format!(
+                "server_socket_group {g} restricts nothing while server_socket_mode {mode:04o} lets every user connect"
+            )],
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// A value that must be one word.
+fn one(v: &str) -> Result<&str, String> {
+    if v.split_ascii_whitespace().count() == 1 {
+        Ok(v)
+    } else {
+        Err(format!("expected one value, not '{v}'"))
+    }
+}
+
+/// The ids of a list value.
+fn ids(kind: Kind, v: &str) -> Result<Vec<Id>, String> {
+    let names = access::split_list(v).map_err(str::to_owned)?;
+    lookup_all(kind, &names)
+}
+
+fn lookup_all(kind: Kind, names: &[String]) -> Result<Vec<Id>, String> {
+    names.iter().map(|n| access::lookup(kind, n)).collect()
+}
+
+/// `metrics_interval`'s value: whole seconds, 1 to a day.
+///
+/// # Errors
+/// Anything else.
+pub fn parse_interval(v: &str) -> Result<u32, String> {
+    v.parse::<u32>()
+        .ok()
+        .filter(|s| (1..=MAX_METRICS_INTERVAL).contains(s))
+        .ok_or_else(|| {
+            format!("expected whole seconds from 1 to {MAX_METRICS_INTERVAL}, not '{v}'")
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use acm_engine::config::Options;
+
+    fn args(words: &[&str]) -> Args {
+        match super::super::args::parse(words.iter().copied()) {
+            Ok(super::super::args::Command::Run(a)) => *a,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn from(text: &str, words: &[&str]) -> Result<Settings, SettingError> {
+        let (o, _) = Options::parse("opts.cfg", text);
+        Settings::resolve(&o.daemon_options, "opts.cfg", &args(words), o.server_mode)
+    }
+
+    fn error(text: &str, words: &[&str]) -> String {
+        from(text, words).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn defaults_are_the_reference_open_socket_and_no_metrics() {
+        let s = from("", &[]).unwrap();
+        assert_eq!(s, Settings::default());
+        assert!(s.access.allow.is_open());
+        assert_eq!(s.access.socket.mode, None);
+        assert!(s.log_lines().is_empty());
+        assert!(s.warnings().is_empty());
+    }
+
+    #[test]
+    fn a_group_with_a_mode_open_to_all_is_warned_about() {
+        let s = from("server_socket_group 0\n", &[]).unwrap();
+        assert_eq!(
+            s.warnings(),
+            [
+                "server_socket_group 0 restricts nothing while server_socket_mode 0777 lets every user connect"
+            ]
+        );
+        assert!(
+            from("server_socket_group 0\nserver_socket_mode 0770\n", &[])
+                .unwrap()
+                .warnings()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn file_values_then_command_line_overrides() {
+        let text = "\
+server_socket_mode 0770
+server_socket_group root
+allow_users root, 4242
+allow_users 4243
+allow_groups 0
+metrics_file /var/lib/node_exporter/ibacm.prom
+metrics_interval 30
+";
+        let s = from(text, &[]).unwrap();
+        assert_eq!(s.access.socket.mode, Some(0o770));
+        assert_eq!(s.access.socket.group.as_ref().map(|g| g.id), Some(0));
+        let uids: Vec<u32> = s.access.allow.users.iter().map(|u| u.id).collect();
+        assert_eq!(uids, [0, 4242, 4243], "lines add up");
+        assert_eq!(s.access.allow.groups[0].id, 0);
+        assert_eq!(
+            s.metrics,
+            Some(MetricsConfig {
+                path: "/var/lib/node_exporter/ibacm.prom".into(),
+                interval: Duration::from_secs(30),
+            })
+        );
+        assert_eq!(
+            s.log_lines(),
+            [
+                "server_socket_mode 0770",
+                "server_socket_group root (0)",
+                "allow_users root (0), 4242, 4243",
+                "allow_groups 0",
+                "metrics_file /var/lib/node_exporter/ibacm.prom",
+                "metrics_interval 30 s",
+            ]
+        );
+        let s = from(
+            text,
+            &[
+                "--socket-mode",
+                "0700",
+                "--allow-users",
+                "7",
+                "--metrics-file",
+                "/tmp/m.prom",
+                "--metrics-interval",
+                "1",
+            ],
+        )
+        .unwrap();
+        assert_eq!(s.access.socket.mode, Some(0o700));
+        let uids: Vec<u32> = s.access.allow.users.iter().map(|u| u.id).collect();
+        assert_eq!(uids, [7], "the command line's list replaces the file's");
+        assert_eq!(s.access.allow.groups.len(), 1, "the other list stays");
+        let m = s.metrics.unwrap();
+        assert_eq!(
+            (m.path.to_str(), m.interval.as_secs()),
+            (Some("/tmp/m.prom"), 1)
+        );
+        // The interval alone asks for no file.
+        assert_eq!(from("metrics_interval 5\n", &[]).unwrap().metrics, None);
+    }
+
+    #[test]
+    fn bad_values_name_the_file_and_line() {
+        assert_eq!(
+            error("retries 1\nserver_socket_mode 0999\n", &[]),
+            "opts.cfg:2: server_socket_mode: expected octal permission bits such as 0770 (at most 0777)"
+        );
+        assert_eq!(
+            error("allow_users root, no-such-user-acm\n", &[]),
+            "opts.cfg:1: allow_users: no user named 'no-such-user-acm'"
+        );
+        assert_eq!(
+            error("\n\nallow_groups\n", &[]),
+            "opts.cfg:3: allow_groups: needs a value"
+        );
+        assert_eq!(
+            error("allow_groups root,,0\n", &[]),
+            "opts.cfg:1: allow_groups: expected names or numbers separated by commas, with none empty"
+        );
+        assert_eq!(
+            error("server_socket_group no-such-group-acm\n", &[]),
+            "opts.cfg:1: server_socket_group: no group named 'no-such-group-acm'"
+        );
+        assert_eq!(
+            error("server_socket_mode 0770 0660\n", &[]),
+            "opts.cfg:1: server_socket_mode: expected one value, not '0770 0660'"
+        );
+        assert_eq!(
+            error("metrics_file ibacm.prom\n", &[]),
+            "opts.cfg:1: metrics_file: must be an absolute path"
+        );
+        assert_eq!(
+            error("metrics_interval 0\n", &[]),
+            "opts.cfg:1: metrics_interval: expected whole seconds from 1 to 86400, not '0'"
+        );
+        assert_eq!(
+            error("server_mode loop\nallow_groups 0\n", &[]),
+            "opts.cfg:2: allow_groups: needs server_mode unix: TCP clients carry no credentials to check"
+        );
+        // --systemd forces unix.
+        let (mut o, _) = Options::parse("o", "server_mode open\nallow_users 1\n");
+        super::super::config::apply_overrides(&mut o, &args(&["--systemd"]));
+        assert!(Settings::resolve(&o.daemon_options, "o", &args(&[]), o.server_mode).is_ok());
+        // The command line's values are named by their flags.
+        assert_eq!(
+            error("", &["--allow-users", "no-such-user-acm"]),
+            "--allow-users: no user named 'no-such-user-acm'"
+        );
+        assert_eq!(
+            error("server_mode open\n", &["--allow-groups", "0"]),
+            "--allow-groups: needs server_mode unix: TCP clients carry no credentials to check"
+        );
+        assert_eq!(
+            error("", &["--socket-group", "no-such-group-acm"]),
+            "--socket-group: no group named 'no-such-group-acm'"
+        );
+    }
+}
