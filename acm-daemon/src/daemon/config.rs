@@ -22,8 +22,8 @@ pub const DEFAULT_ADDR_FILE: &str = "/etc/rdma/ibacm_addr.cfg";
 pub struct LoadedOptions {
     /// The options.
     pub options: Options,
-    /// The options file's text as read (`None`: it does not exist, defaults apply).
-    pub text: Option<String>,
+    /// The options file's bytes as read (`None`: it does not exist, defaults apply).
+    pub text: Option<Vec<u8>>,
     /// The file.
     pub path: PathBuf,
     /// What its parser said.
@@ -61,7 +61,7 @@ pub fn load_options(path: &Path, args: &Args) -> Result<LoadedOptions, LoadError
         source,
     })?;
     let name = path.display().to_string();
-    let (mut options, diagnostics) = Options::parse(&name, text.as_deref().unwrap_or(""));
+    let (mut options, diagnostics) = Options::parse(&name, text.as_deref().unwrap_or(&[]));
     apply_overrides(&mut options, args);
     let settings = Settings::resolve(&options.daemon_options, &name, args, options.server_mode)?;
     Ok(LoadedOptions {
@@ -86,23 +86,25 @@ pub fn apply_overrides(options: &mut Options, args: &Args) {
     }
 }
 
-/// `path`'s text, `None` when it does not exist.
+/// `path`'s bytes, `None` when it does not exist. Bytes, not UTF-8 text: the reference
+/// reads its files as bytes, and a Latin-1 comment or name must not cost the file (the
+/// engine's parsers take bytes).
 ///
 /// # Errors
 /// Any other read error.
-pub fn read_optional(path: &Path) -> io::Result<Option<String>> {
-    match std::fs::read_to_string(path) {
+pub fn read_optional(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    match std::fs::read(path) {
         Ok(t) => Ok(Some(t)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
 }
 
-/// The engine configuration from loaded options, the address file's text (`None`:
+/// The engine configuration from loaded options, the address file's bytes (`None`:
 /// missing), and the preload files the options name (read from disk).
 pub fn engine_config(
     opts: &LoadedOptions,
-    addr: Option<(&str, &str)>,
+    addr: Option<(&str, &[u8])>,
     log: &mut dyn FnMut(String),
 ) -> EngineConfig {
     let mut diagnostics = opts.diagnostics.clone();
@@ -201,7 +203,7 @@ pub fn load_or_generate_addr_file(
     host: &str,
     devices: &[DeviceDesc],
     log: &mut dyn FnMut(String),
-) -> Option<String> {
+) -> Option<Vec<u8>> {
     match read_optional(path) {
         Ok(Some(text)) => return Some(text),
         Ok(None) => {}
@@ -213,7 +215,7 @@ pub fn load_or_generate_addr_file(
     log(format!("generating address file {}", path.display()));
     let text = generated_addr_file(host, devices);
     match std::fs::write(path, &text) {
-        Ok(()) => Some(text),
+        Ok(()) => Some(text.into_bytes()),
         Err(e) => {
             log(format!(
                 "address file {} not found and cannot be generated: {e}",
@@ -341,7 +343,7 @@ mod tests {
             &mut |l| logs.push(l),
         )
         .expect("generated");
-        assert_eq!(std::fs::read_to_string(&addr).unwrap(), text);
+        assert_eq!(std::fs::read(&addr).unwrap(), text);
         assert!(logs[0].contains("generating"));
         let unwritable = load_or_generate_addr_file(
             Path::new("/nonexistent-dir/addr.cfg"),
@@ -361,6 +363,30 @@ mod tests {
                 opts.display()
             )
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn latin1_bytes_in_the_options_and_address_files_cost_nothing() {
+        let args = match super::super::args::parse(["--log-level", "1"]) {
+            Ok(super::super::args::Command::Run(a)) => *a,
+            other => panic!("{other:?}"),
+        };
+        let dir = std::env::temp_dir().join(format!("acm-cfg-l1-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let opts = dir.join("opts.cfg");
+        std::fs::write(&opts, b"# r\xe9glages\nretries 4\n").unwrap();
+        let l = load_options(&opts, &args).expect("a Latin-1 comment is no error");
+        assert_eq!(l.options.retries, 4);
+        assert!(l.diagnostics.is_empty(), "{:?}", l.diagnostics);
+        let addr = dir.join("addr.cfg");
+        std::fs::write(&addr, b"# \xe9quipe\ncaf\xe9 mlx5_0 1 default\n").unwrap();
+        let text = load_or_generate_addr_file(&addr, "n", &[], &mut |m| panic!("{m}"))
+            .expect("read, not generated");
+        let c = engine_config(&l, Some(("addr.cfg", &text)), &mut |_| {});
+        let lines = c.addr_file.expect("the address file").lines;
+        assert_eq!(lines.len(), 1);
+        assert_eq!(lines[0].address.bytes.until_nul(), b"caf\xe9");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -385,7 +411,7 @@ mod tests {
             settings: Settings::default(),
         };
         let mut logs = Vec::new();
-        let c = engine_config(&l, Some(("addr", "h mlx5_0 1 default\n")), &mut |m| {
+        let c = engine_config(&l, Some(("addr", b"h mlx5_0 1 default\n")), &mut |m| {
             logs.push(m);
         });
         assert_eq!(c.hosts.len(), 1);

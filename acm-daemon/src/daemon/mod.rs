@@ -316,7 +316,7 @@ fn sim_backend(
         // The spec's address text stays (an -A file replaces it below); the options
         // and the preload files they name come from disk.
         let addr = spec.addr_file_text(h);
-        config = config::engine_config(opts, Some(("ibacm_addr.cfg", &addr)), &mut logf);
+        config = config::engine_config(opts, Some(("ibacm_addr.cfg", addr.as_bytes())), &mut logf);
     } else {
         config::apply_overrides(&mut config.options, args);
         config.netlink_pid = std::process::id();
