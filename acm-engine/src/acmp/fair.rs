@@ -285,10 +285,16 @@ impl Acmp {
             let Some(ep) = self.eps.get_mut(&id) else {
                 continue;
             };
+            // Those not in flight (a scan of at most `resolve_depth` requests) wait in
+            // the queue: one pass over it finds them all.
             let gone: Vec<DestIdx> = orphans
                 .iter()
                 .filter(|(e, _)| *e == id)
                 .map(|&(_, i)| i)
+                .filter(|&i| {
+                    let addr = ep.dests.get(i).map(|d| d.addr);
+                    !ep.requests.values().any(|r| Some(r.dest) == addr)
+                })
                 .collect();
             if gone.is_empty() {
                 continue;
@@ -297,12 +303,7 @@ impl Acmp {
                 .resolve_q
                 .remove_where(|w| matches!(w.dest, WaitFor::Slot(i) if gone.contains(&i)));
             for &i in &gone {
-                let flying = ep
-                    .dests
-                    .get(i)
-                    .map(|d| d.addr)
-                    .is_some_and(|a| ep.requests.values().any(|r| r.dest == a));
-                if !flying && let Some(d) = ep.dests.get_mut(i) {
+                if let Some(d) = ep.dests.get_mut(i) {
                     d.state = DestState::Init;
                 }
             }
