@@ -123,3 +123,31 @@ fn a_nodelay_flood_is_bounded_and_does_not_hold_up_a_waited_lookup() {
         sim.trace_hash()
     });
 }
+
+#[test]
+fn two_flooding_connections_take_turns() {
+    run_seeded(seed_from_env(), |seed| {
+        let mut sim = boot(
+            generated(4, "timeout 1000\nretries 1\nresolve_depth 1\n"),
+            seed,
+        );
+        sim.drive_host(HostId(0));
+        // Connection 1 asks for six unreachable destinations, then connection 2 for six.
+        for i in 0..6 {
+            ask(&mut sim, 1, unreachable(i), false);
+        }
+        for i in 0..6 {
+            ask(&mut sim, 2, unreachable(100 + i), false);
+        }
+        // One lookup at a time: each ends ETIMEDOUT after a lookup time, and the next
+        // credit goes to the other connection's next destination. The replies come in
+        // the order the lookups ran.
+        sim.run_until_idle(STEPS);
+        let got = replies(&mut sim);
+        assert!(got.iter().all(|&(_, s)| s == ETIMEDOUT), "{got:?}");
+        let order: Vec<u64> = got.iter().map(|&(c, _)| c).collect();
+        assert_eq!(order, [1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2]);
+        check(&sim, "two floods");
+        sim.trace_hash()
+    });
+}
