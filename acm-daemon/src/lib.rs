@@ -23,3 +23,6 @@ pub mod daemon;
 pub mod dump;
 pub mod load;
 pub mod metrics;
+
+#[cfg(test)]
+mod test_dir;

@@ -595,12 +595,21 @@ fn daemons_in_different_run_dirs_coexist_and_a_second_on_one_run_dir_exits_255()
         );
     }
 
-    // A second daemon on run dir a: the lock is held, it exits 255 and says nothing.
+    // A second daemon on run dir a: the lock is held, it exits 255 (as the reference)
+    // but, unlike the reference, says which process holds the lock.
     let second_log = a.join("second.log");
     let cmd = ibacm_command(&a, &format!("sim:{DEMO}:node3"), "", &second_log);
     let out = run_bounded(cmd, DEADLINE);
     assert_eq!(out.status.code(), Some(255), "{out:?}");
-    assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "ibacm: lock file {} is held by process {}: another ibacm is running there\n",
+            a.join("ibacm.pid").display(),
+            da.pid()
+        )
+    );
     assert!(!second_log.exists(), "the second daemon opened no log");
 
     // The first is unaffected: same pid in the lock file, same socket, same host.

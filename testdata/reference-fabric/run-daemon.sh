@@ -6,7 +6,8 @@
 #   testdata/reference-fabric/run-daemon.sh RUN_DIR
 #   ib_acme -S RUN_DIR/ibacm-unix.sock -f i -s 10.0.0.1 -d 10.0.0.2
 #
-# The daemon binary is $IBACM if set, else the workspace's debug build (built first).
+# The daemon binary is $IBACM if set, else the workspace's debug build (built first, and
+# found where cargo reports it, so CARGO_TARGET_DIR and a configured target-dir count).
 set -euo pipefail
 if [ $# -ne 1 ]; then
   echo "usage: $0 RUN_DIR" >&2
@@ -16,8 +17,13 @@ here="$(cd "$(dirname "$0")" && pwd)"
 mkdir -p "$1"
 run_dir="$(cd "$1" && pwd)"
 if [ -z "${IBACM:-}" ]; then
-  cargo build -q --manifest-path "$here/../../Cargo.toml" -p acm-daemon --bin ibacm
-  IBACM="$here/../../target/debug/ibacm"
+  IBACM="$(cargo build -q --manifest-path "$here/../../Cargo.toml" -p acm-daemon --bin ibacm \
+    --message-format=json-render-diagnostics |
+    sed -n 's/.*"executable":"\([^"]*\/ibacm\)".*/\1/p' | tail -n 1)"
+  if [ -z "$IBACM" ]; then
+    echo "$0: cargo did not report the ibacm binary it built" >&2
+    exit 1
+  fi
 fi
 # The reference's options, plus the paths the shared copy leaves out.
 {

@@ -239,24 +239,23 @@ impl Drop for Connection {
 mod tests {
     use super::*;
     use crate::client::service::PORT_FILE;
+    use crate::test_dir::TestDir;
     use acm_proto::client::EpAddrRepr;
     use acm_proto::client::Opcode;
     use std::os::unix::net::UnixListener;
     use std::thread;
 
-    fn temp_dir(tag: &str) -> std::path::PathBuf {
-        let d = std::env::temp_dir().join(format!("acme-client-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
-
-    /// Serves one connection: answers each request with the next canned reply.
+    /// Serves one connection: answers each request with the next canned reply. The
+    /// socket lives in the returned directory, removed when the caller drops it.
     fn serve(
         replies: Vec<Vec<u8>>,
         tag: &str,
-    ) -> (std::path::PathBuf, thread::JoinHandle<Vec<Vec<u8>>>) {
-        let dir = temp_dir(tag);
+    ) -> (
+        TestDir,
+        std::path::PathBuf,
+        thread::JoinHandle<Vec<Vec<u8>>>,
+    ) {
+        let dir = TestDir::new(&format!("client-{tag}"));
         let path = dir.join("s.sock");
         let listener = UnixListener::bind(&path).unwrap();
         let handle = thread::spawn(move || {
@@ -277,7 +276,7 @@ mod tests {
             }
             seen
         });
-        (path, handle)
+        (dir, path, handle)
     }
 
     #[test]
@@ -314,7 +313,7 @@ mod tests {
             .unwrap();
         let bad = ClientMessage::Resolve(bad).to_vec(Direction::Response);
 
-        let (sock, server) = serve(vec![ok, err_bytes.to_vec(), bad], "resolve");
+        let (_dir, sock, server) = serve(vec![ok, err_bytes.to_vec(), bad], "resolve");
         let mut c = connect(sock.to_str().unwrap(), Path::new(PORT_FILE), &mut |_| {}).unwrap();
         let mut req = ResolveRepr::new(HeaderRepr::new(Opcode::RESOLVE));
         req.push(EpAddrRepr::ipv4(EpFlags::DEST, "10.0.0.2".parse().unwrap()))

@@ -98,16 +98,11 @@ pub(super) fn lookup_first(host: &str) -> Result<IpAddr, i32> {
 mod tests {
     use super::*;
 
-    fn temp_dir(tag: &str) -> std::path::PathBuf {
-        let d = std::env::temp_dir().join(format!("acm-client-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
+    use crate::test_dir::TestDir;
 
     #[test]
     fn port_file_rules() {
-        let d = temp_dir("port");
+        let d = TestDir::new("client-port");
         let f = d.join("port");
         std::fs::write(&f, "16125\n").unwrap();
         assert_eq!(

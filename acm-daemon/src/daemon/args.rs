@@ -26,7 +26,8 @@ usage: ibacm [-D] [-P] [-A addr_file] [-O option_file] [--systemd]
                       described by FILE (default: a built-in three-host demo fabric)
    --fabric hub:SOCKET:HOST
                       attach as host HOST to the fabric hub listening on SOCKET
-   --run-dir DIR      put the socket, port files and lock file in DIR instead of /run
+   --run-dir DIR      put the socket, port files, lock file and the default log file
+                      in DIR instead of /run (and /var/log)
    --socket-mode OCTAL
                       permissions of the unix socket (default 0777: every local user's
                       RDMA programs resolve through it, as with the reference)

@@ -22,8 +22,8 @@ pub const DEFAULT_ADDR_FILE: &str = "/etc/rdma/ibacm_addr.cfg";
 pub struct LoadedOptions {
     /// The options.
     pub options: Options,
-    /// The options file's bytes as read (`None`: it does not exist, defaults apply).
-    pub text: Option<Vec<u8>>,
+    /// The options file's text as read (`None`: it does not exist, defaults apply).
+    pub text: Option<String>,
     /// The file.
     pub path: PathBuf,
     /// What its parser said.
@@ -61,7 +61,7 @@ pub fn load_options(path: &Path, args: &Args) -> Result<LoadedOptions, LoadError
         source,
     })?;
     let name = path.display().to_string();
-    let (mut options, diagnostics) = Options::parse(&name, text.as_deref().unwrap_or(&[]));
+    let (mut options, diagnostics) = Options::parse(&name, text.as_deref().unwrap_or(""));
     apply_overrides(&mut options, args);
     let settings = Settings::resolve(&options.daemon_options, &name, args, options.server_mode)?;
     Ok(LoadedOptions {
@@ -86,25 +86,23 @@ pub fn apply_overrides(options: &mut Options, args: &Args) {
     }
 }
 
-/// `path`'s bytes, `None` when it does not exist. Bytes, not UTF-8 text: the reference
-/// reads its files as bytes, and a Latin-1 comment or name must not cost the file (the
-/// engine's parsers take bytes).
+/// `path`'s text, `None` when it does not exist.
 ///
 /// # Errors
 /// Any other read error.
-pub fn read_optional(path: &Path) -> io::Result<Option<Vec<u8>>> {
-    match std::fs::read(path) {
+pub fn read_optional(path: &Path) -> io::Result<Option<String>> {
+    match std::fs::read_to_string(path) {
         Ok(t) => Ok(Some(t)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
 }
 
-/// The engine configuration from loaded options, the address file's bytes (`None`:
+/// The engine configuration from loaded options, the address file's text (`None`:
 /// missing), and the preload files the options name (read from disk).
 pub fn engine_config(
     opts: &LoadedOptions,
-    addr: Option<(&str, &[u8])>,
+    addr: Option<(&str, &str)>,
     log: &mut dyn FnMut(String),
 ) -> EngineConfig {
     let mut diagnostics = opts.diagnostics.clone();
@@ -165,6 +163,7 @@ pub fn engine_config(
 
 /// The address file for a host named `host` with `devices` (what `ib_acme -A` writes):
 /// the host name on the first active InfiniBand port, then `host-N` on every port.
+/// Where a missing file is written: [`super::addr_file`].
 #[must_use]
 pub fn generated_addr_file(host: &str, devices: &[DeviceDesc]) -> String {
     let host = host.split('.').next().unwrap_or(host);
@@ -192,38 +191,6 @@ pub fn generated_addr_file(host: &str, devices: &[DeviceDesc]) -> String {
         let _ = writeln!(out, "{host}-{} {dev} {port} default", i + 1);
     }
     out
-}
-
-/// The address file: read from `path`; when missing, generated there for `host` and
-/// `devices` (unlike the reference, which always writes the default path). A file that
-/// can be neither read nor written leaves the engine with only its IP addresses, as the
-/// reference when generation fails.
-pub fn load_or_generate_addr_file(
-    path: &Path,
-    host: &str,
-    devices: &[DeviceDesc],
-    log: &mut dyn FnMut(String),
-) -> Option<Vec<u8>> {
-    match read_optional(path) {
-        Ok(Some(text)) => return Some(text),
-        Ok(None) => {}
-        Err(e) => {
-            log(format!("cannot read address file {}: {e}", path.display()));
-            return None;
-        }
-    }
-    log(format!("generating address file {}", path.display()));
-    let text = generated_addr_file(host, devices);
-    match std::fs::write(path, &text) {
-        Ok(()) => Some(text.into_bytes()),
-        Err(e) => {
-            log(format!(
-                "address file {} not found and cannot be generated: {e}",
-                path.display()
-            ));
-            None
-        }
-    }
 }
 
 /// The core options as the reference logs them at start (level 0).
@@ -334,25 +301,6 @@ mod tests {
         let missing = load_options(&dir.join("none.cfg"), &args).unwrap();
         assert!(missing.text.is_none());
         assert_eq!(missing.options.server_port, 6125, "defaults");
-        let mut logs = Vec::new();
-        let addr = dir.join("addr.cfg");
-        let text = load_or_generate_addr_file(
-            &addr,
-            "node9",
-            &[device("mlx5_0", &[(PortState::Active, true)])],
-            &mut |l| logs.push(l),
-        )
-        .expect("generated");
-        assert_eq!(std::fs::read(&addr).unwrap(), text);
-        assert!(logs[0].contains("generating"));
-        let unwritable = load_or_generate_addr_file(
-            Path::new("/nonexistent-dir/addr.cfg"),
-            "n",
-            &[],
-            &mut |l| logs.push(l),
-        );
-        assert!(unwritable.is_none());
-        assert!(logs.last().unwrap().contains("cannot be generated"));
         // A bad setting of ours stops the start, naming the file and line.
         std::fs::write(&opts, "log_level 1\nserver_socket_mode 0800\n").unwrap();
         let e = load_options(&opts, &args).unwrap_err().to_string();
@@ -363,30 +311,6 @@ mod tests {
                 opts.display()
             )
         );
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn latin1_bytes_in_the_options_and_address_files_cost_nothing() {
-        let args = match super::super::args::parse(["--log-level", "1"]) {
-            Ok(super::super::args::Command::Run(a)) => *a,
-            other => panic!("{other:?}"),
-        };
-        let dir = std::env::temp_dir().join(format!("acm-cfg-l1-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let opts = dir.join("opts.cfg");
-        std::fs::write(&opts, b"# r\xe9glages\nretries 4\n").unwrap();
-        let l = load_options(&opts, &args).expect("a Latin-1 comment is no error");
-        assert_eq!(l.options.retries, 4);
-        assert!(l.diagnostics.is_empty(), "{:?}", l.diagnostics);
-        let addr = dir.join("addr.cfg");
-        std::fs::write(&addr, b"# \xe9quipe\ncaf\xe9 mlx5_0 1 default\n").unwrap();
-        let text = load_or_generate_addr_file(&addr, "n", &[], &mut |m| panic!("{m}"))
-            .expect("read, not generated");
-        let c = engine_config(&l, Some(("addr.cfg", &text)), &mut |_| {});
-        let lines = c.addr_file.expect("the address file").lines;
-        assert_eq!(lines.len(), 1);
-        assert_eq!(lines[0].address.bytes.until_nul(), b"caf\xe9");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -411,7 +335,7 @@ mod tests {
             settings: Settings::default(),
         };
         let mut logs = Vec::new();
-        let c = engine_config(&l, Some(("addr", b"h mlx5_0 1 default\n")), &mut |m| {
+        let c = engine_config(&l, Some(("addr", "h mlx5_0 1 default\n")), &mut |m| {
             logs.push(m);
         });
         assert_eq!(c.hosts.len(), 1);

@@ -3,7 +3,8 @@
 //! A POSIX record lock (`fcntl(F_SETLK)`, what the reference's `lockf(F_TLOCK)` takes),
 //! so our daemon and the reference's exclude each other too. The file holds the pid.
 //! Unlike the reference, the file is truncated before the pid is written, so a shorter
-//! pid leaves no stale digits behind.
+//! pid leaves no stale digits behind; a refused instance is told which process holds the
+//! lock; and a daemon that stops removes the file ([`PidLock::remove`]).
 
 use nix::fcntl::{FcntlArg, fcntl};
 use nix::libc;
@@ -25,8 +26,14 @@ pub enum LockError {
         source: io::Error,
     },
     /// Another process holds the lock.
-    #[error("lock file {0} is held by another process")]
-    Held(PathBuf),
+    #[error("lock file {} is held by {}", path.display(), holder_text(*holder))]
+    Held {
+        /// The file.
+        path: PathBuf,
+        /// The holder's pid, as the kernel reports the lock's owner (or, failing that,
+        /// as the file says).
+        holder: Option<u32>,
+    },
     /// The pid cannot be written.
     #[error("cannot write lock file {path}: {source}")]
     Write {
@@ -40,7 +47,7 @@ pub enum LockError {
 /// The held lock; released when the process exits (or this is dropped).
 #[derive(Debug)]
 pub struct PidLock {
-    _file: File,
+    file: File,
     path: PathBuf,
 }
 
@@ -71,7 +78,10 @@ impl PidLock {
         if let Err(e) = fcntl(&file, FcntlArg::F_SETLK(&lock)) {
             return Err(
                 if matches!(e, nix::errno::Errno::EAGAIN | nix::errno::Errno::EACCES) {
-                    LockError::Held(path.to_path_buf())
+                    LockError::Held {
+                        path: path.to_path_buf(),
+                        holder: holder(&file),
+                    }
                 } else {
                     LockError::Open {
                         path: path.to_path_buf(),
@@ -91,7 +101,7 @@ impl PidLock {
             source,
         })?;
         Ok(Self {
-            _file: file,
+            file,
             path: path.to_path_buf(),
         })
     }
@@ -101,6 +111,55 @@ impl PidLock {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Removes the lock file, then releases the lock (by closing it), for a daemon that
+    /// stops. The path is unlinked only while it still names the file we locked: a file
+    /// that someone replaced belongs to them.
+    ///
+    /// # Errors
+    /// The file cannot be inspected or removed (the lock is released all the same).
+    pub fn remove(self) -> io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let ours = self.file.metadata()?;
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(m) if m.dev() == ours.dev() && m.ino() == ours.ino() => {
+                std::fs::remove_file(&self.path)
+            }
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Who holds the lock on `file`: the owner `F_GETLK` reports, else the pid the file
+/// holds (a holder on another host of a network file system has no local pid).
+fn holder(file: &File) -> Option<u32> {
+    let mut probe = libc::flock {
+        l_type: libc::F_WRLCK as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: 0,
+        l_len: 0,
+        l_pid: 0,
+    };
+    if fcntl(file, FcntlArg::F_GETLK(&mut probe)).is_ok()
+        && probe.l_type != libc::F_UNLCK as libc::c_short
+        && probe.l_pid > 0
+    {
+        return u32::try_from(probe.l_pid).ok();
+    }
+    let mut text = String::new();
+    let mut f = file;
+    f.seek(SeekFrom::Start(0)).ok()?;
+    io::Read::read_to_string(&mut f, &mut text).ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+fn holder_text(holder: Option<u32>) -> String {
+    holder.map_or_else(
+        || "another process".to_owned(),
+        |pid| format!("process {pid}"),
+    )
 }
 
 #[cfg(test)]
@@ -127,6 +186,38 @@ mod tests {
         assert_eq!(mode & 0o777 & !0o022, 0o640 & !0o022);
         drop(lock);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_second_lock_names_the_holder_and_remove_deletes_only_our_file() {
+        let dir = crate::test_dir::TestDir::new("lock-held");
+        let path = dir.join("ibacm.pid");
+        let lock = PidLock::acquire(&path).expect("free");
+        // A process never conflicts with its own record lock, so F_GETLK finds no
+        // holder here and the pid comes from the file (the refused second daemon, a
+        // separate process, gets it from F_GETLK: tests/daemon_lifecycle.rs).
+        let file = File::open(&path).unwrap();
+        assert_eq!(
+            holder(&file),
+            Some(std::process::id()),
+            "the file's pid, since F_GETLK does not report our own lock"
+        );
+        let err = LockError::Held {
+            path: path.clone(),
+            holder: Some(42),
+        };
+        assert!(
+            err.to_string().ends_with("ibacm.pid is held by process 42"),
+            "{err}"
+        );
+        lock.remove().unwrap();
+        assert!(!path.exists(), "removed");
+        // A lock file replaced by someone else stays.
+        let lock = PidLock::acquire(&path).expect("free");
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, "other\n").unwrap();
+        lock.remove().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "other\n");
     }
 
     #[test]

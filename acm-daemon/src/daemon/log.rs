@@ -1,7 +1,9 @@
 //! The daemon's log: the reference's line format
 //! (`YYYY-MM-DDTHH:MM:SS.mmm: <origin>: <message>`, local time, flushed per line) to
-//! `stdout`, `stderr` or a file opened truncated at start, with a fallback to stdout
-//! when the file cannot be opened (as the reference).
+//! `stdout`, `stderr` or a file, with a fallback to stdout when the file cannot be opened
+//! (as the reference). Unlike the reference, which truncates the file at every start, it
+//! is opened for appending: a restart must not erase the log of the run before it,
+//! which is often the one an administrator wants to read.
 //!
 //! Lines carry the engine's [`Level`], so the daemon's own lines and the engine's are
 //! filtered by one rule ([`max_level`]).
@@ -14,7 +16,7 @@
 //! ([`Logger::log_with`]).
 
 use acm_engine::log::{Level, LogEvent};
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 
 /// Where lines go.
@@ -94,8 +96,8 @@ pub const fn max_level(log_level: i32) -> Option<Level> {
 }
 
 impl Logger {
-    /// Opens `target` (`stdout`, `stderr`, case-insensitive, or a path). A path that
-    /// cannot be created falls back to stdout; the error is returned beside the logger
+    /// Opens `target` (`stdout`, `stderr`, case-insensitive, or a path, created if
+    /// missing and appended to). A path that cannot be opened falls back to stdout; the error is returned beside the logger
     /// so the caller can report it once the log is up.
     #[must_use]
     pub fn open(target: &str, max: Option<Level>) -> (Self, Option<io::Error>) {
@@ -104,7 +106,7 @@ impl Logger {
         } else if target.eq_ignore_ascii_case("stderr") {
             (Sink::Stderr, None)
         } else {
-            match File::create(target) {
+            match OpenOptions::new().append(true).create(true).open(target) {
                 Ok(f) => (Sink::File(f), None),
                 Err(e) => (Sink::Stdout, Some(e)),
             }
@@ -238,6 +240,20 @@ mod tests {
         assert!(silent.lines().is_empty() && !silent.enabled(Level::Basic));
         let verbose = Logger::memory(max_level(2));
         assert!(verbose.enabled(Level::Verbose));
+    }
+
+    #[test]
+    fn a_log_file_is_appended_to_not_truncated() {
+        let dir = crate::test_dir::TestDir::new("log-append");
+        let path = dir.join("ibacm.log");
+        std::fs::write(&path, "the previous run\n").unwrap();
+        let (mut l, err) = Logger::open(path.to_str().unwrap(), max_level(0));
+        assert!(err.is_none());
+        l.log(Level::Basic, "main", "this run");
+        drop(l);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with("the previous run\n"), "{text}");
+        assert!(text.ends_with(": main: this run\n"), "{text}");
     }
 
     #[test]

@@ -1,28 +1,42 @@
 //! `ibacm`: the daemon. Start-up follows the reference (docs/daemon.md §1): detach unless
-//! `-P` or `--systemd`; read the options; take the lock file (exit 255, silently, when
-//! another instance holds it); open the log and write the banner and the core options;
-//! bring the fabric up; listen; tell systemd; serve.
+//! `-P` or `--systemd`; read the options; take the lock file (exit 255 when another
+//! instance holds it); open the log and write the banner and the core options; bring
+//! the fabric up; listen; tell systemd; serve.
 //!
 //! Differences from the reference, each a fix: relative `-A`/`-O`/`--run-dir` paths are
 //! made absolute before detaching (the reference resolves them against `/`); a
-//! missing address file is generated at the configured path (the reference always
-//! writes `/etc/rdma/ibacm_addr.cfg`); there is no 1023-client limit; the lock file is
-//! truncated before the pid is written.
+//! missing address file is generated into the run directory, or at `-A` (the reference
+//! always writes `/etc/rdma/ibacm_addr.cfg`, read-only under systemd; see [`addr_file`]);
+//! there is no 1023-client limit; the lock file is truncated before the pid is written.
+//!
+//! And the administrator's side of its life, which the reference leaves bare:
+//! - the command that detaches waits for the daemon's start-up result and exits with
+//!   its status and message ([`startup`]); a held lock names the pid that holds it;
+//! - a simulated fabric is read before anything is created, so a bad fabric leaves no
+//!   file behind, and its host's options govern the whole daemon, logger included
+//!   ([`options_source`], which also gives the precedence and the default log file);
+//! - the log file is appended to, not truncated ([`log`]);
+//! - SIGTERM and SIGINT stop the daemon cleanly: its files removed, a last log line,
+//!   exit 0; a failed start removes what it created too ([`lifecycle`]).
 
 pub mod access;
+pub mod addr_file;
 pub mod args;
 pub mod backend;
 pub mod config;
 pub mod conn;
 pub mod error;
 pub mod kernel;
+pub mod lifecycle;
 pub mod listen;
 pub mod lock;
 pub mod log;
 pub mod metrics;
+pub mod options_source;
 pub mod paths;
 pub mod server;
 pub mod settings;
+pub mod startup;
 
 use acm_engine::log::Level;
 use args::{Args, FabricArg};
@@ -31,13 +45,30 @@ use backend::hub::HubBackend;
 use backend::sim::{DEMO_FABRIC, SimBackend};
 use config::LoadedOptions;
 use error::StartError;
+use lifecycle::{RunFiles, StopSignals};
 use log::Logger;
+use options_source::{FabricHostOptions, OptionsSource};
 use paths::RunPaths;
+use startup::{Failure, Report, Role};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Exit status when the lock file is held (the reference's `exit(-1)`).
 pub const EXIT_LOCKED: u8 = 255;
+
+/// What a daemon carries from start-up to its end: where its start-up result goes, the
+/// files it must remove, and the signals that stop it (taken by the event loop).
+struct Life {
+    report: Report,
+    files: RunFiles,
+    signals: Option<StopSignals>,
+}
+
+impl From<StartError> for Failure {
+    fn from(e: StartError) -> Self {
+        Self::new(e.to_string())
+    }
+}
 
 /// Runs the daemon with parsed arguments; returns the process's exit status.
 #[must_use]
@@ -46,57 +77,86 @@ pub fn run(mut args: Args) -> ExitCode {
         eprintln!("ibacm: {e}");
         return ExitCode::FAILURE;
     }
-    if args.fabric == FabricArg::Hardware
-        && let Err(e) = check_hardware()
-    {
-        // Before detaching, so that the one line reaches whoever started us; never
-        // fall back to a simulation.
-        eprintln!("ibacm: {e}");
-        return ExitCode::FAILURE;
-    }
-    if !args.foreground
-        && let Err(e) = nix::unistd::daemon(false, false)
-    {
-        eprintln!("ibacm: cannot detach: {e}");
-        return ExitCode::FAILURE;
-    }
-    raise_fd_limit();
-    let run_dir = args
-        .run_dir
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(paths::DEFAULT_RUN_DIR));
-    if args.run_dir.is_some()
-        && let Err(e) = std::fs::create_dir_all(&run_dir)
-    {
-        eprintln!("ibacm: cannot create {}: {e}", run_dir.display());
-        return ExitCode::FAILURE;
-    }
-    let paths = RunPaths::new(&run_dir);
-    let opts_path = args
-        .opts_file
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(config::DEFAULT_OPTS_FILE));
-    let opts = match config::load_options(&opts_path, &args) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("ibacm: {e}");
-            return ExitCode::FAILURE;
+    let report = match Role::of_this_process(args.foreground) {
+        Ok(Role::Parent) => return startup::spawn_and_wait(),
+        Ok(Role::Daemon(report)) => report,
+        Err(f) => {
+            // The channel could not be taken: stderr is /dev/null, the waiting command
+            // sees the daemon exit without a report and says so.
+            eprintln!("ibacm: {}", f.message);
+            return ExitCode::from(f.code);
         }
     };
-    let Ok(_lock) = lock::PidLock::acquire(&paths.lock_file(&opts.options.lock_file)) else {
-        return ExitCode::from(EXIT_LOCKED);
+    let mut life = Life {
+        report,
+        files: RunFiles::default(),
+        signals: None,
     };
-    match start(&args, &paths, &opts) {
+    let result = start(&args, &mut life);
+    // Before reporting, so that whoever waits for the failure finds no file of ours.
+    drop(life.files.remove_all());
+    match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("ibacm: {e}");
-            ExitCode::FAILURE
+        Err(f) => {
+            life.report.failed(&f);
+            ExitCode::from(f.code)
         }
     }
 }
 
-/// Everything after the lock: log, fabric, listener, loop.
-fn start(args: &Args, paths: &RunPaths, opts: &LoadedOptions) -> Result<(), StartError> {
+/// A simulated fabric as read before anything is created: the spec, the daemon's host,
+/// the fabric file (`None`: the demo) and the backend's label.
+struct SimFabric {
+    spec: acm_io_sim::FabricSpec,
+    host: acm_io_sim::HostId,
+    file: Option<PathBuf>,
+    label: String,
+}
+
+/// Everything from the signals to the end of the event loop.
+fn start(args: &Args, life: &mut Life) -> Result<(), Failure> {
+    // Before any file exists: a stop signal during start-up then waits for the loop.
+    life.signals =
+        Some(StopSignals::block().map_err(|e| Failure::new(format!("cannot watch signals: {e}")))?);
+    if args.fabric == FabricArg::Hardware {
+        // Never fall back to a simulation.
+        check_hardware()?;
+    }
+    raise_fd_limit();
+    let fabric = match &args.fabric {
+        FabricArg::Sim { file, host } => Some(load_fabric(file.as_deref(), host.as_deref())?),
+        _ => None,
+    };
+    let run_dir = args
+        .run_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(paths::DEFAULT_RUN_DIR));
+    let host_opts = fabric.as_ref().map(|f| {
+        let h = &f.spec.hosts[f.host.index()];
+        FabricHostOptions {
+            file: f.file.as_deref(),
+            host: &h.name,
+            text: &h.options,
+        }
+    });
+    let (opts, source) = options_source::load(args, host_opts, &run_dir).map_err(Failure::new)?;
+    if args.run_dir.is_some()
+        && let Err(e) = std::fs::create_dir_all(&run_dir)
+    {
+        return Err(Failure::new(format!(
+            "cannot create {}: {e}",
+            run_dir.display()
+        )));
+    }
+    let paths = RunPaths::new(&run_dir);
+    let lock_path = paths.lock_file(&opts.options.lock_file);
+    life.files.lock(&lock_path).map_err(|e| match e {
+        lock::LockError::Held { .. } => Failure {
+            code: EXIT_LOCKED,
+            message: format!("{e}: another ibacm is running there"),
+        },
+        other => Failure::new(other.to_string()),
+    })?;
     let o = &opts.options;
     let (mut log, log_err) = Logger::open(&o.log_file, log::max_level(o.log_level));
     log.use_journal_prefixes(args.systemd);
@@ -105,6 +165,7 @@ fn start(args: &Args, paths: &RunPaths, opts: &LoadedOptions) -> Result<(), Star
         "main",
         "Assistant to the InfiniBand Communication Manager",
     );
+    log.log(Level::Basic, "main", &source.to_string());
     if let Some(e) = log_err {
         log.log(
             Level::Basic,
@@ -120,22 +181,44 @@ fn start(args: &Args, paths: &RunPaths, opts: &LoadedOptions) -> Result<(), Star
         |p| p.display().to_string(),
     );
     let mut shown = o.clone();
-    shown.lock_file = paths.lock_file(&o.lock_file).display().to_string();
+    shown.lock_file = lock_path.display().to_string();
     for line in config::core_option_lines(&shown, &opts.path, &addr_display) {
         log.log(Level::Basic, "acm_log_options", &line);
     }
+    let ctx = Ctx {
+        args,
+        paths: &paths,
+        opts: &opts,
+        source: &source,
+    };
     let epoch = std::time::Instant::now();
-    match &args.fabric {
-        FabricArg::Sim { file, host } => {
-            let backend = sim_backend(args, opts, file.as_deref(), host.as_deref(), &mut log)?;
-            serve(args, paths, opts, backend, log, epoch)
+    match (&args.fabric, fabric) {
+        (FabricArg::Sim { .. }, Some(f)) => {
+            let backend = sim_backend(args, &paths, &opts, f, &mut log);
+            serve(&ctx, backend, log, epoch, life)
         }
-        FabricArg::Hub { socket, host } => {
-            let backend = hub_backend(args, paths, opts, socket, host, &mut log)?;
-            serve(args, paths, opts, backend, log, epoch)
+        (FabricArg::Hub { socket, host }, _) => {
+            match hub_backend(args, &paths, &opts, socket, host, &mut log) {
+                Ok(backend) => serve(&ctx, backend, log, epoch, life),
+                Err(e) => Err(failed(&mut log, e)),
+            }
         }
-        FabricArg::Hardware => hardware(args, paths, opts, log, epoch),
+        _ => hardware(&ctx, log, epoch, life),
     }
+}
+
+/// What [`serve`] needs from start-up.
+struct Ctx<'a> {
+    args: &'a Args,
+    paths: &'a RunPaths,
+    opts: &'a LoadedOptions,
+    source: &'a OptionsSource,
+}
+
+/// Logs why the daemon stops, for a detached daemon whose stderr nobody reads.
+fn failed(log: &mut Logger, e: StartError) -> Failure {
+    log.log(Level::Basic, "main", &format!("exiting: {e}"));
+    e.into()
 }
 
 /// Whether this build and this host can run on hardware, in one line if not.
@@ -151,45 +234,46 @@ fn check_hardware() -> Result<(), StartError> {
 
 #[cfg(not(feature = "verbs"))]
 fn hardware(
-    _args: &Args,
-    _paths: &RunPaths,
-    _opts: &LoadedOptions,
+    _ctx: &Ctx<'_>,
     _log: Logger,
     _epoch: std::time::Instant,
-) -> Result<(), StartError> {
-    Err(StartError::Hardware(backend::hw::NO_VERBS_BUILD.to_owned()))
+    _life: &mut Life,
+) -> Result<(), Failure> {
+    Err(StartError::Hardware(backend::hw::NO_VERBS_BUILD.to_owned()).into())
 }
 
 /// This host's engine on its InfiniBand hardware.
 #[cfg(feature = "verbs")]
 fn hardware(
-    args: &Args,
-    paths: &RunPaths,
-    opts: &LoadedOptions,
+    ctx: &Ctx<'_>,
     mut log: Logger,
     epoch: std::time::Instant,
-) -> Result<(), StartError> {
+    life: &mut Life,
+) -> Result<(), Failure> {
+    let (opts, paths) = (ctx.opts, ctx.paths);
     let dev_root = std::env::var_os("ACM_DEV_ROOT").map_or_else(
         || PathBuf::from(acm_io_verbs::sysfs::DEFAULT_DEV_ROOT),
         PathBuf::from,
     );
-    let hw = backend::hw::open(&acm_io_verbs::sysfs::root_from_env(), &dev_root)
-        .inspect_err(|e| {
-            log.log(Level::Basic, "acm_open_devices", e);
-        })
-        .map_err(StartError::Hardware)?;
-    let addr_path = args
-        .addr_file
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(config::DEFAULT_ADDR_FILE));
+    let hw = match backend::hw::open(&acm_io_verbs::sysfs::root_from_env(), &dev_root) {
+        Ok(hw) => hw,
+        Err(e) => {
+            log.log(Level::Basic, "acm_open_devices", &e);
+            return Err(failed(&mut log, StartError::Hardware(e)));
+        }
+    };
+    let addr_spec = addr_file::AddrFileSpec::from_arg(ctx.args.addr_file.as_deref());
     let host = dns_lookup::get_hostname().unwrap_or_else(|_| "localhost".to_owned());
     let devices: Vec<_> = hw.devices.iter().map(|d| d.desc.clone()).collect();
     let mut lines = Vec::new();
     let config = {
         let mut logf = |m: String| lines.push(m);
-        let text = config::load_or_generate_addr_file(&addr_path, &host, &devices, &mut logf);
-        let name = addr_path.display().to_string();
-        config::engine_config(opts, text.as_deref().map(|t| (name.as_str(), t)), &mut logf)
+        let addr = addr_file::load_or_generate(&addr_spec, &paths.dir, &host, &devices, &mut logf);
+        config::engine_config(
+            opts,
+            addr.as_ref().map(|a| (a.name.as_str(), a.text.as_str())),
+            &mut logf,
+        )
     };
     for l in lines {
         log.log(Level::Basic, "acm_config", &l);
@@ -204,39 +288,53 @@ fn hardware(
     );
     let engine = acm_engine::Engine::new(config, seed, now);
     let backend = backend::hw::HwBackend::new(hw, engine, now);
-    serve(args, paths, opts, backend, log, epoch)
+    serve(ctx, backend, log, epoch, life)
 }
 
+/// Listens, reports start-up done, serves until a stop signal, then removes the
+/// daemon's files and logs the end.
 fn serve<B: Backend>(
-    args: &Args,
-    paths: &RunPaths,
-    opts: &LoadedOptions,
+    ctx: &Ctx<'_>,
     backend: B,
     mut log: Logger,
     epoch: std::time::Instant,
-) -> Result<(), StartError> {
-    let o = &opts.options;
+    life: &mut Life,
+) -> Result<(), Failure> {
+    let (args, paths, o) = (ctx.args, ctx.paths, &ctx.opts.options);
     let inherited = if args.systemd {
-        listen::inherit_from_systemd()?
+        listen::inherit_from_systemd().map_err(|e| failed(&mut log, e.into()))?
     } else {
         listen::Inherited::default()
     };
-    for line in opts.settings.log_lines() {
+    for line in ctx.opts.settings.log_lines() {
         log.log(Level::Basic, "acm_log_options", &line);
     }
-    for w in opts.settings.warnings() {
+    for w in ctx.opts.settings.warnings() {
         log.log_with(Level::Basic, log::Priority::Warning, "acm_log_options", &w);
     }
+    let was_inherited = inherited.listener.is_some();
+    let public = !o.acme_plus_kernel_only;
     let mut warnings = Vec::new();
     let listener = listen::open(
         o.server_mode,
         o.server_port,
         paths,
-        &opts.settings.access.socket,
-        !o.acme_plus_kernel_only,
+        &ctx.opts.settings.access.socket,
+        public,
         inherited.listener,
         &mut warnings,
-    )?;
+    );
+    let listener = match listener {
+        Ok(l) => l,
+        Err(e) => {
+            if o.server_mode == acm_engine::config::ServerMode::Unix && !was_inherited {
+                life.files.own_failed_unix_socket(paths);
+            }
+            return Err(failed(&mut log, e.into()));
+        }
+    };
+    life.files
+        .own_listener_files(o.server_mode, public, was_inherited, paths);
     for w in warnings {
         log.log(Level::Basic, "acm_listen", &w);
     }
@@ -250,31 +348,58 @@ fn serve<B: Backend>(
         "acm_server",
         &format!("listening on {at} ({what})"),
     );
+    let mut server = match server::Server::new(listener, backend, kernel, log, epoch) {
+        Ok(s) => s,
+        // The logger went into the failed constructor: say it on stderr only.
+        Err(e) => return Err(StartError::EventLoop(e).into()),
+    };
+    if let Some(signals) = life.signals.take()
+        && let Err(e) = server.stop_on(signals)
+    {
+        return Err(failed(server.log_mut(), StartError::EventLoop(e)));
+    }
+    server.set_allow_list(ctx.opts.settings.access.allow.clone());
+    if let Some(m) = &ctx.opts.settings.metrics {
+        server.set_metrics(metrics::MetricsFile::new(m, std::time::Instant::now()));
+    }
     if args.foreground && !args.systemd {
         println!("ibacm: listening on {at} ({what})");
+        println!(
+            "ibacm: logging to {} at level {}, {}",
+            o.log_file, o.log_level, ctx.source
+        );
     }
+    life.report.ready();
     if args.systemd {
         // Not under systemd (no NOTIFY_SOCKET), this does nothing.
         let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     }
-    let mut server = server::Server::new(listener, backend, kernel, log, epoch)
-        .map_err(StartError::EventLoop)?;
-    server.set_allow_list(opts.settings.access.allow.clone());
-    if let Some(m) = &opts.settings.metrics {
-        server.set_metrics(metrics::MetricsFile::new(m, std::time::Instant::now()));
+    match server.run() {
+        Ok(signal) => {
+            let removed = life.files.count();
+            let problems = life.files.remove_all();
+            let log = server.log_mut();
+            for p in &problems {
+                log.log(Level::Basic, "main", p);
+            }
+            log.log(
+                Level::Basic,
+                "main",
+                &format!(
+                    "exiting on {}: removed {} of {removed} files",
+                    signal.as_str(),
+                    removed - problems.len()
+                ),
+            );
+            Ok(())
+        }
+        Err(e) => Err(failed(server.log_mut(), e.into())),
     }
-    Ok(server.run()?)
 }
 
-/// The simulated fabric, this daemon being host `host` (default: the first that runs
-/// a daemon).
-fn sim_backend(
-    args: &Args,
-    opts: &LoadedOptions,
-    file: Option<&Path>,
-    host: Option<&str>,
-    log: &mut Logger,
-) -> Result<SimBackend, StartError> {
+/// Reads and checks a simulated fabric, and picks the daemon's host (default: the first
+/// that runs a daemon), before anything is created.
+fn load_fabric(file: Option<&Path>, host: Option<&str>) -> Result<SimFabric, StartError> {
     let (text, label) = match file {
         Some(f) => (
             std::fs::read_to_string(f).map_err(|source| StartError::ReadFabric {
@@ -309,16 +434,40 @@ fn sim_backend(
             .map(acm_io_sim::HostId)
             .ok_or(StartError::NoDaemonHost)?,
     };
-    // The fabric description configures this host unless the command line names files.
+    Ok(SimFabric {
+        spec,
+        host: h,
+        file: file.map(Path::to_path_buf),
+        label,
+    })
+}
+
+/// The simulated fabric's backend, this daemon being host `fabric.host`, configured
+/// with `opts` (see [`options_source`] for which options those are).
+fn sim_backend(
+    args: &Args,
+    paths: &RunPaths,
+    opts: &LoadedOptions,
+    fabric: SimFabric,
+    log: &mut Logger,
+) -> SimBackend {
+    let SimFabric {
+        spec,
+        host: h,
+        label,
+        ..
+    } = fabric;
     let mut config = acm_io_sim::fabric::engine_config(&spec, h);
     if args.opts_file.is_some() {
         let mut logf = |m: String| log.log(Level::Basic, "acm_config", &m);
         // The spec's address text stays (an -A file replaces it below); the options
         // and the preload files they name come from disk.
         let addr = spec.addr_file_text(h);
-        config = config::engine_config(opts, Some(("ibacm_addr.cfg", addr.as_bytes())), &mut logf);
+        config = config::engine_config(opts, Some(("ibacm_addr.cfg", &addr)), &mut logf);
     } else {
-        config::apply_overrides(&mut config.options, args);
+        // The host's options as parsed by the fabric, with the command line's
+        // overrides and the run directory's log file: the ones the logger runs with.
+        config.options = opts.options.clone();
         config.netlink_pid = std::process::id();
     }
     if let Some(path) = &args.addr_file {
@@ -326,20 +475,15 @@ fn sim_backend(
         let devices = topo.devices(h, spec.sm.lid, spec.sm.sl);
         let name = spec.hosts[h.index()].name.clone();
         let mut logf = |m: String| log.log(Level::Basic, "acm_config", &m);
-        let text = config::load_or_generate_addr_file(path, &name, &devices, &mut logf);
-        config.addr_file = text.map(|t| {
-            let (file, d) = acm_engine::config::AddrFile::parse(&path.display().to_string(), &t);
+        let spec = addr_file::AddrFileSpec::from_arg(Some(path));
+        let addr = addr_file::load_or_generate(&spec, &paths.dir, &name, &devices, &mut logf);
+        config.addr_file = addr.map(|a| {
+            let (file, d) = acm_engine::config::AddrFile::parse(&a.name, &a.text);
             config.diagnostics.extend(d);
             file
         });
     }
-    Ok(SimBackend::new(
-        spec,
-        h,
-        config,
-        acm_io_sim::sim::seed_from_env(),
-        label,
-    ))
+    SimBackend::new(spec, h, config, acm_io_sim::sim::seed_from_env(), label)
 }
 
 /// This host's engine, attached to a fabric hub.
@@ -352,13 +496,15 @@ fn hub_backend(
     log: &mut Logger,
 ) -> Result<HubBackend, StartError> {
     let my_socket = paths.dir.join(format!("ibacm-hub-{host}.sock"));
-    let addr_path = args.addr_file.clone().unwrap_or_else(|| {
-        if args.run_dir.is_some() {
-            paths.dir.join("ibacm_addr.cfg")
-        } else {
-            PathBuf::from(config::DEFAULT_ADDR_FILE)
-        }
-    });
+    // With --run-dir and no -A, a hub host keeps its address file in the run directory
+    // (read back at the next start) rather than reading the machine's /etc one.
+    let addr_spec = match (&args.addr_file, &args.run_dir) {
+        (None, Some(_)) => addr_file::AddrFileSpec {
+            path: paths.dir.join(addr_file::GENERATED_NAME),
+            explicit: true,
+        },
+        (a, _) => addr_file::AddrFileSpec::from_arg(a.as_deref()),
+    };
     let mut lines = Vec::new();
     let backend = HubBackend::attach(
         socket,
@@ -366,14 +512,18 @@ fn hub_backend(
         host,
         |setup| {
             let mut logf = |m: String| lines.push(m);
-            let text = config::load_or_generate_addr_file(
-                &addr_path,
+            let addr = addr_file::load_or_generate(
+                &addr_spec,
+                &paths.dir,
                 &setup.name,
                 &setup.devices,
                 &mut logf,
             );
-            let name = addr_path.display().to_string();
-            config::engine_config(opts, text.as_deref().map(|t| (name.as_str(), t)), &mut logf)
+            config::engine_config(
+                opts,
+                addr.as_ref().map(|a| (a.name.as_str(), a.text.as_str())),
+                &mut logf,
+            )
         },
         acm_io_sim::sim::seed_from_env() ^ u64::from(std::process::id()),
         acm_engine::Instant::ZERO,

@@ -11,6 +11,9 @@
 //! each kernel request goes to the backend, each netlink reply
 //! (`ClientOutput::Netlink`) back to the kernel (see [`super::kernel::channel`]).
 //!
+//! The stop signals are another ([`Server::stop_on`]): the loop returns the signal, and
+//! the caller removes its files and logs the end.
+//!
 //! With allow-lists ([`Server::set_allow_list`]), each new client's credentials are
 //! checked before it is watched; a refused one is closed unread, with one log line
 //! (see [`super::access`]). With a metrics file ([`Server::set_metrics`]), the loop
@@ -20,6 +23,7 @@ use super::access::{AllowList, Peer, Verdict, proc_groups};
 use super::backend::{Backend, BackendError};
 use super::conn::Conn;
 use super::kernel::channel::KernelChannel;
+use super::lifecycle::StopSignals;
 use super::listen::{Listener, Stream};
 use super::log::{Logger, Priority};
 use super::metrics::{MetricsFile, Written};
@@ -37,6 +41,7 @@ use acm_engine::log::Level;
 const LISTENER: Token = Token(0);
 const BACKEND: Token = Token(1);
 const KERNEL: Token = Token(2);
+const SIGNALS: Token = Token(3);
 /// Connection ids start here, so that a connection's token is its id.
 const FIRST_CONN: u64 = 16;
 
@@ -67,6 +72,8 @@ pub struct Server<B: Backend> {
     /// Connections whose reading stopped before their socket ran dry.
     paused: Vec<u64>,
     epoch: std::time::Instant,
+    /// SIGTERM and SIGINT, once [`Server::stop_on`] installed them.
+    stop: Option<StopSignals>,
     /// Who may connect (everyone unless set).
     allow: AllowList,
     /// The daemon's effective uid, which the allow-lists always let in.
@@ -110,6 +117,7 @@ impl<B: Backend> Server<B> {
             next_conn: FIRST_CONN,
             paused: Vec::new(),
             epoch,
+            stop: None,
             allow: AllowList::default(),
             own_uid: nix::unistd::geteuid().as_raw(),
             accepted: 0,
@@ -134,15 +142,30 @@ impl<B: Backend> Server<B> {
         self.metrics = Some(metrics);
     }
 
+    /// Makes [`Server::run`] return when one of `signals` arrives.
+    ///
+    /// # Errors
+    /// The poller refuses the signal descriptor.
+    pub fn stop_on(&mut self, signals: StopSignals) -> io::Result<()> {
+        signals.register(self.poll.registry(), SIGNALS)?;
+        self.stop = Some(signals);
+        Ok(())
+    }
+
+    /// The log, for the caller's last lines.
+    pub fn log_mut(&mut self) -> &mut Logger {
+        &mut self.log
+    }
+
     fn now(&self) -> Instant {
         Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
 
-    /// Serves until the fabric fails.
+    /// Serves until a stop signal arrives (returned) or the fabric fails.
     ///
     /// # Errors
     /// The poller or the fabric failed.
-    pub fn run(&mut self) -> Result<(), ServerError> {
+    pub fn run(&mut self) -> Result<nix::sys::signal::Signal, ServerError> {
         let mut events = Events::with_capacity(256);
         let now = self.now();
         self.backend.advance(now, true)?;
@@ -162,6 +185,11 @@ impl<B: Backend> Server<B> {
                     LISTENER => self.accept_all(),
                     BACKEND => backend_ready = true,
                     KERNEL => self.read_kernel(),
+                    SIGNALS => {
+                        if let Some(sig) = self.stop.as_mut().and_then(StopSignals::take) {
+                            return Ok(sig);
+                        }
+                    }
                     Token(t) => {
                         let id = t as u64;
                         if ev.is_writable() || ev.is_write_closed() {

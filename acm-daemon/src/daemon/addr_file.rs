@@ -1,0 +1,310 @@
+//! Where the daemon's address file comes from, and where a missing one is written.
+//!
+//! The reference answers a missing address file by running `ib_acme -A`, which always
+//! writes `/etc/rdma/ibacm_addr.cfg` whatever `-A` said; under systemd's
+//! `ProtectSystem=` `/etc` is read-only, so generation fails and the endpoints keep only
+//! their IP addresses (docs/daemon.md §5, docs/reference-quirks.md §25). This daemon never writes
+//! `/etc` unasked:
+//!
+//! - The configured file (`-A PATH`, else `/etc/rdma/ibacm_addr.cfg`) is read when it
+//!   exists. A file that exists but cannot be read is reported and not replaced: it is
+//!   the administrator's.
+//! - A missing **default** file is generated into the run directory
+//!   (`RUN_DIR/ibacm_addr.cfg`, `/run` unless `--run-dir`), which the daemon must be able
+//!   to write anyway (its socket link and lock file live there), and the log says where.
+//!   It is never read back as configuration: it is regenerated at every start, since it
+//!   only reflects the host name and ports of the moment. An administrator who wants to
+//!   edit it copies it to `/etc/rdma/ibacm_addr.cfg`.
+//! - A missing **explicit** `-A PATH` is generated at PATH, since that is where the
+//!   administrator asked for it; when PATH cannot be written (a read-only `/etc` under
+//!   `ProtectSystem=`), into the run directory instead.
+//! - When no place can be written, the generated text is still used, from memory: the
+//!   names are derived from the host and its ports and are as valid unsaved; only the
+//!   copy for the administrator is missing, which the log says.
+
+use super::config::{generated_addr_file, read_optional};
+use acm_engine::DeviceDesc;
+use std::path::{Path, PathBuf};
+
+/// The file name of a generated address file in the run directory.
+pub const GENERATED_NAME: &str = "ibacm_addr.cfg";
+
+/// Which address file the daemon was told to use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddrFileSpec {
+    /// The file read when it exists.
+    pub path: PathBuf,
+    /// Whether the command line named it (`-A`): a missing file is then generated there
+    /// rather than in the run directory.
+    pub explicit: bool,
+}
+
+impl AddrFileSpec {
+    /// `-A PATH` when given, else the reference's default path.
+    #[must_use]
+    pub fn from_arg(arg: Option<&Path>) -> Self {
+        arg.map_or_else(
+            || Self {
+                path: PathBuf::from(super::config::DEFAULT_ADDR_FILE),
+                explicit: false,
+            },
+            |p| Self {
+                path: p.to_path_buf(),
+                explicit: true,
+            },
+        )
+    }
+}
+
+/// The address file's text and the name its diagnostics carry (the file it was read
+/// from or written to; the configured path when it could not be saved).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddrText {
+    /// The file's name, for diagnostics.
+    pub name: String,
+    /// Its text.
+    pub text: String,
+}
+
+/// The address file for host `host` with `devices`: read, or generated as the module
+/// documentation says. `None` only when the configured file exists but cannot be read
+/// (the engine then has only its IP addresses, as the reference without a file).
+pub fn load_or_generate(
+    spec: &AddrFileSpec,
+    run_dir: &Path,
+    host: &str,
+    devices: &[DeviceDesc],
+    log: &mut dyn FnMut(String),
+) -> Option<AddrText> {
+    match read_optional(&spec.path) {
+        Ok(Some(text)) => {
+            return Some(AddrText {
+                name: spec.path.display().to_string(),
+                text,
+            });
+        }
+        Ok(None) => {}
+        Err(e) => {
+            log(format!(
+                "cannot read address file {}: {e}",
+                spec.path.display()
+            ));
+            return None;
+        }
+    }
+    let text = generated_addr_file(host, devices);
+    let fallback = run_dir.join(GENERATED_NAME);
+    let mut targets = Vec::with_capacity(2);
+    if spec.explicit {
+        targets.push(spec.path.clone());
+    }
+    if !targets.contains(&fallback) {
+        targets.push(fallback);
+    }
+    let mut failures = Vec::new();
+    for target in targets {
+        match std::fs::write(&target, &text) {
+            Ok(()) => {
+                let why = if target == spec.path {
+                    String::new()
+                } else if failures.is_empty() {
+                    format!(" (copy it to {} to keep or edit it)", spec.path.display())
+                } else {
+                    format!(" instead ({})", failures.join("; "))
+                };
+                log(format!(
+                    "address file {} not found; generated {}{why}",
+                    spec.path.display(),
+                    target.display()
+                ));
+                return Some(AddrText {
+                    name: target.display().to_string(),
+                    text,
+                });
+            }
+            Err(e) => failures.push(format!("cannot write {}: {e}", target.display())),
+        }
+    }
+    log(format!(
+        "address file {} not found; generated it but could not save it ({}), using it \
+         from memory",
+        spec.path.display(),
+        failures.join("; ")
+    ));
+    Some(AddrText {
+        name: spec.path.display().to_string(),
+        text,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use acm_engine::{PortAttrs, PortState};
+
+    fn devices() -> Vec<DeviceDesc> {
+        vec![DeviceDesc {
+            id: acm_engine::DeviceId(0),
+            name: "mlx5_0".into(),
+            guid: 1,
+            ports: vec![PortAttrs {
+                state: PortState::Active,
+                link_layer_ib: true,
+                ..PortAttrs::default()
+            }],
+        }]
+    }
+
+    /// A fresh directory under the system's temp dir, removed on drop.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(tag: &str) -> Self {
+            let d = std::env::temp_dir().join(format!("acm-addr-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir_all(&d).unwrap();
+            Self(d)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn run(spec: &AddrFileSpec, run_dir: &Path) -> (Option<AddrText>, Vec<String>) {
+        let mut logs = Vec::new();
+        let got = load_or_generate(spec, run_dir, "node9.example", &devices(), &mut |l| {
+            logs.push(l);
+        });
+        (got, logs)
+    }
+
+    #[test]
+    fn an_existing_file_is_read_and_nothing_is_written() {
+        let t = TempDir::new("read");
+        let path = t.0.join("mine.cfg");
+        std::fs::write(&path, "h mlx5_0 1 default\n").unwrap();
+        let spec = AddrFileSpec::from_arg(Some(&path));
+        let (got, logs) = run(&spec, &t.0);
+        let got = got.unwrap();
+        assert_eq!(got.text, "h mlx5_0 1 default\n");
+        assert_eq!(got.name, path.display().to_string());
+        assert!(logs.is_empty(), "{logs:?}");
+        assert!(!t.0.join(GENERATED_NAME).exists());
+    }
+
+    #[test]
+    fn a_missing_default_file_is_generated_in_the_run_directory() {
+        let t = TempDir::new("default");
+        // The default path stands in for /etc/rdma/ibacm_addr.cfg: not explicit, so it
+        // is never written even where it could be.
+        let spec = AddrFileSpec {
+            path: t.0.join("etc-rdma-ibacm_addr.cfg"),
+            explicit: false,
+        };
+        let run_dir = t.0.join("run");
+        std::fs::create_dir(&run_dir).unwrap();
+        let (got, logs) = run(&spec, &run_dir);
+        let got = got.unwrap();
+        let generated = run_dir.join(GENERATED_NAME);
+        assert_eq!(std::fs::read_to_string(&generated).unwrap(), got.text);
+        assert!(
+            got.text.contains("\nnode9 mlx5_0 1 default\n"),
+            "{}",
+            got.text
+        );
+        assert_eq!(got.name, generated.display().to_string());
+        assert!(
+            !spec.path.exists(),
+            "the configured default is never written"
+        );
+        assert_eq!(logs.len(), 1, "{logs:?}");
+        assert!(
+            logs[0].contains("not found; generated") && logs[0].contains("copy it to"),
+            "{logs:?}"
+        );
+        // Regenerated, not read back, at the next start.
+        std::fs::write(&generated, "stale mlx5_0 1 default\n").unwrap();
+        let (again, _) = run(&spec, &run_dir);
+        assert_eq!(again.unwrap().text, got.text);
+    }
+
+    #[test]
+    fn the_real_default_is_the_references_path_and_not_explicit() {
+        let spec = AddrFileSpec::from_arg(None);
+        assert_eq!(spec.path, Path::new("/etc/rdma/ibacm_addr.cfg"));
+        assert!(!spec.explicit);
+    }
+
+    #[test]
+    fn a_missing_explicit_file_is_generated_where_the_command_line_says() {
+        let t = TempDir::new("explicit");
+        let path = t.0.join("addr.cfg");
+        let spec = AddrFileSpec::from_arg(Some(&path));
+        let run_dir = t.0.join("run");
+        std::fs::create_dir(&run_dir).unwrap();
+        let (got, logs) = run(&spec, &run_dir);
+        let got = got.unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), got.text);
+        assert_eq!(got.name, path.display().to_string());
+        assert!(!run_dir.join(GENERATED_NAME).exists());
+        assert_eq!(
+            logs,
+            [format!(
+                "address file {} not found; generated {}",
+                path.display(),
+                path.display()
+            )]
+        );
+    }
+
+    #[test]
+    fn an_unwritable_explicit_path_falls_back_to_the_run_directory() {
+        let t = TempDir::new("fallback");
+        // A file in a directory that does not exist: not found when read, and not
+        // creatable, even by root (who may write a read-only directory).
+        let path = t.0.join("missing-dir").join("addr.cfg");
+        let spec = AddrFileSpec::from_arg(Some(&path));
+        let (got, logs) = run(&spec, &t.0);
+        let got = got.unwrap();
+        let generated = t.0.join(GENERATED_NAME);
+        assert_eq!(std::fs::read_to_string(&generated).unwrap(), got.text);
+        assert_eq!(got.name, generated.display().to_string());
+        assert_eq!(logs.len(), 1, "{logs:?}");
+        assert!(
+            logs[0].contains(&format!("generated {} instead", generated.display()))
+                && logs[0].contains(&format!("cannot write {}", path.display())),
+            "{logs:?}"
+        );
+    }
+
+    #[test]
+    fn with_nowhere_to_write_the_text_is_used_from_memory() {
+        let t = TempDir::new("memory");
+        let spec = AddrFileSpec::from_arg(Some(&t.0.join("missing-dir").join("addr.cfg")));
+        let (got, logs) = run(&spec, &t.0.join("missing-run-dir"));
+        let got = got.unwrap();
+        assert!(got.text.contains("\nnode9-1 mlx5_0 1 default\n"));
+        assert_eq!(got.name, spec.path.display().to_string());
+        assert!(
+            logs[0].contains("could not save it") && logs[0].contains("from memory"),
+            "{logs:?}"
+        );
+    }
+
+    #[test]
+    fn an_unreadable_file_is_reported_and_left_alone() {
+        let t = TempDir::new("unreadable");
+        // A directory where the file should be: reading fails with something other
+        // than "not found", whoever runs the test.
+        let path = t.0.join("addr.cfg");
+        std::fs::create_dir(&path).unwrap();
+        let spec = AddrFileSpec::from_arg(Some(&path));
+        let (got, logs) = run(&spec, &t.0);
+        assert!(got.is_none());
+        assert!(logs[0].starts_with("cannot read address file"), "{logs:?}");
+        assert!(!t.0.join(GENERATED_NAME).exists());
+    }
+}
