@@ -63,3 +63,41 @@ impl Counters {
         }
     }
 }
+
+/// What the provider's lookup bounds did (issue 15), engine-wide since start. Not part
+/// of PERF_QUERY, whose reply has the reference's fixed list of seven counters; read
+/// with [`crate::Engine::lookup_counters`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LookupCounters {
+    /// Requests answered ENOMEM at once because their connection already waited on
+    /// `max_pending_per_client` distinct destinations.
+    pub rejected: u64,
+    /// Lookups stopped because the last connection waiting for them closed.
+    pub cancelled: u64,
+    /// NODELAY misses that started no background lookup, because the endpoint already
+    /// had `max_background_resolves` of them.
+    pub background_dropped: u64,
+}
+
+/// One of the [`LookupCounters`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LookupEvent {
+    /// [`LookupCounters::rejected`].
+    Rejected,
+    /// [`LookupCounters::cancelled`].
+    Cancelled,
+    /// [`LookupCounters::background_dropped`].
+    BackgroundDropped,
+}
+
+impl LookupCounters {
+    /// Adds one to the counter of `ev`.
+    pub fn bump(&mut self, ev: LookupEvent) {
+        let v = match ev {
+            LookupEvent::Rejected => &mut self.rejected,
+            LookupEvent::Cancelled => &mut self.cancelled,
+            LookupEvent::BackgroundDropped => &mut self.background_dropped,
+        };
+        *v = v.wrapping_add(1);
+    }
+}

@@ -112,6 +112,14 @@ impl Engine {
         self.core.counters
     }
 
+    /// What the lookup bounds did since start: requests refused over
+    /// `max_pending_per_client`, lookups cancelled when their last client closed, NODELAY
+    /// warm-ups not started over `max_background_resolves`.
+    #[must_use]
+    pub fn lookup_counters(&self) -> crate::LookupCounters {
+        self.core.lookup_counters
+    }
+
     /// An endpoint's counters, from its provider.
     #[must_use]
     pub fn endpoint_counters(&self, ep: EndpointId) -> Option<Counters> {

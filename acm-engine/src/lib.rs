@@ -65,7 +65,7 @@ mod time;
 // The engine's vocabulary, one path each: the modules that define it are private.
 pub use addr::Address;
 use config::{AddrFile, HostEntry, Options, RouteData};
-pub use counters::{COUNTER_COUNT, COUNTER_NAMES, Counter, Counters};
+pub use counters::{COUNTER_COUNT, COUNTER_NAMES, Counter, Counters, LookupCounters, LookupEvent};
 pub use device::{DeviceDesc, DeviceId, PortAttrs, PortId, PortState, rate_from_width_speed};
 pub use engine::Engine;
 pub use io::{

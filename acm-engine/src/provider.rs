@@ -65,6 +65,12 @@ pub trait Provider {
     /// The port's SM was re-registered: rejoin the multicast groups.
     fn client_reregister(&mut self, _cx: &mut Ctx<'_>, _port: PortId) {}
 
+    /// A client connection closed while it had requests in a provider's hands. Its
+    /// replies would be dropped anyway (the core no longer delivers them); a provider
+    /// may also stop the work only that client was waiting for, and drop the client's
+    /// [`PendingReply`]s with [`Ctx::discard`].
+    fn client_closed(&mut self, _cx: &mut Ctx<'_>, _conn: crate::ConnId) {}
+
     /// The per-endpoint counters, if the provider keeps any.
     fn perf(&self, _ep: EndpointId) -> Option<Counters> {
         None
@@ -174,6 +180,17 @@ impl Ctx<'_> {
     /// Adds one to a global counter.
     pub fn count(&mut self, c: Counter) {
         self.core.counters.bump(c);
+    }
+
+    /// Adds one to a lookup-bound counter ([`crate::Engine::lookup_counters`]).
+    pub fn count_lookup(&mut self, ev: crate::LookupEvent) {
+        self.core.lookup_counters.bump(ev);
+    }
+
+    /// Drops a pending reply whose client connection has closed, without answering or
+    /// counting it.
+    pub fn discard(&mut self, reply: PendingReply) {
+        reply.discard();
     }
 
     /// The current attributes of a port, if it is known.

@@ -89,6 +89,23 @@ impl PendingReply {
         }
     }
 
+    /// The client connection (and its life) this reply goes to; `None` for the kernel.
+    pub(crate) fn client(&self) -> Option<(ConnId, u64)> {
+        match self.to {
+            ReplyTo::Client { conn, epoch } => Some((conn, epoch)),
+            ReplyTo::Kernel { .. } => None,
+        }
+    }
+
+    /// Drops a reply whose client has gone: there is nobody to answer, and nothing is
+    /// counted (a debug build would otherwise report it as dropped unanswered).
+    pub(crate) fn discard(#[allow(unused_mut)] mut self) {
+        #[cfg(debug_assertions)]
+        {
+            self.unanswered = None;
+        }
+    }
+
     /// Whether this is a resolve (whose status the global counters count).
     pub(crate) fn is_resolve(&self) -> bool {
         matches!(self.kind, ReplyKind::Resolve { .. })

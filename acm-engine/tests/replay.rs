@@ -71,6 +71,32 @@ fn every_real_ibacm_case_replays_byte_for_byte() {
     }
 }
 
+/// The same with `resolve_depth 1` written in the options file: the reference's own
+/// depth (the captures do not depend on depth, but a configured 1 must still give the
+/// reference's bytes).
+#[test]
+fn every_real_ibacm_case_replays_byte_for_byte_at_resolve_depth_1() {
+    let text = format!("{}\nresolve_depth 1\n", support::reference::OPTS);
+    let (options, _) = acm_engine::config::Options::parse("ibacm_opts.cfg", &text);
+    assert_eq!(options.resolve_depth, 1);
+    let config = acm_engine::EngineConfig {
+        options,
+        ..reference::config()
+    };
+    let mut node = support::Node::new(config, reference::sa(), reference::route());
+    node.input(acm_engine::Input::DeviceAdded(reference::device()));
+    node.settle();
+    for (i, name) in ORDER.iter().enumerate() {
+        let conn = ConnId(i as u64 + 1);
+        if *name == UNSHIPPED {
+            unshipped(&mut node, conn);
+        } else {
+            replay_case(&mut node, conn, name);
+        }
+        node.advance(std::time::Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn fresh_daemon_perf_case_replays() {
     let mut node = reference::node();

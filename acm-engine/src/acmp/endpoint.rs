@@ -10,9 +10,11 @@ use crate::time::Instant;
 use acm_proto::acm_mad::ACM_MAD_MAX_GIDS;
 use acm_proto::{Gid, Mtu, Rate};
 use alloc::boxed::Box;
+use alloc::collections::BinaryHeap;
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::rc::Rc;
 use alloc::vec::Vec;
+use core::cmp::Reverse;
 
 /// Whether the endpoint can resolve: READY once group 0 is joined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +82,9 @@ pub(crate) struct Request {
     pub(crate) sending: bool,
     /// When the current transmission times out (set at send completion).
     pub(crate) expires: Option<Instant>,
+    /// Nobody waits for it (a NODELAY request's warm-up): counted against
+    /// `max_background_resolves`.
+    pub(crate) background: bool,
 }
 
 /// A resolve request waiting for a credit. It keeps what its MAD is made of, not the
@@ -96,6 +101,19 @@ pub(crate) struct Waiting {
     pub(crate) src: Rc<Address>,
     /// The groups joined when it was queued (bit `i`: `groups[i]`), which it advertises.
     pub(crate) joined: u32,
+    /// Which turns it takes ([`ResolveQueue`]).
+    pub(crate) turn: Turn,
+}
+
+/// Which turns a waiting lookup takes ([`ResolveQueue`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Turn {
+    /// Round 0: its client waited on nothing else. Served first, in arrival order.
+    First,
+    /// A later round: served by round, then arrival (`ResolveQueue::later`).
+    Later,
+    /// Nobody waits for it: served last (`ResolveQueue::background`).
+    Background,
 }
 
 /// The destination a waiting request resolves.
@@ -114,9 +132,204 @@ pub(crate) enum WaitFor {
 pub(crate) enum Queued {
     /// A request waiting for a credit.
     Request(Waiting),
-    /// A request answered while it waited (by its TID, so the queue stays in TID
-    /// order); skipped when its turn comes.
+    /// A request that left the queue out of its place (answered while it waited,
+    /// started on its owner's turn, or cancelled), kept by its TID so that the queue
+    /// stays in TID order; dropped when it reaches the front.
     Answered(u64),
+}
+
+/// The resolve queue (the reference's `resolve_queue`, credits `resolve_depth`) with
+/// fair turns. Every waiting lookup is in `pending` in TID order, as before (a response
+/// may answer one that was never sent, docs/protocol/acm-mad.md §5); a free credit goes
+/// to the lookup with the lowest *round*, then the oldest.
+///
+/// A lookup's round is how many other destinations its client already waited on when
+/// it was queued (`Acmp::admit`): a client's first destination is round 0,
+/// its second round 1, and so on. So credits go round-robin over the clients: one
+/// client's flood of new destinations takes rounds 1, 2, 3, … while another client's
+/// next destination, round 0 (librdmacm and libacm ask one thing at a time), waits only
+/// for the lookups already holding credits — where a single FIFO made it wait behind
+/// the whole flood.
+///
+/// Round 0 is served in `pending`'s own order, so a storm (thousands of one-request
+/// connections, all in round 0) costs nothing beyond the FIFO it always had; only later
+/// rounds have entries in `later`. Lookups nobody waits for (a NODELAY request's
+/// warm-up) are in `background`, served only when no round is waiting.
+#[derive(Debug, Default)]
+pub(crate) struct ResolveQueue {
+    /// Credits free: lookups that may be started now.
+    pub(crate) credits: u32,
+    /// Lookups waiting for a credit, in TID order.
+    pub(crate) pending: VecDeque<Queued>,
+    /// `pending[..first]` holds no round-0 lookup still waiting.
+    first: usize,
+    /// `round << 32 | TID` of the lookups in later rounds (TIDs are 32-bit counters, in
+    /// arrival order but across a wrap); some may have left `pending` (skipped).
+    later: BinaryHeap<Reverse<u64>>,
+    /// Background lookups' TIDs, oldest first; some may have left `pending` or been
+    /// given a turn since (skipped).
+    pub(crate) background: VecDeque<u64>,
+}
+
+impl ResolveQueue {
+    /// A queue with `credits` credits.
+    pub(crate) fn new(credits: u32) -> Self {
+        Self {
+            credits,
+            ..Self::default()
+        }
+    }
+
+    /// Queues `w` (its TID the newest) in `round`, or in the background (`None`).
+    pub(crate) fn push(&mut self, round: Option<u32>, mut w: Waiting) {
+        let tid = w.tid;
+        w.turn = Self::turn_of(round);
+        self.pending.push_back(Queued::Request(w));
+        if let Some(r) = round.filter(|&r| r > 0) {
+            self.later.push(Reverse(key(r, tid)));
+        } else if round.is_none() {
+            self.background.push_back(tid);
+        }
+    }
+
+    fn turn_of(round: Option<u32>) -> Turn {
+        match round {
+            Some(0) => Turn::First,
+            Some(_) => Turn::Later,
+            None => Turn::Background,
+        }
+    }
+
+    /// A background lookup `tid` that a client now waits for takes turns in `round`.
+    pub(crate) fn promote(&mut self, tid: u64, round: u32) {
+        let Some(i) = position_in(&self.pending, tid) else {
+            return;
+        };
+        let Some(Queued::Request(w)) = self.pending.get_mut(i) else {
+            return;
+        };
+        if w.turn != Turn::Background {
+            return;
+        }
+        if round == 0 {
+            w.turn = Turn::First;
+            self.first = self.first.min(i);
+        } else {
+            w.turn = Turn::Later;
+            self.later.push(Reverse(key(round, tid)));
+        }
+    }
+
+    /// The next lookup to start: the oldest of round 0, else the oldest of the lowest
+    /// later round, else the oldest background one. It leaves the queue.
+    pub(crate) fn next_turn(&mut self) -> Option<Waiting> {
+        let found = self
+            .next_first()
+            .or_else(|| self.next_later())
+            .or_else(|| self.next_background());
+        self.trim();
+        found
+    }
+
+    fn next_first(&mut self) -> Option<Waiting> {
+        while let Some(e) = self.pending.get_mut(self.first) {
+            self.first += 1;
+            if let Queued::Request(w) = e
+                && w.turn == Turn::First
+            {
+                let tid = w.tid;
+                if let Queued::Request(w) = core::mem::replace(e, Queued::Answered(tid)) {
+                    return Some(w);
+                }
+            }
+        }
+        None
+    }
+
+    fn next_later(&mut self) -> Option<Waiting> {
+        while let Some(Reverse(k)) = self.later.pop() {
+            if let Some(w) = self.take_if(k & 0xFFFF_FFFF, Turn::Later) {
+                return Some(w);
+            }
+        }
+        None
+    }
+
+    fn next_background(&mut self) -> Option<Waiting> {
+        while let Some(tid) = self.background.pop_front() {
+            if let Some(w) = self.take_if(tid, Turn::Background) {
+                return Some(w);
+            }
+        }
+        None
+    }
+
+    /// Takes lookup `tid` out if it still waits with turns `turn`.
+    fn take_if(&mut self, tid: u64, turn: Turn) -> Option<Waiting> {
+        let i = position_in(&self.pending, tid)?;
+        let e = self.pending.get_mut(i)?;
+        if !matches!(e, Queued::Request(w) if w.turn == turn) {
+            return None;
+        }
+        match core::mem::replace(e, Queued::Answered(tid)) {
+            Queued::Request(w) => Some(w),
+            Queued::Answered(_) => None,
+        }
+    }
+
+    /// Takes the waiting lookup `tid` out of the queue (answered, or cancelled).
+    pub(crate) fn remove(&mut self, tid: u64) -> Option<Waiting> {
+        let w = take_in(&mut self.pending, tid);
+        self.trim();
+        w
+    }
+
+    /// Takes out every waiting lookup `cancel` selects; how many.
+    pub(crate) fn remove_where(&mut self, cancel: impl Fn(&Waiting) -> bool) -> usize {
+        let mut n = 0;
+        for e in &mut self.pending {
+            if let Queued::Request(w) = e
+                && cancel(w)
+            {
+                *e = Queued::Answered(w.tid);
+                n += 1;
+            }
+        }
+        self.trim();
+        n
+    }
+
+    /// The waiting lookup `tid`, if it still waits.
+    pub(crate) fn get(&self, tid: u64) -> Option<&Waiting> {
+        match self.pending.get(position_in(&self.pending, tid)?)? {
+            Queued::Request(w) => Some(w),
+            Queued::Answered(_) => None,
+        }
+    }
+
+    /// Drops the entries that left the queue from its front, and gives back the room of
+    /// an emptied queue unless it is small: a burst of cold destinations can queue
+    /// thousands, and the queue would keep room for them.
+    fn trim(&mut self) {
+        while matches!(self.pending.front(), Some(Queued::Answered(_))) {
+            self.pending.pop_front();
+            self.first = self.first.saturating_sub(1);
+        }
+        if self.pending.is_empty() {
+            if self.pending.capacity() > 64 {
+                self.pending = VecDeque::new();
+                self.later = BinaryHeap::new();
+            }
+            self.first = 0;
+            self.background.clear();
+            self.later.clear();
+        }
+    }
+}
+
+/// The `later` key of lookup `tid` in `round`.
+fn key(round: u32, tid: u64) -> u64 {
+    (u64::from(round) << 32) | (tid & 0xFFFF_FFFF)
 }
 
 impl Queued {
@@ -136,16 +349,6 @@ pub(crate) struct SendQueue<T> {
     pub(crate) pending: VecDeque<T>,
 }
 
-impl<T> SendQueue<T> {
-    /// Gives back the room of an emptied queue, unless it is small: a burst of cold
-    /// destinations can queue thousands, and the queue would keep room for them.
-    pub(crate) fn free_if_empty(&mut self) {
-        if self.pending.is_empty() && self.pending.capacity() > 64 {
-            self.pending = VecDeque::new();
-        }
-    }
-}
-
 /// One endpoint as ibacmp sees it.
 #[derive(Debug)]
 pub(crate) struct Ep {
@@ -158,7 +361,7 @@ pub(crate) struct Ep {
     pub(crate) dests: DestCache,
     pub(crate) addrs: Vec<Address>,
     pub(crate) counters: Counters,
-    pub(crate) resolve_q: SendQueue<Queued>,
+    pub(crate) resolve_q: ResolveQueue,
     /// Responses waiting for a credit: where to, and the MAD.
     pub(crate) resp_q: SendQueue<(AddressVector, Mad)>,
     /// Requests holding a credit, by TID.
@@ -202,8 +405,8 @@ impl Ep {
     /// is in TID order (TIDs are taken as requests are queued) except across a wrap
     /// of the counter, where it is searched in full.
     pub(crate) fn answer_waiting(&mut self, tid: u64) -> Option<Address> {
-        let dest = answer_in(&mut self.resolve_q.pending, tid)?;
-        self.waiting_dest(&dest).map(|(a, _)| a)
+        let w = self.resolve_q.remove(tid)?;
+        self.waiting_dest(&w.dest).map(|(a, _)| a)
     }
 
     /// The address a waiting request resolves, and its cache entry if it has one.
@@ -259,22 +462,35 @@ fn unlink_in(q: &mut VecDeque<Queued>, idx: DestIdx, addr: &Address) {
     }
 }
 
-/// Marks the waiting request `tid` of queue `q` answered ([`Ep::answer_waiting`]);
-/// what it waited for.
-fn answer_in(q: &mut VecDeque<Queued>, tid: u64) -> Option<WaitFor> {
+/// Where the entry of TID `tid` is in queue `q`. The queue is in TID order (TIDs are
+/// taken as requests are queued) except across a wrap of the counter, where it is
+/// searched in full.
+fn position_in(q: &VecDeque<Queued>, tid: u64) -> Option<usize> {
     let sorted = q
         .front()
         .zip(q.back())
         .is_none_or(|(f, b)| f.tid() <= b.tid());
-    let i = if sorted {
-        q.binary_search_by_key(&tid, Queued::tid).ok()?
+    if sorted {
+        q.binary_search_by_key(&tid, Queued::tid).ok()
     } else {
-        q.iter().position(|e| e.tid() == tid)?
-    };
+        q.iter().position(|e| e.tid() == tid)
+    }
+}
+
+/// Takes the waiting request `tid` out of queue `q`, leaving its place marked; the
+/// request, if it still waited.
+fn take_in(q: &mut VecDeque<Queued>, tid: u64) -> Option<Waiting> {
+    let i = position_in(q, tid)?;
     match core::mem::replace(q.get_mut(i)?, Queued::Answered(tid)) {
-        Queued::Request(w) => Some(w.dest),
+        Queued::Request(w) => Some(w),
         Queued::Answered(_) => None,
     }
+}
+
+/// [`take_in`], for what the request waited for ([`Ep::answer_waiting`]).
+#[cfg(test)]
+fn answer_in(q: &mut VecDeque<Queued>, tid: u64) -> Option<WaitFor> {
+    take_in(q, tid).map(|w| w.dest)
 }
 
 #[cfg(test)]
@@ -282,17 +498,56 @@ mod tests {
     use super::*;
 
     fn queue(tids: &[u64]) -> VecDeque<Queued> {
-        let src = Rc::new(Address::name("src"));
         tids.iter()
-            .map(|&tid| {
-                Queued::Request(Waiting {
-                    tid,
-                    dest: WaitFor::Slot(tid as DestIdx),
-                    src: Rc::clone(&src),
-                    joined: 1,
-                })
-            })
+            .map(|&tid| Queued::Request(waiting(tid)))
             .collect()
+    }
+
+    fn waiting(tid: u64) -> Waiting {
+        Waiting {
+            tid,
+            dest: WaitFor::Slot(tid as DestIdx),
+            src: Rc::new(Address::name("src")),
+            joined: 1,
+            turn: Turn::First,
+        }
+    }
+
+    #[test]
+    fn turns_go_by_round_then_arrival_and_background_last() {
+        let mut q = ResolveQueue::new(0);
+        // TIDs 1..=7 in arrival order, with their rounds (None: background).
+        for (tid, round) in [
+            (1, Some(2)),
+            (2, None),
+            (3, Some(0)),
+            (4, Some(1)),
+            (5, None),
+            (6, Some(0)),
+            (7, Some(1)),
+        ] {
+            q.push(round, waiting(tid));
+        }
+        // A client comes to wait for background lookup 5, in round 0.
+        q.promote(5, 0);
+        // One answered while it waited leaves its turn.
+        assert!(q.remove(6).is_some());
+        let order: Vec<u64> = core::iter::from_fn(|| q.next_turn().map(|w| w.tid)).collect();
+        assert_eq!(order, [3, 5, 4, 7, 1, 2]);
+        assert!(q.pending.is_empty());
+        assert!(q.background.is_empty());
+    }
+
+    #[test]
+    fn cancelled_lookups_leave_every_turn() {
+        let mut q = ResolveQueue::new(0);
+        q.push(Some(0), waiting(1));
+        q.push(Some(3), waiting(2));
+        q.push(None, waiting(3));
+        q.push(Some(0), waiting(4));
+        assert_eq!(q.remove_where(|w| w.tid != 4), 3);
+        assert_eq!(q.next_turn().map(|w| w.tid), Some(4));
+        assert!(q.next_turn().is_none());
     }
 
     #[test]

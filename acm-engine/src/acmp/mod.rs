@@ -4,10 +4,13 @@
 //!
 //! Requests for one destination share one resolution (coalescing); the only other
 //! serialization is the reference's credits (`resolve_depth`, `send_depth`), which are
-//! options, not built-in limits.
+//! options, not built-in limits. Address lookups take those credits in fair turns
+//! across clients, bounded per client and for NODELAY warm-ups, and are cancelled when
+//! nobody waits for them any more (`fair.rs`).
 
 mod dest;
 mod endpoint;
+mod fair;
 mod preload;
 mod protocol;
 mod resolve;
@@ -40,6 +43,8 @@ struct AcmpOptions {
     timeout_ms: u32,
     retries: u32,
     resolve_depth: u32,
+    max_pending_per_client: usize,
+    max_background_resolves: usize,
     send_depth: u32,
     recv_depth: u32,
     min_mtu: Mtu,
@@ -89,6 +94,8 @@ pub struct Acmp {
     timers: BTreeMap<(Instant, u64), Timer>,
     timer_seq: u64,
     next_token: u64,
+    /// What each client connection waits on (`fair.rs`).
+    clients: fair::Clients,
 }
 
 /// How long to wait before retrying a failed join.
@@ -107,6 +114,8 @@ impl Acmp {
             timeout_ms: o.timeout_ms,
             retries: o.retries,
             resolve_depth: o.resolve_depth.max(1),
+            max_pending_per_client: o.max_pending_per_client as usize,
+            max_background_resolves: o.max_background_resolves as usize,
             send_depth: o.send_depth.max(1),
             recv_depth: o.recv_depth,
             min_mtu: o.min_mtu,
@@ -129,6 +138,7 @@ impl Acmp {
             timers: BTreeMap::new(),
             timer_seq: 0,
             next_token: 1,
+            clients: fair::Clients::default(),
         }
     }
 
@@ -171,10 +181,7 @@ impl Acmp {
         let Some(ep) = self.eps.get_mut(&id) else {
             return;
         };
-        let mut replies = Vec::new();
-        for d in ep.dests.iter_mut() {
-            replies.append(&mut d.queue);
-        }
+        let replies = fair::take_all_queues(&mut self.clients, id, ep);
         for r in replies {
             Self::finish(Some(ep), cx, r, Outcome::Failed(status));
         }
@@ -221,6 +228,9 @@ impl Provider for Acmp {
             alloc::format!("timeout {} ms", o.timeout_ms),
             alloc::format!("retries {}", o.retries),
             alloc::format!("resolve depth {}", o.resolve_depth),
+            // Ours (issue 15): the bounds on what one client and NODELAY can start.
+            alloc::format!("maximum pending per client {}", o.max_pending_per_client),
+            alloc::format!("maximum background resolves {}", o.max_background_resolves),
             alloc::format!("send depth {}", o.send_depth),
             alloc::format!("receive depth {}", o.recv_depth),
             alloc::format!("minimum mtu {}", o.min_mtu.0),
@@ -321,7 +331,7 @@ impl Provider for Acmp {
         {
             if let Some(mut d) = ep.dests.remove(i) {
                 ep.unlink_waiting(i, &d.addr);
-                let queue = core::mem::take(&mut d.queue);
+                let queue = fair::take_queue(&mut self.clients, id, i, &mut d);
                 for r in queue {
                     Self::finish(Some(ep), cx, r, Outcome::Failed(Status::ENODATA));
                 }
@@ -348,6 +358,10 @@ impl Provider for Acmp {
         for id in ids {
             self.rejoin(cx, id);
         }
+    }
+
+    fn client_closed(&mut self, cx: &mut Ctx<'_>, conn: crate::ConnId) {
+        self.close_client(cx, conn);
     }
 
     fn perf(&self, id: EndpointId) -> Option<Counters> {

@@ -1,7 +1,7 @@
 //! Endpoint creation: the QP, route and address preloads (docs/ibacmp.md §8), loopback
 //! entries (docs/ibacmp.md §7), and what a port change does to the cache.
 
-use super::endpoint::{Ep, EpState, Group, SendQueue};
+use super::endpoint::{Ep, EpState, Group, ResolveQueue, SendQueue};
 use super::{Acmp, Dest, DestState};
 use crate::addr::Address;
 use crate::device::{PortAttrs, PortId};
@@ -100,10 +100,7 @@ impl Acmp {
             dests: super::dest::DestCache::default(),
             addrs: Vec::new(),
             counters: crate::Counters::default(),
-            resolve_q: SendQueue {
-                credits: self.opts.resolve_depth,
-                pending: Default::default(),
-            },
+            resolve_q: ResolveQueue::new(self.opts.resolve_depth),
             resp_q: SendQueue {
                 credits: self.opts.send_depth,
                 pending: Default::default(),

@@ -2,7 +2,7 @@
 //! through the resolve queue, retransmission and timeout, answering peers' requests, and
 //! matching responses.
 
-use super::endpoint::{Ep, Queued, Request, SendKind, WaitFor, Waiting};
+use super::endpoint::{Ep, Request, SendKind, Turn, WaitFor, Waiting};
 use super::{Acmp, DestState, Timer};
 use crate::addr::Address;
 use crate::counters::Counter;
@@ -20,8 +20,10 @@ use alloc::vec::Vec;
 use core::time::Duration;
 
 impl Acmp {
-    /// Starts an ACM resolve for `dest` from `src` (docs/protocol/acm-mad.md §4). The
-    /// request waits for a resolve-queue credit if none is free.
+    /// Starts an ACM resolve for `dest` from `src` (docs/protocol/acm-mad.md §4), in
+    /// turn `round` (`None`: in the background, nobody waits for it). The request waits
+    /// for a resolve-queue credit if none is free, and then for its turn
+    /// (`ResolveQueue`).
     pub(super) fn send_request(
         &mut self,
         cx: &mut Ctx<'_>,
@@ -29,6 +31,7 @@ impl Acmp {
         src: &Address,
         dest: &Address,
         slot: super::dest::DestIdx,
+        round: Option<u32>,
     ) -> Result<(), Status> {
         let limit = self.opts.send_queue;
         let Some(ep) = self.eps.get_mut(&id) else {
@@ -49,21 +52,26 @@ impl Acmp {
         );
         if ep.resolve_q.credits > 0 {
             ep.resolve_q.credits -= 1;
-            self.start_request(cx, id, tid, dest, src, joined);
+            self.start_request(cx, id, tid, dest, src, joined, round.is_none());
         } else {
             let src = ep.shared_src(src);
-            ep.resolve_q.pending.push_back(Queued::Request(Waiting {
-                tid,
-                dest: WaitFor::Slot(slot),
-                src,
-                joined,
-            }));
+            ep.resolve_q.push(
+                round,
+                Waiting {
+                    tid,
+                    dest: WaitFor::Slot(slot),
+                    src,
+                    joined,
+                    turn: Turn::First,
+                },
+            );
         }
         Ok(())
     }
 
     /// Builds request `tid`'s MAD (for `dest` from `src`, advertising the groups in
-    /// `joined`) and posts it; it holds a credit.
+    /// `joined`) and posts it; it holds a credit. `background`: nobody waits for it.
+    #[allow(clippy::too_many_arguments)]
     fn start_request(
         &mut self,
         cx: &mut Ctx<'_>,
@@ -72,6 +80,7 @@ impl Acmp {
         dest: &Address,
         src: &Address,
         joined: u32,
+        background: bool,
     ) {
         let tries = self.opts.retries + 1;
         let Some(ep) = self.eps.get_mut(&id) else {
@@ -88,6 +97,7 @@ impl Acmp {
                 tries,
                 sending: false,
                 expires: None,
+                background,
             },
         );
         self.post_request(cx, id, tid);
@@ -153,30 +163,29 @@ impl Acmp {
         }
     }
 
-    /// Gives a resolve-queue credit back and posts the next waiting request.
-    fn release_request_credit(&mut self, cx: &mut Ctx<'_>, id: EndpointId) {
+    /// Gives a resolve-queue credit back and posts the next waiting request, in turn
+    /// (`ResolveQueue::next_turn`).
+    pub(super) fn release_request_credit(&mut self, cx: &mut Ctx<'_>, id: EndpointId) {
         let Some(ep) = self.eps.get_mut(&id) else {
             return;
         };
-        while let Some(p) = ep.resolve_q.pending.pop_front() {
-            let Queued::Request(w) = p else { continue };
+        while let Some(w) = ep.resolve_q.next_turn() {
             // While it waited for a credit, the destination may have become known (a
             // peer's request taught us its address): then there is nothing to ask. The
             // reference sends it anyway; on a large fabric that is most of the traffic.
             let Some((dest, slot)) = ep.waiting_dest(&w.dest) else {
                 continue;
             };
-            let still_asking = slot
+            let Some(d) = slot
                 .and_then(|i| ep.dests.get(i))
-                .is_some_and(|d| d.state == DestState::QueryAddr);
-            if !still_asking {
+                .filter(|d| d.state == DestState::QueryAddr)
+            else {
                 continue;
-            }
-            ep.resolve_q.free_if_empty();
-            self.start_request(cx, id, w.tid, &dest, &w.src, w.joined);
+            };
+            let background = d.queue.is_empty();
+            self.start_request(cx, id, w.tid, &dest, &w.src, w.joined, background);
             return;
         }
-        ep.resolve_q.free_if_empty();
         ep.resolve_q.credits += 1;
     }
 
@@ -499,7 +508,7 @@ impl Acmp {
         let Some(d) = ep.dests.get_mut(idx) else {
             return;
         };
-        let queue = core::mem::take(&mut d.queue);
+        let queue = super::fair::take_queue(&mut self.clients, id, idx, d);
         let path = d.path;
         for r in queue {
             let outcome = if status == Status::SUCCESS {

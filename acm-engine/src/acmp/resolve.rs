@@ -2,9 +2,10 @@
 //! client lookup walks it, coalescing, NODELAY.
 
 use super::endpoint::EpState;
-use super::{Acmp, DestState};
+use super::{Acmp, DestState, fair};
 use crate::addr::Address;
 use crate::counters::Counter;
+use crate::counters::LookupEvent;
 use crate::io::EndpointId;
 use crate::log::{Level, log};
 use crate::provider::{Ctx, Outcome, PendingReply, Resolve};
@@ -104,11 +105,26 @@ impl Acmp {
         flags: EpFlags,
         reply: PendingReply,
     ) {
+        let existed = self
+            .eps
+            .get(&id)
+            .is_some_and(|e| e.dests.find(&dest).is_some());
         let Some((idx, reply)) = self.slot(cx, id, &dest, reply) else {
             return;
         };
         let Some((state, reply)) = self.check_ready(cx, id, idx, reply) else {
             return;
+        };
+        let nodelay = flags.contains(EpFlags::NODELAY);
+        // NODELAY requests are answered at once and wait on nothing: no round.
+        let round = if nodelay {
+            None
+        } else {
+            let Some(r) = self.admit(cx, id, idx, &reply) else {
+                self.forget_fresh(id, idx, existed);
+                return self.fail(cx, id, reply, Status::ENOMEM);
+            };
+            Some(r)
         };
         match state {
             DestState::AddrResolved => {
@@ -123,7 +139,17 @@ impl Acmp {
                 }
             }
             DestState::Init => {
-                if let Err(e) = self.send_request(cx, id, &src, &dest, idx) {
+                if nodelay
+                    && self.eps.get_mut(&id).is_some_and(|ep| {
+                        Self::background_lookups(ep) >= self.opts.max_background_resolves
+                    })
+                {
+                    // The NODELAY answer (ENODATA) as always, without the warm-up.
+                    cx.count_lookup(LookupEvent::BackgroundDropped);
+                    self.forget_fresh(id, idx, existed);
+                    return self.enqueue(cx, id, idx, flags, reply, round);
+                }
+                if let Err(e) = self.send_request(cx, id, &src, &dest, idx, round) {
                     return self.fail(cx, id, reply, e);
                 }
                 if let Some(d) = self.eps.get_mut(&id).and_then(|e| e.dests.get_mut(idx)) {
@@ -132,7 +158,7 @@ impl Acmp {
             }
             _ => {}
         }
-        self.enqueue(cx, id, idx, flags, reply);
+        self.enqueue(cx, id, idx, flags, reply, round);
     }
 
     fn resolve_path(
@@ -149,11 +175,24 @@ impl Acmp {
         } else {
             Address::gid(p.dgid())
         };
+        let existed = self
+            .eps
+            .get(&id)
+            .is_some_and(|e| e.dests.find(&key).is_some());
         let Some((idx, reply)) = self.slot(cx, id, &key, reply) else {
             return;
         };
         let Some((state, reply)) = self.check_ready(cx, id, idx, reply) else {
             return;
+        };
+        let round = if flags.contains(EpFlags::NODELAY) {
+            None
+        } else {
+            let Some(r) = self.admit(cx, id, idx, &reply) else {
+                self.forget_fresh(id, idx, existed);
+                return self.fail(cx, id, reply, Status::ENOMEM);
+            };
+            Some(r)
         };
         match state {
             DestState::Init | DestState::AddrResolved => {
@@ -167,7 +206,7 @@ impl Acmp {
             }
             _ => {}
         }
-        self.enqueue(cx, id, idx, flags, reply);
+        self.enqueue(cx, id, idx, flags, reply, round);
     }
 
     /// INIT path resolve (docs/ibacmp.md §3): the query record from the request and the
@@ -229,6 +268,23 @@ impl Acmp {
         }
     }
 
+    /// Removes cache entry `idx`, made for a request that was then refused, so that a
+    /// flood of refused requests leaves no entries behind (`existed`: it was there
+    /// before the request).
+    fn forget_fresh(&mut self, id: EndpointId, idx: super::dest::DestIdx, existed: bool) {
+        if existed {
+            return;
+        }
+        if let Some(ep) = self.eps.get_mut(&id)
+            && ep
+                .dests
+                .get(idx)
+                .is_some_and(|d| d.state == DestState::Init && d.queue.is_empty())
+        {
+            ep.dests.remove(idx);
+        }
+    }
+
     fn set_init(&mut self, id: EndpointId, idx: super::dest::DestIdx) {
         if let Some(d) = self.eps.get_mut(&id).and_then(|e| e.dests.get_mut(idx)) {
             d.state = DestState::Init;
@@ -240,7 +296,8 @@ impl Acmp {
     }
 
     /// The *queue* step: NODELAY answers ENODATA now (the lookup goes on in the
-    /// background); otherwise the request waits on the destination.
+    /// background); otherwise the request waits on the destination, its client's lookup
+    /// in turn `round` (`Acmp::admit`).
     fn enqueue(
         &mut self,
         cx: &mut Ctx<'_>,
@@ -248,6 +305,7 @@ impl Acmp {
         idx: super::dest::DestIdx,
         flags: EpFlags,
         reply: PendingReply,
+        round: Option<u32>,
     ) {
         let limit = self.opts.queued_per_dest;
         let Some(ep) = self.eps.get_mut(&id) else {
@@ -261,12 +319,18 @@ impl Acmp {
             return Self::finish(Some(ep), cx, reply, Outcome::Failed(Status::ENOMEM));
         }
         if let Some(d) = ep.dests.get_mut(idx) {
+            let first = d.queue.is_empty();
+            let querying = d.state == DestState::QueryAddr;
+            fair::note_wait(&mut self.clients, id, idx, &reply);
             // Most destinations only ever have one request waiting: room for one, not
             // the four a first push allocates.
             if d.queue.capacity() == 0 {
                 d.queue.reserve_exact(1);
             }
             d.queue.push(reply);
+            if first && querying {
+                Self::promote(ep, idx, round.unwrap_or(0));
+            }
         }
     }
 }

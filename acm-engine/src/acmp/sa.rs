@@ -352,7 +352,7 @@ impl Acmp {
             "{dest} status={:#x}",
             status.0
         );
-        let queue = core::mem::take(&mut d.queue);
+        let queue = super::fair::take_queue(&mut self.clients, id, i, d);
         match data {
             Some(data) if status == Status::SUCCESS => {
                 d.path.copy_from_slice(&data[..64]);

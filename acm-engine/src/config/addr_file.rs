@@ -79,7 +79,8 @@ impl AddrFile {
     /// * a pkey that is neither `default` nor entirely hex is an [`Severity::Error`], and
     ///   the line is skipped.
     #[must_use]
-    pub fn parse(file: &str, text: &str) -> (Self, Vec<Diagnostic>) {
+    pub fn parse(file: &str, text: &(impl AsRef<[u8]> + ?Sized)) -> (Self, Vec<Diagnostic>) {
+        let text = text.as_ref();
         let mut lines = Vec::new();
         let mut diags = Vec::new();
         for (line, chunk) in lex::chunks(text, lex::LINE_120) {
@@ -137,6 +138,70 @@ impl AddrFile {
             },
             diags,
         )
+    }
+}
+
+impl AddrFile {
+    /// What is wrong with the lines naming device `device` (case-insensitively), whose
+    /// ports' pkey tables are `pkeys` (port 1 first): a port it does not have, or a pkey
+    /// none of that port's entries has (the membership bit ignored). Such lines never
+    /// give an endpoint an address, and the reference drops them without a word.
+    #[must_use]
+    pub fn check_device(&self, device: &str, pkeys: &[&[u16]]) -> Vec<Diagnostic> {
+        let mut out = Vec::new();
+        for l in self
+            .lines
+            .iter()
+            .filter(|l| l.device.eq_ignore_ascii_case(device))
+        {
+            let Some(table) = usize::from(l.port)
+                .checked_sub(1)
+                .and_then(|i| pkeys.get(i))
+            else {
+                out.push(Diagnostic::new(
+                    &self.file,
+                    l.line,
+                    Severity::Warning,
+                    format!(
+                        "device {device} has no port {}; '{}' is not used",
+                        l.port, l.text
+                    ),
+                ));
+                continue;
+            };
+            if let PkeySpec::Value(v) = l.pkey
+                && !table.iter().any(|p| (p | 0x8000) == (v | 0x8000))
+            {
+                out.push(Diagnostic::new(
+                    &self.file,
+                    l.line,
+                    Severity::Warning,
+                    format!(
+                        "port {} of device {device} has no pkey {v:#06x}; '{}' is not used",
+                        l.port, l.text
+                    ),
+                ));
+            }
+        }
+        out
+    }
+
+    /// The lines naming none of `devices` (compared case-insensitively): for a caller
+    /// that knows every device there is (the engine learns them one at a time).
+    #[must_use]
+    pub fn unknown_devices(&self, devices: &[&str]) -> Vec<Diagnostic> {
+        self.lines
+            .iter()
+            .filter(|l| !devices.iter().any(|d| l.device.eq_ignore_ascii_case(d)))
+            .map(|l| {
+                Diagnostic::new(
+                    &self.file,
+                    l.line,
+                    Severity::Warning,
+                    format!("no device {}; '{}' is not used", l.device, l.text),
+                )
+            })
+            .collect()
     }
 }
 
@@ -328,9 +393,54 @@ ok dev 1 default
         assert!(!c.matches("mlx5_0", 1, 0x7ffe, 0x1234));
     }
 
+    #[test]
+    fn lines_naming_a_missing_port_or_pkey_are_warned() {
+        let text = "a mlx5_0 1 default\nb mlx5_0 99 default\nc MLX5_0 1 0x12345\nd mlx5_0 2 7fff\ne mlx5_9 1 default\n";
+        let (f, d) = parse(text);
+        assert!(d.is_empty());
+        let got: Vec<String> = f
+            .check_device("mlx5_0", &[&[0xffff], &[0xffff, 0x8001]])
+            .iter()
+            .map(|d| alloc::format!("{d}"))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "ibacm_addr.cfg:2: device mlx5_0 has no port 99; 'b' is not used",
+                "ibacm_addr.cfg:3: port 1 of device mlx5_0 has no pkey 0x2345; 'c' is not used",
+            ]
+        );
+        let got: Vec<usize> = f
+            .unknown_devices(&["mlx5_0"])
+            .iter()
+            .map(|d| d.line)
+            .collect();
+        assert_eq!(got, [5]);
+        assert!(f.check_device("mlx5_9", &[&[0xffff]]).is_empty());
+    }
+
+    #[test]
+    fn latin1_bytes_do_not_break_the_file() {
+        let text =
+            b"# \xe9quipe r\xe9seau\ncaf\xe9 fakeib0 1 default\nfakehost fakeib0 1 default\n";
+        let (f, d) = AddrFile::parse("ibacm_addr.cfg", &text[..]);
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(f.lines.len(), 2);
+        // The name keeps its bytes (what a client sends to resolve it).
+        assert_eq!(f.lines[0].address.ty, AddrType::NAME);
+        assert_eq!(f.lines[0].address.bytes.until_nul(), b"caf\xe9");
+        assert_eq!(f.lines[1].address, Address::name("fakehost"));
+    }
+
     quickcheck::quickcheck! {
         fn never_panics(text: String) -> bool {
             let _ = AddrFile::parse("f", &text);
+            true
+        }
+
+        fn never_panics_on_bytes(bytes: Vec<u8>) -> bool {
+            let (f, _) = AddrFile::parse("f", &bytes);
+            let _ = f.check_device("dev", &[&[0xffff]]);
             true
         }
 

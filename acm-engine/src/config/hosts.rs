@@ -27,7 +27,11 @@ pub struct HostEntry {
 /// must be IPv6 text, or the line is skipped with a [`Severity::Error`]. A line with a
 /// single field is skipped with a [`Severity::Notice`]; blank lines silently.
 #[must_use]
-pub fn parse_hosts(file: &str, text: &str) -> (Vec<HostEntry>, Vec<Diagnostic>) {
+pub fn parse_hosts(
+    file: &str,
+    text: &(impl AsRef<[u8]> + ?Sized),
+) -> (Vec<HostEntry>, Vec<Diagnostic>) {
+    let text = text.as_ref();
     let mut entries = Vec::new();
     let mut diags = Vec::new();
     for (line, chunk) in lex::chunks(text, lex::LINE_120) {
@@ -174,6 +178,16 @@ h4 10.0.0.1
         assert!(d.is_empty());
         assert_eq!(e[0].line, 1);
         assert_eq!(e[0].gid, Gid::from_parts(0xfe80_0000_0000_0000, 5));
+    }
+
+    #[test]
+    fn latin1_bytes_do_not_break_the_file() {
+        let text = b"# h\xf4tes\nn\xe9ud fe80::1\nfakehost fe80::2\n";
+        let (entries, d) = parse_hosts("ibacm_hosts.data", &text[..]);
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(entries.len(), 2);
+        assert_eq!(entries[0].address.bytes.until_nul(), b"n\xe9ud");
+        assert_eq!(entries[1].line, 3);
     }
 
     quickcheck::quickcheck! {

@@ -11,8 +11,10 @@
 //!
 //! Nothing here fails on a file. The reference logs a bad line and carries on, so every
 //! parser returns what it could read plus a list of [`Diagnostic`]s for the daemon to log.
-//! The parsers never touch the file system; the caller reads the file and passes its text
-//! and its name (used only in diagnostics).
+//! The parsers never touch the file system; the caller reads the file and passes its
+//! bytes and its name (used only in diagnostics). The text is bytes, not UTF-8, as the
+//! reference reads it: a Latin-1 byte in a comment or a name must not cost the file
+//! (names keep their bytes; messages show them lossily).
 
 pub mod addr_file;
 pub mod diagnostic;
@@ -24,8 +26,9 @@ pub use addr_file::{AddrFile, AddrFileLine, PkeySpec};
 pub use diagnostic::{Diagnostic, Severity};
 pub use hosts::{HostEntry, parse_hosts};
 pub use options::{
-    AddrPreload, AddrProt, BUILTIN_PROVIDER, DAEMON_OPTIONS, LoopbackProt, OptionLine, Options,
-    ProviderRule, ProviderTarget, RoutePreload, RouteProt, ServerMode, expiry_minutes,
+    AddrPreload, AddrProt, BUILTIN_PROVIDER, DAEMON_OPTIONS, DEFAULT_RESOLVE_DEPTH, LoopbackProt,
+    OptionLine, Options, ProviderRule, ProviderTarget, RoutePreload, RouteProt, ServerMode,
+    expiry_minutes,
 };
 pub use route_data::{RouteData, RoutePath, RouteSection};
 
@@ -56,10 +59,9 @@ mod lex {
     /// lines produce nothing (every parser ignores them anyway). A chunk is cut at its
     /// first NUL byte, because C sees the buffer as a NUL-terminated string. Chunks are
     /// bytes, not `str`, because a cut may fall inside a UTF-8 sequence.
-    pub(super) fn chunks(text: &str, max_line_len: usize) -> impl Iterator<Item = (usize, &[u8])> {
+    pub(super) fn chunks(text: &[u8], max_line_len: usize) -> impl Iterator<Item = (usize, &[u8])> {
         let max = max_line_len.max(1);
-        text.as_bytes()
-            .split(|&b| b == b'\n')
+        text.split(|&b| b == b'\n')
             .enumerate()
             .flat_map(move |(i, line)| line.chunks(max).map(move |c| (i + 1, until_nul(c))))
     }
@@ -284,7 +286,7 @@ mod lex {
         fn chunks_split_like_fgets() {
             let long = "a".repeat(250);
             let text = alloc::format!("x\n\n{long}\r\n# c\nlast");
-            let got: Vec<(usize, &[u8])> = chunks(&text, 119).collect();
+            let got: Vec<(usize, &[u8])> = chunks(text.as_bytes(), 119).collect();
             assert_eq!(got.len(), 6);
             assert_eq!(got[0], (1, &b"x"[..]));
             assert_eq!(got[1].0, 3);
@@ -297,7 +299,7 @@ mod lex {
 
         #[test]
         fn chunks_cut_at_nul_and_never_empty_width() {
-            let got: Vec<_> = chunks("ab\0cd\n", 0).collect();
+            let got: Vec<_> = chunks(b"ab\0cd\n", 0).collect();
             assert_eq!(
                 got,
                 [
@@ -308,7 +310,7 @@ mod lex {
                     (1, &b"d"[..])
                 ]
             );
-            let got: Vec<_> = chunks("ab\0cd", 119).collect();
+            let got: Vec<_> = chunks(b"ab\0cd", 119).collect();
             assert_eq!(got, [(1, &b"ab"[..])]);
         }
 

@@ -16,6 +16,56 @@ use alloc::vec::Vec;
 /// `provider <name> default` line says otherwise (docs/daemon.md §4).
 pub const BUILTIN_PROVIDER: &str = "ibacmp";
 
+/// The accepted range of every numeric option (inclusive). A value below its minimum
+/// (or with no digits) is warned and leaves the setting unchanged (the default, unless
+/// an earlier line set it); a value above its maximum is warned and clamped to it.
+pub mod range {
+    /// `log_level`: 0 basic, 1 configuration, 2 every operation.
+    pub const LOG_LEVEL: (i32, i32) = (0, 2);
+    /// `umad_debug_level`: 0 off, more is more libibumad output.
+    pub const UMAD_DEBUG_LEVEL: (i32, i32) = (0, i32::MAX);
+    /// `server_port`: a TCP port (the reference kept the low 16 bits of any number).
+    pub const SERVER_PORT: (u16, u16) = (1, u16::MAX);
+    /// `timeout` in ms: at least 1 (0 would retry at once), at most 10 minutes.
+    pub const TIMEOUT: (u32, u32) = (1, 600_000);
+    /// `retries`: each retry of an unanswered lookup costs a whole `timeout` more.
+    pub const RETRIES: (u32, u32) = (0, 100);
+    /// `sa_depth`: SA MADs outstanding per port.
+    pub const SA_DEPTH: (u32, u32) = (1, 1024);
+    /// `addr_timeout`, `route_timeout` in minutes; −1 is never.
+    pub const EXPIRY: (i32, i32) = (-1, i32::MAX);
+    /// `resolve_depth`, `send_depth`: MADs outstanding per endpoint (each outstanding
+    /// resolve is a multicast every host receives).
+    pub const DEPTH: (u32, u32) = (1, 256);
+    /// `recv_depth`: receive buffers posted per endpoint.
+    pub const RECV_DEPTH: (u32, u32) = (1, 65_536);
+    /// `max_pending_per_client`.
+    pub const MAX_PENDING_PER_CLIENT: (u32, u32) = (1, 65_536);
+    /// `max_background_resolves` (0: NODELAY never leaves a lookup behind).
+    pub const MAX_BACKGROUND_RESOLVES: (u32, u32) = (0, 65_536);
+}
+
+/// The default `resolve_depth` (the reference's is 1).
+///
+/// A lookup nobody answers holds its credit for the whole retry cycle (4 s with the
+/// reference fabric's `timeout 1000` and `retries 1`, 9 s with the defaults): at depth
+/// 1 a single unreachable destination makes every other new destination of the
+/// endpoint wait that long. At depth D, fewer than D such lookups delay nobody; more,
+/// from one client, delay another client's new destination by one lookup (credits go
+/// round-robin over the clients); more, one per client, are served in turn, D at a
+/// time. Depth costs multicast traffic when every host starts resolving at once: each
+/// outstanding request is a MAD every host receives. Measured on the simulator
+/// (`cargo run --release -p acm-io-sim --example resolve_depth`, figures in
+/// BENCHMARKS.md, "Issue 15"): a new destination asked beside 4 unanswered lookups
+/// waits 3.5 s at depths 1 to 4 and 114 µs at 8; beside 256 unanswered lookups of 256
+/// clients, 1,036 s at depth 1, 129 s at 8, 64 s at 16; a 256-host all-to-all storm is
+/// answered in the same 16.3 ms at every depth but sends 512 ACM MADs at depth 1,
+/// 2,816 at 4, 5,888 at 8 and 12,032 at 16. 8 absorbs a handful of dead destinations
+/// and divides a many-client miss storm by 8, for about 11 times the storm's
+/// multicasts; 16 would double that traffic again for a benefit only when 8 or more
+/// lookups go unanswered at once.
+pub const DEFAULT_RESOLVE_DEPTH: u32 = 8;
+
 /// Where the daemon listens for clients (`server_mode`,
 /// docs/protocol/client-messages.md §1), so the daemon can pick its socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -145,8 +195,8 @@ pub struct Options {
     /// `lock_file`: the pid/lock file.
     pub lock_file: String,
     /// `server_port`: TCP port for `loop`/`open`. The reference stores `atoi(value)` in a
-    /// 16-bit short, so the value is the low 16 bits of the `atoi` result (junk reads
-    /// as 0, `70000` as 4464, `-1` as 65535).
+    /// 16-bit short (`70000` became 4464, `-1` 65535); here values outside 1..=65535
+    /// are warned ([`range::SERVER_PORT`]).
     pub server_port: u16,
     /// `server_mode`.
     pub server_mode: ServerMode,
@@ -158,12 +208,13 @@ pub struct Options {
     /// `support_ips_in_addr_cfg`: whether IP literals in the address file are accepted
     /// (the engine applies it; [`crate::config::AddrFile`] keeps every line).
     pub support_ips_in_addr_cfg: bool,
-    /// `timeout` in ms: the SA MAD timeout and the extra ACM retry interval. `atoi`'s
-    /// result converted as C converts an int to unsigned (negative values wrap).
+    /// `timeout` in ms: the SA MAD timeout and the extra ACM retry interval. The
+    /// reference wrapped negative values (`-5` became 4294967291); here they are
+    /// warned and ignored ([`range::TIMEOUT`]).
     pub timeout_ms: u32,
-    /// `retries`: SA MAD retries and ACM retransmissions (converted like `timeout_ms`).
+    /// `retries`: SA MAD retries and ACM retransmissions ([`range::RETRIES`]).
     pub retries: u32,
-    /// `sa_depth`: outstanding SA MADs per port (converted like `timeout_ms`).
+    /// `sa_depth`: outstanding SA MADs per port ([`range::SA_DEPTH`]).
     pub sa_depth: u32,
     /// `provider` lines, in file order.
     pub providers: Vec<ProviderRule>,
@@ -178,8 +229,22 @@ pub struct Options {
     pub route_timeout: i32,
     /// `loopback_prot`.
     pub loopback_prot: LoopbackProt,
-    /// `resolve_depth`: outstanding ACM resolves per endpoint.
+    /// `resolve_depth`: outstanding ACM address lookups per endpoint. The reference's
+    /// default is 1; ours is [`DEFAULT_RESOLVE_DEPTH`] (why: there). `resolve_depth 1`
+    /// behaves as the reference does.
     pub resolve_depth: u32,
+    /// `max_pending_per_client` (not in the reference): how many distinct destinations
+    /// one client connection may wait on at once. A request for one more is answered
+    /// ENOMEM at once, for that client only; cache hits and requests joining a lookup
+    /// the client already waits on are always served. librdmacm and libacm ask one
+    /// thing at a time per connection, so only a flood reaches the bound.
+    pub max_pending_per_client: u32,
+    /// `max_background_resolves` (not in the reference): how many lookups per endpoint
+    /// may run, or wait for a credit, with nobody waiting for them (the warm-up a
+    /// NODELAY miss leaves behind). A NODELAY miss beyond it is answered ENODATA as
+    /// always, but starts no lookup. Background lookups only get a credit when no
+    /// lookup someone waits for is queued.
+    pub max_background_resolves: u32,
     /// `send_depth`: outstanding ACM responses per endpoint.
     pub send_depth: u32,
     /// `recv_depth`: receive buffers per endpoint.
@@ -221,7 +286,9 @@ impl Default for Options {
             route_prot: RouteProt::Sa,
             route_timeout: -1,
             loopback_prot: LoopbackProt::Local,
-            resolve_depth: 1,
+            resolve_depth: DEFAULT_RESOLVE_DEPTH,
+            max_pending_per_client: 64,
+            max_background_resolves: 64,
             send_depth: 1,
             recv_depth: 1024,
             min_mtu: Mtu::MTU_2048,
@@ -281,10 +348,6 @@ fn daemon_option(name: &[u8]) -> Option<&'static str> {
 }
 
 /// `s` without C whitespace at either end.
-fn c_trim(s: &str) -> &str {
-    s.trim_matches(|c: char| u8::try_from(c).is_ok_and(lex::is_c_space))
-}
-
 /// ASCII case-insensitive equality, as `strcasecmp` in the C locale.
 fn eq(a: &[u8], b: &str) -> bool {
     a.eq_ignore_ascii_case(b.as_bytes())
@@ -325,6 +388,96 @@ impl Parser<'_> {
         n
     }
 
+    /// A numeric option with a range (see [`Options`]): `None` (setting left unchanged,
+    /// with a warning) when the value has no digits or is below `min`; `max` (with a
+    /// warning) when it is above. Trailing junk after the digits is warned and ignored.
+    /// The reference reads these with `atoi` and keeps whatever comes out (`timeout -5`
+    /// became 4294967291 ms, a lookup that never ends; `log_level banana` 0), silently.
+    fn ranged(
+        &mut self,
+        line: usize,
+        name: &[u8],
+        value: &[u8],
+        min: i64,
+        max: i64,
+    ) -> Option<i64> {
+        let (n, end) = lex::strtol(value, 10);
+        if end == 0 {
+            self.diag(
+                line,
+                Severity::Warning,
+                format!(
+                    "value '{}' of option '{}' is not a number; setting left unchanged",
+                    text(value),
+                    text(name)
+                ),
+            );
+            return None;
+        }
+        if end != value.len() {
+            self.diag(
+                line,
+                Severity::Warning,
+                format!(
+                    "value '{}' of option '{}' is not a number; read as {n}",
+                    text(value),
+                    text(name)
+                ),
+            );
+        }
+        if n < min {
+            self.diag(
+                line,
+                Severity::Warning,
+                format!(
+                    "option '{}' {n} is below its minimum {min}; setting left unchanged",
+                    text(name)
+                ),
+            );
+            return None;
+        }
+        if n > max {
+            self.diag(
+                line,
+                Severity::Warning,
+                format!(
+                    "option '{}' {n} is above its maximum {max}; using {max}",
+                    text(name)
+                ),
+            );
+            return Some(max);
+        }
+        Some(n)
+    }
+
+    /// [`Parser::ranged`] for an unsigned option: sets `*slot` when the value is usable.
+    fn set_u32(
+        &mut self,
+        line: usize,
+        name: &[u8],
+        value: &[u8],
+        range: (u32, u32),
+        slot: fn(&mut Options) -> &mut u32,
+    ) {
+        if let Some(n) = self.ranged(line, name, value, range.0.into(), range.1.into()) {
+            *slot(&mut self.opts) = n as u32;
+        }
+    }
+
+    /// [`Parser::ranged`] for a signed option.
+    fn set_i32(
+        &mut self,
+        line: usize,
+        name: &[u8],
+        value: &[u8],
+        range: (i32, i32),
+        slot: fn(&mut Options) -> &mut i32,
+    ) {
+        if let Some(n) = self.ranged(line, name, value, range.0.into(), range.1.into()) {
+            *slot(&mut self.opts) = n as i32;
+        }
+    }
+
     /// The warning for an enumerated value that the reference does not know.
     fn unchanged(&mut self, line: usize, name: &[u8], value: &[u8]) {
         self.diag(
@@ -343,11 +496,19 @@ impl Parser<'_> {
         let lower = name.to_ascii_lowercase();
         match lower.as_slice() {
             b"log_file" => self.opts.log_file = text(value),
-            b"log_level" => self.opts.log_level = self.int(line, name, value),
-            b"umad_debug_level" => self.opts.umad_debug_level = self.int(line, name, value),
+            b"log_level" => self.set_i32(line, name, value, range::LOG_LEVEL, |o| &mut o.log_level),
+            b"umad_debug_level" => {
+                self.set_i32(line, name, value, range::UMAD_DEBUG_LEVEL, |o| {
+                    &mut o.umad_debug_level
+                });
+            }
             b"lock_file" => self.opts.lock_file = text(value),
-            // `(short) atoi(value)`: the low 16 bits.
-            b"server_port" => self.opts.server_port = self.int(line, name, value) as u16,
+            b"server_port" => {
+                let (min, max) = range::SERVER_PORT;
+                if let Some(n) = self.ranged(line, name, value, min.into(), max.into()) {
+                    self.opts.server_port = n as u16;
+                }
+            }
             b"server_mode" => {
                 self.opts.server_mode = if eq(value, "open") {
                     ServerMode::Open
@@ -385,10 +546,9 @@ impl Parser<'_> {
             b"support_ips_in_addr_cfg" => {
                 self.opts.support_ips_in_addr_cfg = self.int(line, name, value) != 0;
             }
-            // C's int-to-unsigned conversion: negative values wrap.
-            b"timeout" => self.opts.timeout_ms = self.int(line, name, value) as u32,
-            b"retries" => self.opts.retries = self.int(line, name, value) as u32,
-            b"sa_depth" => self.opts.sa_depth = self.int(line, name, value) as u32,
+            b"timeout" => self.set_u32(line, name, value, range::TIMEOUT, |o| &mut o.timeout_ms),
+            b"retries" => self.set_u32(line, name, value, range::RETRIES, |o| &mut o.retries),
+            b"sa_depth" => self.set_u32(line, name, value, range::SA_DEPTH, |o| &mut o.sa_depth),
             b"addr_prot" => {
                 if eq(value, "acm") {
                     self.opts.addr_prot = AddrProt::Acm;
@@ -396,7 +556,9 @@ impl Parser<'_> {
                     self.unchanged(line, name, value);
                 }
             }
-            b"addr_timeout" => self.opts.addr_timeout = self.int(line, name, value),
+            b"addr_timeout" => {
+                self.set_i32(line, name, value, range::EXPIRY, |o| &mut o.addr_timeout);
+            }
             b"route_prot" => {
                 if eq(value, "sa") {
                     self.opts.route_prot = RouteProt::Sa;
@@ -407,7 +569,7 @@ impl Parser<'_> {
                 }
             }
             b"route_timeout" if name == b"route_timeout" => {
-                self.opts.route_timeout = self.int(line, name, value);
+                self.set_i32(line, name, value, range::EXPIRY, |o| &mut o.route_timeout);
             }
             b"route_timeout" => self.diag(
                 line,
@@ -426,9 +588,23 @@ impl Parser<'_> {
                     self.unchanged(line, name, value);
                 }
             }
-            b"resolve_depth" => self.opts.resolve_depth = self.int(line, name, value) as u32,
-            b"send_depth" => self.opts.send_depth = self.int(line, name, value) as u32,
-            b"recv_depth" => self.opts.recv_depth = self.int(line, name, value) as u32,
+            b"resolve_depth" => {
+                self.set_u32(line, name, value, range::DEPTH, |o| &mut o.resolve_depth);
+            }
+            b"max_pending_per_client" => {
+                self.set_u32(line, name, value, range::MAX_PENDING_PER_CLIENT, |o| {
+                    &mut o.max_pending_per_client
+                });
+            }
+            b"max_background_resolves" => {
+                self.set_u32(line, name, value, range::MAX_BACKGROUND_RESOLVES, |o| {
+                    &mut o.max_background_resolves
+                });
+            }
+            b"send_depth" => self.set_u32(line, name, value, range::DEPTH, |o| &mut o.send_depth),
+            b"recv_depth" => {
+                self.set_u32(line, name, value, range::RECV_DEPTH, |o| &mut o.recv_depth);
+            }
             b"min_mtu" => {
                 let n = self.int(line, name, value);
                 self.opts.min_mtu = mtu_from_bytes(n).unwrap_or_else(|| {
@@ -548,7 +724,9 @@ impl Options {
     ///   over-long name spills into the value); lines with fewer than 2 are ignored.
     /// * Names are case-insensitive, except `route_timeout`; unknown names are ignored
     ///   (a [`Severity::Notice`]). A later line overrides an earlier one.
-    /// * Numbers are read with `atoi` (junk reads as 0, with a warning).
+    /// * Numbers are checked against [`range`]: no digits or below the minimum leaves
+    ///   the setting unchanged, above the maximum clamps, both with a warning (the
+    ///   reference's `atoi` read junk as 0 and wrapped negatives, silently).
     /// * An unrecognised value of an enumerated option leaves it unchanged (a warning);
     ///   `server_mode`, `min_mtu` and `min_rate` fall back to unix, 2048 and 10 instead.
     /// * `provider` lines are read by a separate pass in 128-byte chunks
@@ -556,13 +734,14 @@ impl Options {
     /// * A line that starts with one of our [`DAEMON_OPTIONS`] is kept whole, whatever
     ///   its length, in [`Options::daemon_options`]; the reference ignores such lines.
     #[must_use]
-    pub fn parse(file: &str, text: &str) -> (Self, Vec<Diagnostic>) {
+    pub fn parse(file: &str, text: &(impl AsRef<[u8]> + ?Sized)) -> (Self, Vec<Diagnostic>) {
+        let text = text.as_ref();
         let mut p = Parser {
             file,
             opts: Self::default(),
             diags: Vec::new(),
         };
-        let whole: Vec<&str> = text.split('\n').collect();
+        let whole: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
         // The line of the chunk before, to tell a line's first chunk from the rest.
         let mut previous = 0;
         // A daemon option's line, read whole: its other chunks are not options.
@@ -579,11 +758,11 @@ impl Options {
                 && let Some(d) = daemon_option(name)
                 && let Some(text) = whole.get(line - 1)
             {
-                let value = c_trim(text).get(name.len()..).unwrap_or_default();
+                let value = lex::trim(text).get(name.len()..).unwrap_or_default();
                 p.opts.daemon_options.push(OptionLine {
                     line,
                     name: d,
-                    value: String::from(c_trim(value)),
+                    value: self::text(lex::trim(value)),
                 });
                 taken = line;
                 continue;
@@ -701,7 +880,7 @@ mod tests {
         assert_eq!(o.route_prot, RouteProt::Sa);
         assert_eq!(o.route_timeout, -1);
         assert_eq!(o.loopback_prot, LoopbackProt::Local);
-        assert_eq!((o.resolve_depth, o.send_depth, o.recv_depth), (1, 1, 1024));
+        assert_eq!((o.resolve_depth, o.send_depth, o.recv_depth), (8, 1, 1024));
         assert_eq!(o.min_mtu, Mtu(4));
         assert_eq!(o.min_rate, Rate(3));
         assert_eq!(o.route_preload, RoutePreload::None);
@@ -812,6 +991,8 @@ addr_data_file /h
             route_timeout: 30,
             loopback_prot: LoopbackProt::None,
             resolve_depth: 2,
+            max_pending_per_client: 64,
+            max_background_resolves: 64,
             send_depth: 3,
             recv_depth: 16,
             min_mtu: Mtu::MTU_4096,
@@ -932,29 +1113,107 @@ addr_data_file /h
     }
 
     #[test]
-    fn numbers_use_atoi() {
+    fn numbers_are_range_checked() {
         let (o, d) = parse("retries 3x\ntimeout junk\nlog_level -2\nserver_port 70000\n");
-        assert_eq!(o.retries, 3);
-        assert_eq!(o.timeout_ms, 0);
-        assert_eq!(o.log_level, -2);
-        assert_eq!(o.server_port, 70000u32 as u16);
+        assert_eq!(o.retries, 3, "trailing junk: the number, with a warning");
+        assert_eq!(o.timeout_ms, 2000, "no digits: unchanged");
+        assert_eq!(o.log_level, 0, "below the minimum: unchanged");
+        assert_eq!(o.server_port, 65535, "above the maximum: clamped");
         assert_eq!(
             severities(&d),
-            [(1, Severity::Warning), (2, Severity::Warning)]
+            [
+                (1, Severity::Warning),
+                (2, Severity::Warning),
+                (3, Severity::Warning),
+                (4, Severity::Warning)
+            ]
         );
         assert_eq!(
             d[0].message,
             "value '3x' of option 'retries' is not a number; read as 3"
         );
-        assert_eq!(only("server_port -1").server_port, 65535);
-        assert_eq!(only("server_port x").server_port, 0);
-        assert_eq!(only("timeout -1").timeout_ms, u32::MAX);
+        assert_eq!(
+            d[1].message,
+            "value 'junk' of option 'timeout' is not a number; setting left unchanged"
+        );
+        assert_eq!(
+            d[2].message,
+            "option 'log_level' -2 is below its minimum 0; setting left unchanged"
+        );
+        assert_eq!(
+            d[3].message,
+            "option 'server_port' 70000 is above its maximum 65535; using 65535"
+        );
         assert!(!only("support_ips_in_addr_cfg 0").support_ips_in_addr_cfg);
         assert!(!only("support_ips_in_addr_cfg yes").support_ips_in_addr_cfg);
         assert!(only("support_ips_in_addr_cfg -1").support_ips_in_addr_cfg);
         assert_eq!(only("umad_debug_level 1").umad_debug_level, 1);
         assert_eq!(only("addr_timeout 10").addr_timeout, 10);
-        assert_eq!(only("sa_depth 0").sa_depth, 0);
+        // An earlier line's value survives a bad later one.
+        assert_eq!(only("timeout 500\ntimeout -5").timeout_ms, 500);
+    }
+
+    /// The values issue 15 found wrapping silently, and every numeric option at and
+    /// past its bounds: each out-of-range value warns with file and line.
+    #[test]
+    fn every_numeric_option_warns_out_of_range() {
+        type Get = fn(&Options) -> i64;
+        let cases: [(&str, Get, i64); 7] = [
+            ("timeout -5", |o| o.timeout_ms.into(), 2000),
+            ("retries 99999999999", |o| o.retries.into(), 100),
+            ("send_depth -1", |o| o.send_depth.into(), 1),
+            ("log_level banana", |o| o.log_level.into(), 0),
+            ("resolve_depth 0", |o| o.resolve_depth.into(), 8),
+            ("sa_depth 0", |o| o.sa_depth.into(), 1),
+            ("addr_timeout -2", |o| o.addr_timeout.into(), 1440),
+        ];
+        for (text, get, want) in cases {
+            let (o, d) = Options::parse("ibacm_opts.cfg", &format!("# a comment\n{text}\n"));
+            assert_eq!(get(&o), want, "{text}");
+            assert_eq!(severities(&d), [(2, Severity::Warning)], "{text}: {d:?}");
+            assert!(
+                format!("{}", d[0]).starts_with("ibacm_opts.cfg:2: "),
+                "{}",
+                d[0]
+            );
+        }
+        let bounds: [(&str, i64, i64); 14] = [
+            ("log_level", 0, 2),
+            ("umad_debug_level", 0, i64::from(i32::MAX)),
+            ("server_port", 1, 65535),
+            ("timeout", 1, 600_000),
+            ("retries", 0, 100),
+            ("sa_depth", 1, 1024),
+            ("addr_timeout", -1, i64::from(i32::MAX)),
+            ("route_timeout", -1, i64::from(i32::MAX)),
+            ("resolve_depth", 1, 256),
+            ("send_depth", 1, 256),
+            ("recv_depth", 1, 65_536),
+            ("max_pending_per_client", 1, 65_536),
+            ("max_background_resolves", 0, 65_536),
+            ("timeout", 1, 600_000),
+        ];
+        for (name, min, max) in bounds {
+            let (_, d) = parse(&format!("{name} {min}\n{name} {max}\n"));
+            assert!(d.is_empty(), "{name} at its bounds: {d:?}");
+            let (o, d) = parse(&format!("{name} {}\n", min - 1));
+            assert_eq!(severities(&d), [(1, Severity::Warning)], "{name} below");
+            assert_eq!(o, Options::default(), "{name} below: unchanged");
+            let (_, d) = parse(&format!("{name} {}\n", max + 1));
+            assert_eq!(severities(&d), [(1, Severity::Warning)], "{name} above");
+            assert!(d[0].message.ends_with(&format!("using {max}")), "{name}");
+        }
+    }
+
+    #[test]
+    fn latin1_bytes_do_not_break_the_file() {
+        let text =
+            b"# r\xe9glages du d\xe9mon\nretries 4\nlock_file /run/ibacm-\xe9.pid\ntimeout 9\xe9\n";
+        let (o, d) = Options::parse("ibacm_opts.cfg", &text[..]);
+        assert_eq!(o.retries, 4);
+        assert_eq!(o.lock_file, "/run/ibacm-\u{fffd}.pid");
+        assert_eq!(o.timeout_ms, 9);
+        assert_eq!(severities(&d), [(4, Severity::Warning)]);
     }
 
     #[test]

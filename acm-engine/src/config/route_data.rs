@@ -95,7 +95,8 @@ impl RouteData {
     ///   detection); `<dlid> : UNREACHABLE` lines are skipped silently, malformed ones
     ///   with a warning, and lines before the first header with a notice.
     #[must_use]
-    pub fn parse(file: &str, text: &str) -> (Self, Vec<Diagnostic>) {
+    pub fn parse(file: &str, text: &(impl AsRef<[u8]> + ?Sized)) -> (Self, Vec<Diagnostic>) {
+        let text = text.as_ref();
         /// Where the parse is: before any header, in a section, or after a bad header.
         enum State {
             Outside,

@@ -84,11 +84,18 @@ impl Engine {
     pub(crate) fn client_closed(&mut self, conn: ConnId) {
         // Replies still owed to it are dropped when they come (`Core::deliver`).
         let conns = &mut self.core.conns;
-        conns.remove(&conn);
+        let waiting = conns.remove(&conn).is_some_and(|st| st.pending > 0);
         // A table that held many connections gives room back as they close (halving
         // when under a quarter full: the rehash is paid for by the closes since).
         if conns.capacity() > 64 && conns.len() * 4 < conns.capacity() {
             conns.shrink_to(conns.len() * 2);
+        }
+        // Then the providers may stop what only this client waited for (if it waited
+        // for anything: most connections close once answered).
+        if waiting {
+            for i in 0..self.providers.len() {
+                self.with_provider(i, |p, cx| p.client_closed(cx, conn));
+            }
         }
     }
 

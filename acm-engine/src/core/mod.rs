@@ -91,6 +91,8 @@ pub(crate) struct Core {
     pub(crate) log_level: Level,
     pub(crate) out: VecDeque<Output>,
     pub(crate) counters: Counters,
+    /// What the providers' lookup bounds did ([`crate::Engine::lookup_counters`]).
+    pub(crate) lookup_counters: crate::LookupCounters,
     pub(crate) tid: u32,
     /// Devices in discovery order (walks go in reverse).
     pub(crate) devices: Vec<Device>,
@@ -124,6 +126,7 @@ impl Core {
             log_level,
             out: VecDeque::new(),
             counters: Counters::default(),
+            lookup_counters: crate::LookupCounters::default(),
             tid: first_tid(seed),
             devices: Vec::new(),
             endpoints: Vec::new(),

@@ -103,6 +103,9 @@ impl Engine {
         header.data[1] = 0;
         header.data[2] = 0;
         let config = found.and_then(|ep| self.ep_config(ep));
+        // The request's status byte is not echoed: a client that sends a non-zero one
+        // (the protocol says 0, but nothing checks) must still read success as 0.
+        header.status = Status::SUCCESS;
         if config.is_none() {
             log!(
                 self.core,

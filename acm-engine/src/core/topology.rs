@@ -15,6 +15,14 @@ use core::net::IpAddr;
 impl Engine {
     pub(crate) fn device_added(&mut self, desc: DeviceDesc) {
         log!(self.core, Level::Basic, "acm_open_dev", "{}", desc.name);
+        // Address-file lines for this device that can never apply (a port it lacks, a
+        // pkey its port lacks) are said once, here, with their file and line.
+        if let Some(file) = &self.core.config.addr_file {
+            let pkeys: Vec<&[u16]> = desc.ports.iter().map(|p| p.pkeys.as_slice()).collect();
+            for d in file.check_device(&desc.name, &pkeys) {
+                log!(self.core, Level::Basic, "config", "{d}");
+            }
+        }
         let ports = desc
             .ports
             .iter()

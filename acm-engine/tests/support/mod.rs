@@ -4,6 +4,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod capture_order;
+pub mod engine_fuzz;
 pub mod fabric;
 pub mod reference;
 pub mod reference_fabric;
