@@ -71,7 +71,8 @@ impl<T: HexInt> de::Visitor<'_> for HexVisitor<T> {
 
 /// A list of pkeys, each as the parent module reads and writes them.
 pub(super) mod list {
-    use super::{self as hex, HexVisitor};
+    use super::HexVisitor;
+    use crate::spec::hex;
     use core::fmt;
     use core::marker::PhantomData;
     use serde::de::{self, DeserializeSeed, SeqAccess};
