@@ -43,6 +43,9 @@ pub mod range {
     pub const MAX_PENDING_PER_CLIENT: (u32, u32) = (1, 65_536);
     /// `max_background_resolves` (0: NODELAY never leaves a lookup behind).
     pub const MAX_BACKGROUND_RESOLVES: (u32, u32) = (0, 65_536);
+    /// `kernel_timeout` in ms: 0 leaves the kernel's wait alone; the kernel itself keeps
+    /// any other value within 100 to 200,000 ms.
+    pub const KERNEL_TIMEOUT: (u32, u32) = (0, 200_000);
 }
 
 /// The default `resolve_depth` (the reference's is 1).
@@ -245,6 +248,12 @@ pub struct Options {
     /// always, but starts no lookup. Background lookups only get a credit when no
     /// lookup someone waits for is queued.
     pub max_background_resolves: u32,
+    /// `kernel_timeout` (not in the reference): how long, in ms, the kernel should wait
+    /// for the daemon's answer to each of its path and address requests before it asks
+    /// the SA itself (docs/protocol/netlink-ls.md §8). 0, the default, leaves the
+    /// kernel's own wait (2000 ms) alone, as the reference does; the daemon answers
+    /// every kernel request within the wait either way.
+    pub kernel_timeout: u32,
     /// `send_depth`: outstanding ACM responses per endpoint.
     pub send_depth: u32,
     /// `recv_depth`: receive buffers per endpoint.
@@ -289,6 +298,7 @@ impl Default for Options {
             resolve_depth: DEFAULT_RESOLVE_DEPTH,
             max_pending_per_client: 64,
             max_background_resolves: 64,
+            kernel_timeout: 0,
             send_depth: 1,
             recv_depth: 1024,
             min_mtu: Mtu::MTU_2048,
@@ -599,6 +609,11 @@ impl Parser<'_> {
             b"max_background_resolves" => {
                 self.set_u32(line, name, value, range::MAX_BACKGROUND_RESOLVES, |o| {
                     &mut o.max_background_resolves
+                });
+            }
+            b"kernel_timeout" => {
+                self.set_u32(line, name, value, range::KERNEL_TIMEOUT, |o| {
+                    &mut o.kernel_timeout
                 });
             }
             b"send_depth" => self.set_u32(line, name, value, range::DEPTH, |o| &mut o.send_depth),
@@ -993,6 +1008,7 @@ addr_data_file /h
             resolve_depth: 2,
             max_pending_per_client: 64,
             max_background_resolves: 64,
+            kernel_timeout: 0,
             send_depth: 3,
             recv_depth: 16,
             min_mtu: Mtu::MTU_4096,
@@ -1177,7 +1193,7 @@ addr_data_file /h
                 d[0]
             );
         }
-        let bounds: [(&str, i64, i64); 14] = [
+        let bounds: [(&str, i64, i64); 15] = [
             ("log_level", 0, 2),
             ("umad_debug_level", 0, i64::from(i32::MAX)),
             ("server_port", 1, 65535),
@@ -1191,6 +1207,7 @@ addr_data_file /h
             ("recv_depth", 1, 65_536),
             ("max_pending_per_client", 1, 65_536),
             ("max_background_resolves", 0, 65_536),
+            ("kernel_timeout", 0, 200_000),
             ("timeout", 1, 600_000),
         ];
         for (name, min, max) in bounds {
