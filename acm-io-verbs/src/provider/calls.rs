@@ -39,7 +39,10 @@ impl ProviderLibrary {
     /// # Errors
     /// The callback is missing or failed.
     pub fn open_device(&self, dev: &Device) -> Result<Context, CallError> {
-        let f = self.table().open_device.ok_or(self.missing("open_device"))?;
+        let f = self
+            .table()
+            .open_device
+            .ok_or(self.missing("open_device"))?;
         let mut ctx = std::ptr::null_mut();
         // SAFETY: `dev` owns a live `struct acm_device` that outlives the call (and every
         // context made from it, which the caller keeps in `Rc` order); `ctx` is a valid
@@ -65,7 +68,10 @@ impl ProviderLibrary {
     /// # Errors
     /// The callback is missing or failed.
     pub fn open_endpoint(&self, ep: &Endpoint, port: &Context) -> Result<Context, CallError> {
-        let f = self.table().open_endpoint.ok_or(self.missing("open_endpoint"))?;
+        let f = self
+            .table()
+            .open_endpoint
+            .ok_or(self.missing("open_endpoint"))?;
         let mut ctx = std::ptr::null_mut();
         // SAFETY: as in `open_device`.
         let ret = unsafe { f(ep.as_ptr(), port.0, &raw mut ctx) };
@@ -77,7 +83,10 @@ impl ProviderLibrary {
     /// # Errors
     /// The callback is missing or failed.
     pub fn add_address(&self, addr: &LocalAddress, ep: &Context) -> Result<Context, CallError> {
-        let f = self.table().add_address.ok_or(self.missing("add_address"))?;
+        let f = self
+            .table()
+            .add_address
+            .ok_or(self.missing("add_address"))?;
         let mut ctx = std::ptr::null_mut();
         // SAFETY: as in `open_device`.
         let ret = unsafe { f(addr.as_ptr(), ep.0, &raw mut ctx) };
@@ -141,10 +150,14 @@ impl ProviderLibrary {
     /// # Errors
     /// The callback is missing or failed.
     pub fn handle_event(&self, port: &Context, event: i32) -> Result<(), CallError> {
-        let f = self.table().handle_event.ok_or(self.missing("handle_event"))?;
+        let f = self
+            .table()
+            .handle_event
+            .ok_or(self.missing("handle_event"))?;
         // SAFETY: `port.0` is the provider's port context.
         let ret = unsafe { f(port.0, event) };
-        self.check("handle_event", ret, std::ptr::null_mut()).map(drop)
+        self.check("handle_event", ret, std::ptr::null_mut())
+            .map(drop)
     }
 
     /// `query_perf`: the endpoint's counters, as many as the provider reports.

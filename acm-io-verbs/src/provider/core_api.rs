@@ -8,7 +8,9 @@
 //! core's objects without finding it registered. The behaviour follows the reference's
 //! (docs/providers.md §3).
 
-use super::abi::{ACM_MSG_LEN, AcmEndpoint, AcmPort, AcmSaMad, IbUserMad, SaHandlerFn, UmadSaPacket};
+use super::abi::{
+    ACM_MSG_LEN, AcmEndpoint, AcmPort, AcmSaMad, IbUserMad, SaHandlerFn, UmadSaPacket,
+};
 use super::registry::{MadEntry, SaRequest, SaToken, registry, services};
 use acm_proto::Rate;
 use acm_proto::client::AddrType;
@@ -84,7 +86,11 @@ pub unsafe extern "C" fn acm_format_name(
         return;
     };
     let text = super::format::address(ty, a);
-    let out: &[u8] = if ty == AddrType::NAME { a } else { text.as_bytes() };
+    let out: &[u8] = if ty == AddrType::NAME {
+        a
+    } else {
+        text.as_bytes()
+    };
     let n = out.len().min(name_size - 1);
     // SAFETY: `name` is writable for `name_size` bytes and `n + 1 <= name_size`.
     unsafe {
@@ -213,7 +219,10 @@ pub extern "C" fn acm_get_rate(width: u8, speed: u8) -> c_int {
         4 => 8,
         8 => 12,
         _ => {
-            log(0, &format!("acm_get_rate: ERROR - unknown link width 0x{width:x}\n"));
+            log(
+                0,
+                &format!("acm_get_rate: ERROR - unknown link width 0x{width:x}\n"),
+            );
             return 0;
         }
     };

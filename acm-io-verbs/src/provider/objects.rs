@@ -14,6 +14,7 @@ use std::rc::Rc;
 
 /// A device's verbs context, for `acm_device.verbs`: kept open while a provider may use
 /// it.
+#[derive(Clone)]
 pub struct VerbsHandle {
     ptr: NonNull<c_void>,
     _keep: Rc<dyn std::any::Any>,
@@ -50,7 +51,9 @@ impl Device {
     #[must_use]
     pub fn new(guid: u64, verbs: Option<VerbsHandle>) -> Rc<Self> {
         let raw = Box::new(AcmDevice {
-            verbs: verbs.as_ref().map_or(std::ptr::null_mut(), |v| v.ptr.as_ptr()),
+            verbs: verbs
+                .as_ref()
+                .map_or(std::ptr::null_mut(), |v| v.ptr.as_ptr()),
             dev_guid: guid.to_be(),
         });
         Rc::new(Self { raw, _verbs: verbs })
