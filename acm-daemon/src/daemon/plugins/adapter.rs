@@ -122,8 +122,10 @@ impl CProvider {
         }
     }
 
-    /// Logs a failed callback with the library's file.
-    fn failed(&self, cx: &mut Ctx<'_>, e: &acm_io_verbs::provider::CallError) {
+    /// Logs a failed callback with the library's file, after what the provider logged
+    /// during the call.
+    fn failed(&mut self, cx: &mut Ctx<'_>, e: &acm_io_verbs::provider::CallError) {
+        self.drain(cx);
         let file = self.lib.path().display().to_string();
         Self::log(cx, Level::Basic, "acm_provider", format!("{file}: {e}"));
     }
