@@ -243,3 +243,43 @@ fn ibacm_exports_the_core_api_to_providers() {
         );
     }
 }
+
+/// Debian's own provider (package `ibacm`).
+const DEBIAN_LIBIBACMP: &str = "/usr/lib/x86_64-linux-gnu/ibacm/libibacmp.so";
+
+#[test]
+fn debian_libibacmp_loads_and_is_refused_cleanly_on_the_simulated_fabric() {
+    assert!(
+        Path::new(DEBIAN_LIBIBACMP).exists(),
+        "{DEBIAN_LIBIBACMP} is missing: install Debian's ibacm package"
+    );
+    let dir = TempDir::new("prov-debian");
+    let libs = dir.subdir("libs");
+    // A copy: a symbolic link would be skipped before it is even opened.
+    std::fs::copy(DEBIAN_LIBIBACMP, libs.join("libibacmp.so")).unwrap();
+    // With the built-in registered, its name is taken.
+    {
+        let run = TempDir::new("prov-debian-builtin");
+        let mut d = start(&run, &options(&libs, ""));
+        d.assert_running();
+        assert!(acme(&d, &["-e", "1"]).contains(",1,ibacmp,"));
+        let log = log(&run);
+        assert!(
+            log.contains("libibacmp.so: provider 'ibacmp' is loaded already; skipped"),
+            "{log}"
+        );
+    }
+    // Without it, the library would serve, but it calls verbs on the device context,
+    // which the simulated fabric does not have: refused, and the port has no provider.
+    let mut d = start(&dir, &options(&libs, "builtin_provider no\n"));
+    d.assert_running();
+    let log = log(&dir);
+    assert!(
+        log.contains("libibacmp.so: provider 'ibacmp' calls verbs itself"),
+        "{log}"
+    );
+    assert!(log.contains("no provider for port 1"), "{log}");
+    let out = acme(&d, &RESOLVE);
+    assert!(!out.contains("Path information"), "{out}");
+    d.assert_running();
+}

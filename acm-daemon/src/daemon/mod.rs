@@ -186,7 +186,10 @@ fn start(args: &Args, life: &mut Life) -> Result<(), Failure> {
     for line in config::core_option_lines(&shown, &opts.path, &addr_display) {
         log.log(Level::Basic, "acm_log_options", &line);
     }
-    let plugins = plugins::Plugins::load(o, &opts.path.display().to_string(), &mut |l| {
+    // Only the hardware backend gives providers a verbs context.
+    let verbs = !matches!(args.fabric, FabricArg::Sim { .. } | FabricArg::Hub { .. });
+    let opts_file = opts.path.display().to_string();
+    let plugins = plugins::Plugins::load(o, &opts_file, verbs, &mut |l| {
         log.log(Level::Basic, "acm_open_providers", &l);
     });
     let ctx = Ctx {

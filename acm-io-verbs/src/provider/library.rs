@@ -6,19 +6,21 @@
 use super::abi::{ACM_PROV_VERSION, AcmProvider, ProviderQueryFn};
 use super::error::LoadError;
 use std::ffi::CStr;
+use std::mem::ManuallyDrop;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 
 /// A loaded provider library and the callback table it handed over.
 ///
-/// The library stays mapped as long as this value lives; the callback table points into
-/// it. Not `Send`: the callbacks are called from the daemon's event-loop thread only.
+/// A library, once opened, is never unloaded, even when it is refused or this value
+/// drops: its constructor may have started threads (libibacmp's do) that would run on
+/// in unmapped code. Not `Send`: the callbacks are called from the daemon's event-loop
+/// thread only.
 pub struct ProviderLibrary {
     path: PathBuf,
     name: String,
     table: NonNull<AcmProvider>,
-    // Last: dropped after everything that may point into it.
-    _lib: libloading::Library,
+    lib: ManuallyDrop<libloading::Library>,
 }
 
 impl std::fmt::Debug for ProviderLibrary {
@@ -43,10 +45,24 @@ impl ProviderLibrary {
         &self.path
     }
 
+    /// Whether the library calls verbs itself (its dependencies bring `libibverbs`):
+    /// such a provider needs a real `acm_device.verbs`, and would crash on the null one
+    /// of a fabric without verbs.
+    #[must_use]
+    pub fn uses_verbs(&self) -> bool {
+        // SAFETY: only the symbol's presence is looked at; it is never called. `dlsym`
+        // on the library's handle searches the library and its dependencies only.
+        unsafe {
+            self.lib
+                .get::<*const std::ffi::c_void>(b"ibv_query_device\0")
+        }
+        .is_ok()
+    }
+
     pub(crate) fn table(&self) -> &AcmProvider {
         // SAFETY: `table` came non-null from `provider_query`, which hands out a
-        // provider structure that lives as long as the library; the library is owned by
-        // `self` and unmapped only when `self` drops, after this borrow ends.
+        // provider structure that lives as long as the library, which is never
+        // unloaded.
         unsafe { self.table.as_ref() }
     }
 
@@ -62,6 +78,7 @@ impl ProviderLibrary {
             path: path.to_owned(),
             reason: e.to_string(),
         })?;
+        let lib = ManuallyDrop::new(lib);
         // SAFETY: the symbol is declared by acm_prov.h with exactly this signature.
         let query: libloading::Symbol<'_, ProviderQueryFn> =
             unsafe { lib.get(b"provider_query\0") }.map_err(|e| LoadError::NoQuery {
@@ -116,7 +133,7 @@ impl ProviderLibrary {
             path: path.to_owned(),
             name,
             table,
-            _lib: lib,
+            lib,
         })
     }
 }

@@ -34,9 +34,13 @@ pub struct Plugins {
 
 impl Plugins {
     /// Loads every provider of `o.provider_lib_path`, logging each file that is used or
-    /// not and why; `opts_file` is what `acm_get_opts_file` returns.
-    pub fn load(o: &Options, opts_file: &str, log: &mut dyn FnMut(String)) -> Self {
+    /// not and why; `opts_file` is what `acm_get_opts_file` returns. Without `verbs`
+    /// (the simulated fabrics, whose devices have no verbs context), a library that
+    /// calls verbs itself is skipped: it would crash on the null context.
+    pub fn load(o: &Options, opts_file: &str, verbs: bool, log: &mut dyn FnMut(String)) -> Self {
         let shared = Arc::new(Shared::new(o.log_level, opts_file));
+        // Before any library is opened: their constructors may log already.
+        let installed = install_core(shared.clone());
         let builtin = o.builtin_provider;
         if !builtin {
             log("builtin_provider no: the built-in ibacmp is not registered".into());
@@ -46,9 +50,13 @@ impl Plugins {
             names.push(BUILTIN_PROVIDER.to_owned());
         }
         let mut libs = Vec::new();
-        let found = match scan(Path::new(&o.provider_lib_path)) {
-            Ok(f) => f,
-            Err(e) => {
+        let found = match (installed, scan(Path::new(&o.provider_lib_path))) {
+            (Ok(()), Ok(f)) => f,
+            (Err(e), _) => {
+                log(format!("{e}; no provider library is loaded"));
+                Vec::new()
+            }
+            (_, Err(e)) => {
                 log(e.to_string());
                 Vec::new()
             }
@@ -65,6 +73,15 @@ impl Plugins {
                         ));
                         continue;
                     }
+                    if !verbs && lib.uses_verbs() {
+                        log(format!(
+                            "{}: provider '{}' calls verbs itself, and this fabric's devices \
+                             have no verbs context; skipped",
+                            lib.path().display(),
+                            lib.name()
+                        ));
+                        continue;
+                    }
                     log(format!(
                         "{}: loaded provider '{}'",
                         lib.path().display(),
@@ -76,12 +93,6 @@ impl Plugins {
                 }
                 Err(e) => log(e.to_string()),
             }
-        }
-        if !libs.is_empty()
-            && let Err(e) = install_core(shared.clone())
-        {
-            log(format!("{e}; the loaded providers are not used"));
-            libs.clear();
         }
         Self {
             builtin,
@@ -167,7 +178,7 @@ mod tests {
         let mut c = EngineConfig::default();
         c.options.provider_lib_path = "/nonexistent/acm-providers".into();
         let mut lines = Vec::new();
-        let p = Plugins::load(&c.options, "/etc/x", &mut |l| lines.push(l));
+        let p = Plugins::load(&c.options, "/etc/x", false, &mut |l| lines.push(l));
         assert!(!p.has_libraries());
         assert!(
             lines[0].contains("cannot read the provider directory"),
