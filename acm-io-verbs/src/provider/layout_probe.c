@@ -45,7 +45,7 @@ static const struct acm_layout_entry entries[] = {
 	{ "alignof acm_sa_mad", _Alignof(struct acm_sa_mad) },
 	{ "alignof acm_address", _Alignof(struct acm_address) },
 	{ "IBV_EVENT_CLIENT_REREGISTER", IBV_EVENT_CLIENT_REREGISTER },
-	{ "ACM_PROV_VERSION", ACM_PROV_VERSION },
+	{ "version ACM_PROV_VERSION", ACM_PROV_VERSION },
 };
 
 const struct acm_layout_entry *acm_layout_entries(size_t *count)

@@ -107,7 +107,7 @@ fn rust_layout() -> Vec<(&'static str, usize)> {
             "IBV_EVENT_CLIENT_REREGISTER",
             IBV_EVENT_CLIENT_REREGISTER as usize,
         ),
-        ("ACM_PROV_VERSION", ACM_PROV_VERSION as usize),
+        ("version ACM_PROV_VERSION", ACM_PROV_VERSION as usize),
     ]
 }
 
