@@ -4,7 +4,7 @@
 //! arguments and calls [`acm_core_write`].
 //!
 //! Providers call these from any of their threads: they touch only the registry and the
-//! installed services ([`super::registry`]), and never trust a pointer to one of the
+//! installed services (`registry.rs`), and never trust a pointer to one of the
 //! core's objects without finding it registered. The behaviour follows the reference's
 //! (docs/providers.md §3).
 
@@ -294,8 +294,11 @@ pub extern "C" fn acm_alloc_sa_mad(
 
 /// `acm_free_sa_mad`: releases a MAD from [`acm_alloc_sa_mad`]; anything else is logged
 /// and left alone.
+///
+/// # Safety
+/// Any pointer is looked up before use; the MAD must not be in use by another thread.
 #[unsafe(no_mangle)]
-pub extern "C" fn acm_free_sa_mad(mad: *mut AcmSaMad) {
+pub unsafe extern "C" fn acm_free_sa_mad(mad: *mut AcmSaMad) {
     if registry().mads.remove(&(mad as usize)).is_some() {
         // SAFETY: the address was registered by `acm_alloc_sa_mad`, which made it with
         // `Box::into_raw`, and is now unregistered, so it is released exactly once.
@@ -307,8 +310,12 @@ pub extern "C" fn acm_free_sa_mad(mad: *mut AcmSaMad) {
 
 /// `acm_send_sa_mad`: sends the MAD on its endpoint's port through the core's SA agent;
 /// the answer comes to the MAD's handler. 0 when taken.
+///
+/// # Safety
+/// Any pointer is looked up before use; the provider must not write the MAD while it is
+/// being sent.
 #[unsafe(no_mangle)]
-pub extern "C" fn acm_send_sa_mad(mad: *mut AcmSaMad) -> c_int {
+pub unsafe extern "C" fn acm_send_sa_mad(mad: *mut AcmSaMad) -> c_int {
     let entry = registry().mads.get(&(mad as usize)).copied();
     let (Some(entry), Some(s)) = (entry, services()) else {
         log(0, "acm_send_sa_mad: Error: not an SA MAD of the core\n");

@@ -53,7 +53,7 @@ static SERVICES: OnceLock<Arc<dyn CoreServices>> = OnceLock::new();
 pub struct AlreadyInstalled;
 
 /// Installs the daemon's services for every provider of this process, and keeps the
-/// exported functions linked in (see [`super::core_api::keep`]).
+/// exported functions linked in (`core_api.rs` takes their addresses).
 ///
 /// # Errors
 /// Called twice.

@@ -136,7 +136,7 @@ impl CProvider {
             match ev {
                 Event::Resolved { id, msg } => self.answer(cx, id, false, &msg),
                 Event::Queried { id, msg } => self.answer(cx, id, true, &msg),
-                Event::Sa(req) => self.send_sa(cx, req),
+                Event::Sa(req) => self.send_sa(cx, *req),
                 Event::Counter(i) => {
                     if let Some(c) = counter(i) {
                         cx.count(c);

@@ -144,7 +144,7 @@ impl Plugins {
 
 /// How long a library has to answer a request before the core answers ETIMEDOUT: an
 /// address lookup and a route lookup, each with the options' timeout and retries
-/// (`2 × timeout × (retries + 1)`), at least [`MIN_BUDGET`].
+/// (`2 × timeout × (retries + 1)`), at least 100 ms.
 #[must_use]
 pub fn budget(config: &EngineConfig) -> Duration {
     let o = &config.options;

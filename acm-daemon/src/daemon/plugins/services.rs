@@ -26,8 +26,8 @@ pub enum Event {
         /// The message.
         msg: Vec<u8>,
     },
-    /// `acm_send_sa_mad`.
-    Sa(SaRequest),
+    /// `acm_send_sa_mad` (boxed: the MAD is 256 bytes, the other events a few words).
+    Sa(Box<SaRequest>),
     /// `acm_increment_counter`.
     Counter(usize),
     /// `acm_write`, already formatted: origin (the C function name before `: `, when
@@ -190,7 +190,10 @@ impl CoreServices for Shared {
     }
 
     fn send_sa(&self, request: SaRequest) -> i32 {
-        self.push((request.endpoint >> 32) as Slot, Event::Sa(request));
+        self.push(
+            (request.endpoint >> 32) as Slot,
+            Event::Sa(Box::new(request)),
+        );
         0
     }
 
