@@ -224,6 +224,33 @@ fn a_provider_that_never_answers_gets_etimedout_from_the_core() {
 }
 
 #[test]
+fn a_late_answer_is_dropped_after_the_core_answered_etimedout() {
+    let dir = TempDir::new("prov-late");
+    let libs = dir.subdir("libs");
+    // Budget: 2 × 200 ms × 1 = 400 ms; the provider answers after 800 ms.
+    build(&libs, "slow.so", &["-DSLOW_MS=800", "-DPROV_NAME=\"slow\""]);
+    let mut d = start(&dir, &options(&libs, "provider slow default\n"));
+    let out = acme(&d, &RESOLVE);
+    assert!(
+        out.contains("ib_acm_resolve_ip failed: Connection timed out"),
+        "{out}\n{}",
+        d.diagnostics()
+    );
+    // The answer still comes, later: dropped, and said so.
+    let start = std::time::Instant::now();
+    while !log(&dir).contains("slow: late or unknown resolve answer") {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no line for the late answer\n{}",
+            d.diagnostics()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    d.assert_running();
+    assert!(acme(&d, &["-e", "1"]).contains(",1,slow,"));
+}
+
+#[test]
 fn ibacm_exports_the_core_api_to_providers() {
     let out = run_bounded(
         {
