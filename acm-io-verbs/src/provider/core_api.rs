@@ -425,3 +425,98 @@ pub(crate) fn keep() {
         acm_core_log_level as *const () as usize,
     ]);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::objects::{Device, Endpoint, Port};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn rates_and_mtus_follow_the_reference_tables() {
+        assert_eq!(acm_get_rate(2, 1), 3); // 4x SDR: 10 Gb/s
+        assert_eq!(acm_get_rate(2, 8), 7); // 4x FDR10: 40 Gb/s
+        assert_eq!(acm_get_rate(8, 32), 18); // 12x EDR: 300 Gb/s
+        assert_eq!(acm_get_rate(16, 1), 0); // 2x: unknown to the reference
+        assert_eq!(acm_get_rate(1, 64), 0); // HDR: unknown to the reference
+        assert_eq!(acm_convert_mtu(4096), 5);
+        assert_eq!(acm_convert_mtu(1500), 4);
+        assert_eq!(acm_convert_rate(2), 2);
+        assert_eq!(acm_convert_rate(56), 12);
+        assert_eq!(acm_convert_rate(7), 3);
+    }
+
+    #[test]
+    fn gids_and_masks() {
+        let zero = [0u8; 16];
+        let mut one = [0u8; 16];
+        one[15] = 1;
+        // SAFETY: both point at 16 readable bytes.
+        unsafe {
+            assert_eq!(ib_any_gid(zero.as_ptr()), 1);
+            assert_eq!(ib_any_gid(one.as_ptr()), 0);
+        }
+        let mut path = [0u8; 64];
+        acm_proto::path_record::PathRecordPacket::new_unchecked(&mut path[..]).set_dlid(2);
+        // SAFETY: a whole 64-byte record.
+        let mask = u64::from_be(unsafe { acm_path_comp_mask(path.as_ptr()) });
+        assert_eq!(mask, PathRecordRepr::parse(&path).unwrap().sa_comp_mask().0);
+        assert_ne!(mask, 0);
+    }
+
+    #[test]
+    fn the_port_table_answers_gid_lookups() {
+        let dev = Device::new(0x1234, None);
+        let mut g1 = [0u8; 16];
+        g1[0] = 0xfe;
+        g1[15] = 7;
+        let port = Port::new(&dev, 1, vec![[9; 16], g1]);
+        let p = port.as_ptr();
+        let mut out = [0u8; 16];
+        // SAFETY: `out` has 16 writable bytes, `g1` 16 readable ones.
+        unsafe {
+            assert_eq!(acm_get_gid(p, 1, out.as_mut_ptr()), 0);
+            assert_eq!(out, g1);
+            assert_eq!(acm_get_gid(p, 2, out.as_mut_ptr()), -1);
+            assert_eq!(acm_gid_index(p, g1.as_ptr()), 1);
+            assert_eq!(acm_gid_index(p, [1u8; 16].as_ptr()), 2, "absent: the count");
+        }
+        drop(port);
+        // SAFETY: as above; the port is no longer registered.
+        assert_eq!(unsafe { acm_get_gid(p, 0, out.as_mut_ptr()) }, -1);
+    }
+
+    static HANDLED: AtomicUsize = AtomicUsize::new(0);
+
+    unsafe extern "C" fn handler(mad: *mut AcmSaMad) {
+        // SAFETY: the core calls the handler with the live MAD it was given for.
+        let m = unsafe { &*mad };
+        assert_eq!(m.umad.status, 0);
+        assert_eq!(m.sa_mad.0[..4], [1, 3, 2, 0x81]);
+        HANDLED.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the MAD came from acm_alloc_sa_mad and is not used after this.
+        unsafe { acm_free_sa_mad(mad) };
+    }
+
+    #[test]
+    fn sa_mads_exist_only_for_registered_endpoints_and_reach_their_handler() {
+        assert!(acm_alloc_sa_mad(std::ptr::null(), std::ptr::null_mut(), None).is_null());
+        let dev = Device::new(1, None);
+        let port = Port::new(&dev, 1, Vec::new());
+        let ep = Endpoint::new(&port, 0xffff, 77);
+        let mad = acm_alloc_sa_mad(ep.as_ptr(), std::ptr::null_mut(), Some(handler));
+        assert!(!mad.is_null());
+        let token = SaToken(mad as usize);
+        assert_eq!(
+            registry().mads.get(&(mad as usize)).map(|e| e.endpoint),
+            Some(77)
+        );
+        assert!(super::super::registry::deliver_sa(
+            token,
+            Ok(&[1, 3, 2, 0x81])
+        ));
+        assert_eq!(HANDLED.load(Ordering::Relaxed), 1);
+        // The handler freed it: a second answer finds nothing.
+        assert!(!super::super::registry::deliver_sa(token, Ok(&[0; 4])));
+    }
+}
