@@ -208,6 +208,10 @@ pub struct Options {
     pub acme_plus_kernel_only: bool,
     /// `provider_lib_path`: the directory of loadable providers.
     pub provider_lib_path: String,
+    /// `builtin_provider` (ours, yes by default): whether the built-in Rust `ibacmp` is
+    /// registered. With `no`, a loaded provider library named `ibacmp` (Debian's
+    /// libibacmp.so) serves in its place (docs/providers.md §1).
+    pub builtin_provider: bool,
     /// `support_ips_in_addr_cfg`: whether IP literals in the address file are accepted
     /// (the engine applies it; [`crate::config::AddrFile`] keeps every line).
     pub support_ips_in_addr_cfg: bool,
@@ -285,6 +289,7 @@ impl Default for Options {
             server_mode: ServerMode::Unix,
             acme_plus_kernel_only: false,
             provider_lib_path: String::from("/usr/lib/x86_64-linux-gnu/ibacm"),
+            builtin_provider: true,
             support_ips_in_addr_cfg: false,
             timeout_ms: 2000,
             retries: 2,
@@ -553,6 +558,15 @@ impl Parser<'_> {
                 self.opts.acme_plus_kernel_only = on;
             }
             b"provider_lib_path" => self.opts.provider_lib_path = text(value),
+            b"builtin_provider" => {
+                if ["yes", "true", "1"].iter().any(|w| eq(value, w)) {
+                    self.opts.builtin_provider = true;
+                } else if ["no", "false", "0"].iter().any(|w| eq(value, w)) {
+                    self.opts.builtin_provider = false;
+                } else {
+                    self.unchanged(line, name, value);
+                }
+            }
             b"support_ips_in_addr_cfg" => {
                 self.opts.support_ips_in_addr_cfg = self.int(line, name, value) != 0;
             }
@@ -965,6 +979,7 @@ server_port 7000
 server_mode OPEN
 acme_plus_kernel_only YES
 provider_lib_path /opt/p
+builtin_provider NO
 support_ips_in_addr_cfg 5
 timeout 100
 retries 4
@@ -995,6 +1010,7 @@ addr_data_file /h
             server_mode: ServerMode::Open,
             acme_plus_kernel_only: true,
             provider_lib_path: "/opt/p".into(),
+            builtin_provider: false,
             support_ips_in_addr_cfg: true,
             timeout_ms: 100,
             retries: 4,
@@ -1344,6 +1360,18 @@ addr_data_file /h
         );
         let (_, d) = parse("min_rate 7");
         assert_eq!(severities(&d), [(1, Severity::Warning)]);
+    }
+
+    #[test]
+    fn builtin_provider_takes_yes_or_no_and_warns_on_anything_else() {
+        assert!(only("builtin_provider yes").builtin_provider);
+        assert!(!only("builtin_provider no").builtin_provider);
+        let (o, d) = parse("builtin_provider maybe\n");
+        assert!(o.builtin_provider, "left at its default");
+        assert_eq!(d.len(), 1);
+        let shown = alloc::format!("{}", d[0]);
+        assert!(shown.contains(":1: "), "{shown}");
+        assert!(shown.contains("'maybe'"), "{shown}");
     }
 
     #[test]
