@@ -269,11 +269,13 @@ fn hardware(
     let config = {
         let mut logf = |m: String| lines.push(m);
         let addr = addr_file::load_or_generate(&addr_spec, &paths.dir, &host, &devices, &mut logf);
-        config::engine_config(
+        let mut config = config::engine_config(
             opts,
-            addr.as_ref().map(|a| (a.name.as_str(), a.text.as_str())),
+            addr.as_ref().map(|a| (a.name.as_str(), a.text.as_slice())),
             &mut logf,
-        )
+        );
+        config::warn_unknown_devices(&mut config, &devices);
+        config
     };
     for l in lines {
         log.log(Level::Basic, "acm_config", &l);
@@ -463,16 +465,16 @@ fn sim_backend(
         // The spec's address text stays (an -A file replaces it below); the options
         // and the preload files they name come from disk.
         let addr = spec.addr_file_text(h);
-        config = config::engine_config(opts, Some(("ibacm_addr.cfg", &addr)), &mut logf);
+        config = config::engine_config(opts, Some(("ibacm_addr.cfg", addr.as_bytes())), &mut logf);
     } else {
         // The host's options as parsed by the fabric, with the command line's
         // overrides and the run directory's log file: the ones the logger runs with.
         config.options = opts.options.clone();
         config.netlink_pid = std::process::id();
     }
+    let topo = acm_io_sim::topology::Topology::new(&spec);
+    let devices = topo.devices(h, spec.sm.lid, spec.sm.sl);
     if let Some(path) = &args.addr_file {
-        let topo = acm_io_sim::topology::Topology::new(&spec);
-        let devices = topo.devices(h, spec.sm.lid, spec.sm.sl);
         let name = spec.hosts[h.index()].name.clone();
         let mut logf = |m: String| log.log(Level::Basic, "acm_config", &m);
         let spec = addr_file::AddrFileSpec::from_arg(Some(path));
@@ -483,6 +485,7 @@ fn sim_backend(
             file
         });
     }
+    config::warn_unknown_devices(&mut config, &devices);
     SimBackend::new(spec, h, config, acm_io_sim::sim::seed_from_env(), label)
 }
 
@@ -519,11 +522,13 @@ fn hub_backend(
                 &setup.devices,
                 &mut logf,
             );
-            config::engine_config(
+            let mut config = config::engine_config(
                 opts,
-                addr.as_ref().map(|a| (a.name.as_str(), a.text.as_str())),
+                addr.as_ref().map(|a| (a.name.as_str(), a.text.as_slice())),
                 &mut logf,
-            )
+            );
+            config::warn_unknown_devices(&mut config, &setup.devices);
+            config
         },
         acm_io_sim::sim::seed_from_env() ^ u64::from(std::process::id()),
         acm_engine::Instant::ZERO,

@@ -129,7 +129,7 @@ impl Settings {
                 option: l.name,
                 message,
             };
-            let v = l.value.as_str();
+            let v = utf8(&l.value).map_err(err)?;
             if v.is_empty() {
                 return Err(err("needs a value".into()));
             }
@@ -259,6 +259,22 @@ impl Settings {
             _ => Vec::new(),
         }
     }
+}
+
+/// A value as text. Names are looked up in the user and group databases and paths are
+/// opened, so a byte that is not UTF-8 cannot be guessed at: read as U+FFFD it would
+/// name another user, group or file.
+///
+/// # Errors
+/// The first byte that is not UTF-8, with the text before it.
+fn utf8(v: &[u8]) -> Result<&str, String> {
+    std::str::from_utf8(v).map_err(|e| {
+        let good = String::from_utf8_lossy(&v[..e.valid_up_to()]);
+        format!(
+            "the value is not UTF-8 text: byte {:#04x} after '{good}' (write names and paths in UTF-8)",
+            v[e.valid_up_to()]
+        )
+    })
 }
 
 /// A value that must be one word.
@@ -437,6 +453,43 @@ metrics_interval 30
             error("metrics_interval 0\n", &[]),
             "opts.cfg:1: metrics_interval: expected whole seconds from 1 to 86400, not '0'"
         );
+        // A byte that is not UTF-8 (Latin-1 here) in a name or path is refused with its
+        // line, not read as U+FFFD.
+        for (text, option, before) in [
+            (
+                &b"# r\xe9glages\nallow_users ren\xe9\n"[..],
+                "allow_users",
+                "ren",
+            ),
+            (
+                b"\nallow_groups root, \xe9quipe\n",
+                "allow_groups",
+                "root, ",
+            ),
+            (
+                b"\nserver_socket_group gr\xfcn\n",
+                "server_socket_group",
+                "gr",
+            ),
+            (
+                b"\nmetrics_file /var/lib/caf\xe9.prom\n",
+                "metrics_file",
+                "/var/lib/caf",
+            ),
+        ] {
+            let (o, _) = Options::parse("opts.cfg", text);
+            let e = Settings::resolve(&o.daemon_options, "opts.cfg", &args(&[]), o.server_mode)
+                .unwrap_err()
+                .to_string();
+            // The value's byte: the last one above 0x7f.
+            let byte = *text.iter().rev().find(|&&b| b > 0x7f).unwrap();
+            assert_eq!(
+                e,
+                format!(
+                    "opts.cfg:2: {option}: the value is not UTF-8 text: byte {byte:#04x} after '{before}' (write names and paths in UTF-8)"
+                )
+            );
+        }
         assert_eq!(
             error("server_mode loop\nallow_groups 0\n", &[]),
             "opts.cfg:2: allow_groups: needs server_mode unix: TCP clients carry no credentials to check"
