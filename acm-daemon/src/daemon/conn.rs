@@ -18,6 +18,10 @@ use std::io::{self, Read, Write};
 /// its reply, so the queue's growth is bounded by the engine's per-connection limit.
 pub const BACKLOG_LIMIT: usize = 64 * 1024;
 
+/// The output buffer's capacity kept once it is empty; a larger one is given back, so
+/// that a client which once fell behind does not hold its peak until it closes.
+pub const KEPT_OUTBUF_CAPACITY: usize = 16 * 1024;
+
 /// What a read produced.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct ReadOutcome {
@@ -74,6 +78,12 @@ impl Conn {
     #[must_use]
     pub fn wants_read(&self) -> bool {
         !self.closing && self.outbuf.len() < BACKLOG_LIMIT
+    }
+
+    /// Bytes of replies waiting to be written.
+    #[must_use]
+    pub fn queued(&self) -> usize {
+        self.outbuf.len()
     }
 
     /// Whether replies are waiting for the socket to become writable.
@@ -196,6 +206,9 @@ impl Conn {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
+        }
+        if self.outbuf.capacity() > KEPT_OUTBUF_CAPACITY {
+            self.outbuf = Vec::new();
         }
         Ok(())
     }

@@ -361,6 +361,7 @@ fn serve<B: Backend>(
         return Err(failed(server.log_mut(), StartError::EventLoop(e)));
     }
     server.set_allow_list(ctx.opts.settings.access.allow.clone());
+    server.set_max_queued_reply_bytes(ctx.opts.settings.max_queued_reply_bytes);
     if let Some(m) = &ctx.opts.settings.metrics {
         server.set_metrics(metrics::MetricsFile::new(m, std::time::Instant::now()));
     }

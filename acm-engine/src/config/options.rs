@@ -153,18 +153,19 @@ pub struct ProviderRule {
     pub target: ProviderTarget,
 }
 
-/// The options of ours that only the daemon reads (access control and metrics). The
-/// reference ignores names it does not know, so a file that uses them still works
-/// with it. Their values are checked by the daemon, which also
+/// The options of ours that only the daemon reads (access control, metrics, the bound
+/// on queued replies). The reference ignores names it does not know, so a file that
+/// uses them still works with it. Their values are checked by the daemon, which also
 /// looks names up in the user and group databases, so [`Options::parse`] only collects
 /// them ([`Options::daemon_options`]).
-pub const DAEMON_OPTIONS: [&str; 6] = [
+pub const DAEMON_OPTIONS: [&str; 7] = [
     "server_socket_group",
     "server_socket_mode",
     "allow_users",
     "allow_groups",
     "metrics_file",
     "metrics_interval",
+    "max_queued_reply_bytes",
 ];
 
 /// One line of a [`DAEMON_OPTIONS`] option, as written, so that the daemon can check it
