@@ -34,6 +34,7 @@ pub mod log;
 pub mod metrics;
 pub mod options_source;
 pub mod paths;
+pub mod rate_limit;
 pub mod server;
 pub mod settings;
 pub mod startup;
@@ -150,16 +151,30 @@ fn start(args: &Args, life: &mut Life) -> Result<(), Failure> {
     }
     let paths = RunPaths::new(&run_dir);
     let lock_path = paths.lock_file(&opts.options.lock_file);
-    life.files.lock(&lock_path).map_err(|e| match e {
-        lock::LockError::Held { .. } => Failure {
-            code: EXIT_LOCKED,
-            message: format!("{e}: another ibacm is running there"),
-        },
-        other => Failure::new(other.to_string()),
-    })?;
     let o = &opts.options;
+    // The log opens before the lock is taken, so that a lock that cannot be taken is
+    // also said there (a second instance's line goes to the log of the one running).
     let (mut log, log_err) = Logger::open(&o.log_file, log::max_level(o.log_level));
     log.use_journal_prefixes(args.systemd);
+    if let Err(e) = life.files.lock(&lock_path) {
+        let f = match e {
+            lock::LockError::Held { .. } => Failure {
+                code: EXIT_LOCKED,
+                message: format!("{e}: another ibacm is running there"),
+            },
+            other => Failure::new(other.to_string()),
+        };
+        // Standard error gets the message from the caller; a log there would repeat it.
+        if !log.is_stderr() {
+            log.log_with(
+                Level::Basic,
+                log::Priority::Err,
+                "main",
+                &format!("exiting: {}", f.message),
+            );
+        }
+        return Err(f);
+    }
     log.log(
         Level::Basic,
         "main",

@@ -30,6 +30,10 @@
 //! is cut in batches, each reported by one log line, not one per connection. Their
 //! buffers go with them.
 //!
+//! The engine's lines about malformed requests (origin [`MALFORMED_ORIGIN`], one per
+//! connection it closes) go through a [`RateLimit`]: a few per interval, then one
+//! count of the rest.
+//!
 //! With allow-lists ([`Server::set_allow_list`]), each new client's credentials are
 //! checked before it is watched; a refused one is closed unread, with one log line
 //! (see [`super::access`]). With a metrics file ([`Server::set_metrics`]), the loop
@@ -43,6 +47,7 @@ use super::lifecycle::StopSignals;
 use super::listen::{Listener, Stream};
 use super::log::{Logger, Priority};
 use super::metrics::{MetricsFile, Written};
+use super::rate_limit::{self, RateLimit};
 use crate::metrics::DaemonSample;
 use acm_engine::HostOutput;
 use acm_engine::{ClientOutput, ConnId, Instant};
@@ -68,6 +73,10 @@ pub const READ_BUDGET: usize = 64;
 /// memory, when no connection closes meanwhile: often enough that a waiting client is
 /// served well within a second of a descriptor freeing, rarely enough to cost nothing.
 pub const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+
+/// The origin of the engine's line for a request it refuses to frame (a connection it
+/// closes); its only line with this origin (acm-engine's `core::client`).
+pub const MALFORMED_ORIGIN: &str = "acm_svr_receive";
 
 /// Why the loop ended.
 #[derive(Debug, thiserror::Error)]
@@ -116,6 +125,8 @@ pub struct Server<B: Backend> {
     max_queued: usize,
     /// Connections closed for the bound so far (for the metrics).
     closed_unread: u64,
+    /// The limit on the engine's malformed-request lines.
+    malformed: RateLimit,
 }
 
 impl<B: Backend> Server<B> {
@@ -164,6 +175,7 @@ impl<B: Backend> Server<B> {
             max_queued: usize::try_from(super::settings::DEFAULT_MAX_QUEUED_REPLY_BYTES)
                 .unwrap_or(usize::MAX),
             closed_unread: 0,
+            malformed: RateLimit::default(),
         })
     }
 
@@ -256,7 +268,36 @@ impl<B: Backend> Server<B> {
             self.backend.advance(now, backend_ready)?;
             self.dispatch();
             self.bound_queued_replies();
+            self.log_malformed_count(std::time::Instant::now());
             self.write_metrics();
+        }
+    }
+
+    /// Writes an engine line about a malformed request if the rate limit lets it
+    /// through, else counts it.
+    fn log_malformed(&mut self, ev: &acm_engine::log::LogEvent) {
+        if !self.log.enabled(ev.level) {
+            return;
+        }
+        let now = std::time::Instant::now();
+        self.log_malformed_count(now);
+        if self.malformed.admit(now) == rate_limit::Verdict::Write {
+            self.log.event(ev);
+        }
+    }
+
+    /// Logs how many malformed-request lines were left out, once their interval ended.
+    fn log_malformed_count(&mut self, now: std::time::Instant) {
+        if let Some(s) = self.malformed.take_summary(now) {
+            self.log.log(
+                Level::Basic,
+                MALFORMED_ORIGIN,
+                &format!(
+                    "{} more malformed connections in the last {} s (the first lines of each interval are logged whole)",
+                    s.suppressed,
+                    s.interval.as_secs()
+                ),
+            );
         }
     }
 
@@ -319,7 +360,11 @@ impl<B: Backend> Server<B> {
             .as_ref()
             .map(|m| m.due().saturating_duration_since(std::time::Instant::now()));
         let retry = self.accept_stalled.map(|_| ACCEPT_RETRY);
-        [backend, metrics, retry].into_iter().flatten().min()
+        let count = self
+            .malformed
+            .summary_due()
+            .map(|t| t.saturating_duration_since(std::time::Instant::now()));
+        [backend, metrics, retry, count].into_iter().flatten().min()
     }
 
     /// Tries accepting again while a stall lasts, after a connection closed or
@@ -667,6 +712,7 @@ impl<B: Backend> Server<B> {
                 HostOutput::Client(ClientOutput::Netlink(bytes)) => {
                     self.kernel.send(&bytes, &mut self.log);
                 }
+                HostOutput::Log(ev) if ev.origin == MALFORMED_ORIGIN => self.log_malformed(&ev),
                 HostOutput::Log(ev) => self.log.event(&ev),
             }
         }
