@@ -24,7 +24,8 @@
 //! Replies queued for all clients together are bounded
 //! ([`Server::set_max_queued_reply_bytes`], `max_queued_reply_bytes`): each connection
 //! stops being read at 64 KiB of queued replies, but many such connections could
-//! still hold any amount. Past the bound, the connections with the most queued bytes
+//! still hold any amount. The bound counts the memory the queues take (a connection
+//! that reads its replies holds none). Past it, the connections with the most queued
 //! (the ones not reading: a client that reads has next to nothing queued) are closed,
 //! until three quarters of the bound are left, so that a steady stream of such clients
 //! is cut in batches, each reported by one log line, not one per connection. Their
@@ -119,7 +120,8 @@ pub struct Server<B: Backend> {
     accept_stalled: Option<(std::time::Instant, u64)>,
     /// A connection closed since the last try at accepting.
     closed_since_try: bool,
-    /// Bytes of replies queued on all connections.
+    /// Memory holding replies queued on all connections, in bytes
+    /// ([`Conn::held`]).
     queued: usize,
     /// The bound on `queued`.
     max_queued: usize,
@@ -566,9 +568,9 @@ impl<B: Backend> Server<B> {
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
-        let before = conn.queued();
+        let before = conn.held();
         let r = conn.flush();
-        self.queued -= before - conn.queued();
+        self.queued -= before - conn.held();
         if let Err(e) = r {
             self.close(id, &format!("send failed: {e}"));
             return;
@@ -626,8 +628,8 @@ impl<B: Backend> Server<B> {
         let mut by_size: Vec<(usize, u64)> = self
             .conns
             .iter()
-            .filter(|(_, c)| c.queued() > 0)
-            .map(|(&id, c)| (c.queued(), id))
+            .filter(|(_, c)| c.held() > 0)
+            .map(|(&id, c)| (c.held(), id))
             .collect();
         // The most queued first; the oldest connection first among equals.
         by_size.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -672,7 +674,7 @@ impl<B: Backend> Server<B> {
     /// Drops connection `id` and tells the engine.
     fn close(&mut self, id: u64, why: &str) {
         if let Some(mut conn) = self.conns.remove(&id) {
-            self.queued -= conn.queued();
+            self.queued -= conn.held();
             let _ = match conn.stream_mut() {
                 Stream::Unix(s) => self.poll.registry().deregister(s),
                 Stream::Tcp(s) => self.poll.registry().deregister(s),
@@ -696,9 +698,9 @@ impl<B: Backend> Server<B> {
                     let Some(c) = self.conns.get_mut(&conn.0) else {
                         continue;
                     };
-                    let before = c.queued();
+                    let before = c.held();
                     let r = c.send(reply.as_bytes());
-                    self.queued += c.queued() - before;
+                    self.queued += c.held() - before;
                     if let Err(e) = r {
                         self.close(conn.0, &format!("send failed: {e}"));
                     } else if c.wants_write() != c.write_interest {
