@@ -397,7 +397,12 @@ impl<B: Backend> Server<B> {
                     self.add(stream);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // A client that went before it was accepted: the next one may be there.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
+                    ) => {}
                 Err(e) => {
                     // Out of descriptors, say. The clients stay queued; the loop tries
                     // again (see the module's doc) rather than spinning here.
