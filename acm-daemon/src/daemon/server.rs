@@ -650,6 +650,8 @@ impl<B: Backend> Server<B> {
             closed.push(id);
         }
         self.closed_unread += closed.len() as u64;
+        // What the engine says to the closes (lookups cancelled) goes out now.
+        self.dispatch();
         // The tables that held them give their room back.
         if self.conns.capacity() > 64 && self.conns.len() * 4 < self.conns.capacity() {
             self.conns.shrink_to(self.conns.len() * 2);
