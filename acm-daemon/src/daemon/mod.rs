@@ -35,6 +35,7 @@ pub mod metrics;
 pub mod options_source;
 pub mod paths;
 pub mod plugins;
+pub mod rate_limit;
 pub mod server;
 pub mod settings;
 pub mod startup;
@@ -151,16 +152,30 @@ fn start(args: &Args, life: &mut Life) -> Result<(), Failure> {
     }
     let paths = RunPaths::new(&run_dir);
     let lock_path = paths.lock_file(&opts.options.lock_file);
-    life.files.lock(&lock_path).map_err(|e| match e {
-        lock::LockError::Held { .. } => Failure {
-            code: EXIT_LOCKED,
-            message: format!("{e}: another ibacm is running there"),
-        },
-        other => Failure::new(other.to_string()),
-    })?;
     let o = &opts.options;
+    // The log opens before the lock is taken, so that a lock that cannot be taken is
+    // also said there (a second instance's line goes to the log of the one running).
     let (mut log, log_err) = Logger::open(&o.log_file, log::max_level(o.log_level));
     log.use_journal_prefixes(args.systemd);
+    if let Err(e) = life.files.lock(&lock_path) {
+        let f = match e {
+            lock::LockError::Held { .. } => Failure {
+                code: EXIT_LOCKED,
+                message: format!("{e}: another ibacm is running there"),
+            },
+            other => Failure::new(other.to_string()),
+        };
+        // Standard error gets the message from the caller; a log there would repeat it.
+        if !log.is_stderr() {
+            log.log_with(
+                Level::Basic,
+                log::Priority::Err,
+                "main",
+                &format!("exiting: {}", f.message),
+            );
+        }
+        return Err(f);
+    }
     log.log(
         Level::Basic,
         "main",
@@ -285,11 +300,13 @@ fn hardware(
     let config = {
         let mut logf = |m: String| lines.push(m);
         let addr = addr_file::load_or_generate(&addr_spec, &paths.dir, &host, &devices, &mut logf);
-        config::engine_config(
+        let mut config = config::engine_config(
             opts,
-            addr.as_ref().map(|a| (a.name.as_str(), a.text.as_str())),
+            addr.as_ref().map(|a| (a.name.as_str(), a.text.as_slice())),
             &mut logf,
-        )
+        );
+        config::warn_unknown_devices(&mut config, &devices);
+        config
     };
     for l in lines {
         log.log(Level::Basic, "acm_config", &l);
@@ -400,6 +417,7 @@ fn serve<B: Backend>(
         return Err(failed(server.log_mut(), StartError::EventLoop(e)));
     }
     server.set_allow_list(ctx.opts.settings.access.allow.clone());
+    server.set_max_queued_reply_bytes(ctx.opts.settings.max_queued_reply_bytes);
     if let Some(m) = &ctx.opts.settings.metrics {
         server.set_metrics(metrics::MetricsFile::new(m, std::time::Instant::now()));
     }
@@ -505,16 +523,16 @@ fn sim_backend(
         // The spec's address text stays (an -A file replaces it below); the options
         // and the preload files they name come from disk.
         let addr = spec.addr_file_text(h);
-        config = config::engine_config(opts, Some(("ibacm_addr.cfg", &addr)), &mut logf);
+        config = config::engine_config(opts, Some(("ibacm_addr.cfg", addr.as_bytes())), &mut logf);
     } else {
         // The host's options as parsed by the fabric, with the command line's
         // overrides and the run directory's log file: the ones the logger runs with.
         config.options = opts.options.clone();
         config.netlink_pid = std::process::id();
     }
+    let topo = acm_io_sim::topology::Topology::new(&spec);
+    let devices = topo.devices(h, spec.sm.lid, spec.sm.sl);
     if let Some(path) = &args.addr_file {
-        let topo = acm_io_sim::topology::Topology::new(&spec);
-        let devices = topo.devices(h, spec.sm.lid, spec.sm.sl);
         let name = spec.hosts[h.index()].name.clone();
         let mut logf = |m: String| log.log(Level::Basic, "acm_config", &m);
         let spec = addr_file::AddrFileSpec::from_arg(Some(path));
@@ -525,6 +543,7 @@ fn sim_backend(
             file
         });
     }
+    config::warn_unknown_devices(&mut config, &devices);
     let seed = acm_io_sim::sim::seed_from_env();
     if plugins.builtin_only() {
         return SimBackend::new(spec, h, config, seed, label);
@@ -569,11 +588,13 @@ fn hub_backend(
                 &setup.devices,
                 &mut logf,
             );
-            config::engine_config(
+            let mut config = config::engine_config(
                 opts,
-                addr.as_ref().map(|a| (a.name.as_str(), a.text.as_str())),
+                addr.as_ref().map(|a| (a.name.as_str(), a.text.as_slice())),
                 &mut logf,
-            )
+            );
+            config::warn_unknown_devices(&mut config, &setup.devices);
+            config
         },
         acm_io_sim::sim::seed_from_env() ^ u64::from(std::process::id()),
         acm_engine::Instant::ZERO,

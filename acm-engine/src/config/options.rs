@@ -156,18 +156,19 @@ pub struct ProviderRule {
     pub target: ProviderTarget,
 }
 
-/// The options of ours that only the daemon reads (access control and metrics). The
-/// reference ignores names it does not know, so a file that uses them still works
-/// with it. Their values are checked by the daemon, which also looks names up in the
-/// user and group databases, so [`Options::parse`] only collects them
-/// ([`Options::daemon_options`]).
-pub const DAEMON_OPTIONS: [&str; 6] = [
+/// The options of ours that only the daemon reads (access control, metrics, the bound
+/// on queued replies). The reference ignores names it does not know, so a file that
+/// uses them still works with it. Their values are checked by the daemon, which also
+/// looks names up in the user and group databases, so [`Options::parse`] only collects
+/// them ([`Options::daemon_options`]).
+pub const DAEMON_OPTIONS: [&str; 7] = [
     "server_socket_group",
     "server_socket_mode",
     "allow_users",
     "allow_groups",
     "metrics_file",
     "metrics_interval",
+    "max_queued_reply_bytes",
 ];
 
 /// One line of a [`DAEMON_OPTIONS`] option, as written, so that the daemon can check it
@@ -181,8 +182,10 @@ pub struct OptionLine {
     pub name: &'static str,
     /// Everything after the name on the whole line, without surrounding whitespace: a
     /// list may hold spaces, and a line is not cut at 119 bytes as the reference's
-    /// options are (empty when the line has only the name).
-    pub value: String,
+    /// options are (empty when the line has only the name). Bytes as written: a name or
+    /// path that is not UTF-8 must be refused by the daemon with its line, not replaced
+    /// by U+FFFD here (which would name another user, group or file).
+    pub value: Vec<u8>,
 }
 
 /// Every setting of the options file (docs/daemon.md §7), typed, with the reference's
@@ -791,7 +794,7 @@ impl Options {
                 p.opts.daemon_options.push(OptionLine {
                     line,
                     name: d,
-                    value: self::text(lex::trim(value)),
+                    value: lex::trim(value).to_vec(),
                 });
                 taken = line;
                 continue;
@@ -1087,7 +1090,7 @@ addr_data_file /h
         let line = |line, name, value: &str| OptionLine {
             line,
             name,
-            value: value.into(),
+            value: value.as_bytes().to_vec(),
         };
         assert_eq!(
             o.daemon_options,

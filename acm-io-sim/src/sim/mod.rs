@@ -22,7 +22,7 @@ mod seed;
 mod trace;
 
 pub use client::{Outcome, RequestId, ResolveResult, requests};
-pub use driver::{DRIVER_CONN_BIT, ProviderFactory};
+pub use driver::{ProviderFactory, SUBMIT_CONN_BIT};
 pub use faults::LinkFaults;
 pub use invariants::Violation;
 pub use seed::{DEFAULT_SEED, run_seeded, seed_from_env};
