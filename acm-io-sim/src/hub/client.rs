@@ -137,6 +137,15 @@ impl HubClient {
         })
     }
 
+    /// Reserves a QPN for an endpoint whose port is not known yet (answered by a
+    /// [`FabricEvent::QpOpened`]); its [`HubClient::open_qp`] keeps that QPN.
+    ///
+    /// # Errors
+    /// As for [`HubClient::open_qp`].
+    pub fn create_qp(&self, ep: EndpointId) -> Result<(), HubError> {
+        self.send(&HostMsg::CreateQp { ep })
+    }
+
     /// Destroys an endpoint's QP at the hub.
     ///
     /// # Errors

@@ -58,6 +58,7 @@
 //! | 0x13 | MCAST_ATTACH | ep u32, mgid (16 bytes), mlid u16 | `McastAttach` |
 //! | 0x14 | MCAST_DETACH | ep u32, mgid (16 bytes), mlid u16 | `McastDetach` |
 //! | 0x15 | SA_SEND | port, tid u64, dlid u16, sl u8, pkey_index u16, remote_qpn u32, remote_qkey u32, timeout_ms u32, retries u32, mad (256 bytes) | `SaSend` (answered by SA_RESPONSE or SA_SEND_FAILED) |
+//! | 0x16 | CREATE_QP | ep u32 | — (answered by QP_OPENED; for emulated verbs, whose QPs are numbered before they have a port) |
 //!
 //! Hub → host:
 //!
@@ -86,7 +87,9 @@
 //!   and the new attachment gets fresh QPNs and a fresh umad agent id, as a restarted
 //!   host in the simulator does. An unknown host name is refused with ERROR.
 //! * QPNs start at 0x48 (plus 0x100 per earlier attachment of the host); OPEN_QP on a
-//!   port the host does not have fails (ok = 0).
+//!   port the host does not have fails (ok = 0). CREATE_QP reserves the endpoint's
+//!   next QPN without a port (nothing reaches it yet); the endpoint's OPEN_QP then
+//!   binds that QPN to the port, and CLOSE_QP or DETACH drops the reservation.
 //! * UD_SEND_DONE is sent at once (always ok); each receiver gets UD_RECEIVE after the
 //!   spec's latency between the two hosts.
 //! * SA_SEND: the hub rewrites the TID's upper 32 bits with the host's agent id, passes

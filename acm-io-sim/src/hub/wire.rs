@@ -44,6 +44,8 @@ pub mod msg_type {
     pub const MCAST_DETACH: u8 = 0x14;
     /// Host → hub: `FabricOp::SaSend`.
     pub const SA_SEND: u8 = 0x15;
+    /// Host → hub: reserve a QPN for an endpoint before its port is known.
+    pub const CREATE_QP: u8 = 0x16;
     /// Hub → host: the attachment is made; the host's setup.
     pub const ATTACHED: u8 = 0x81;
     /// Hub → host: a request was refused.
@@ -282,6 +284,13 @@ pub enum HostMsg {
         /// Send queue depth (informational).
         send_depth: u32,
     },
+    /// Reserve a QP number for an endpoint whose port is not known yet (a verbs QP
+    /// is numbered at `ibv_create_qp` and given its port at the INIT transition); a
+    /// later OPEN_QP of the endpoint keeps that number.
+    CreateQp {
+        /// The endpoint.
+        ep: EndpointId,
+    },
     /// Destroy an endpoint's QP.
     CloseQp {
         /// The endpoint.
@@ -362,6 +371,11 @@ impl HostMsg {
                 w.u32(*send_depth);
                 w.finish()
             }
+            Self::CreateQp { ep } => {
+                let mut w = W::new(t::CREATE_QP);
+                w.u32(ep.0);
+                w.finish()
+            }
             Self::CloseQp { ep } => {
                 let mut w = W::new(t::CLOSE_QP);
                 w.u32(ep.0);
@@ -440,6 +454,9 @@ impl HostMsg {
                 pkey_index: r.u16()?,
                 recv_depth: r.u32()?,
                 send_depth: r.u32()?,
+            },
+            t::CREATE_QP => Self::CreateQp {
+                ep: EndpointId(r.u32()?),
             },
             t::CLOSE_QP => Self::CloseQp {
                 ep: EndpointId(r.u32()?),
@@ -874,6 +891,7 @@ mod tests {
                 send_depth: 2,
             },
             HostMsg::CloseQp { ep: EndpointId(3) },
+            HostMsg::CreateQp { ep: EndpointId(4) },
             HostMsg::UdSend {
                 ep: EndpointId(3),
                 token: SendToken(0x1122_3344_5566_7788),
