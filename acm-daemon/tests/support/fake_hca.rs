@@ -117,3 +117,93 @@ pub fn env(hub: &Path, host: &str, sysfs: &Path, dev: &Path) -> Vec<(&'static st
         ("ACM_DEV_ROOT", dev.to_owned()),
     ]
 }
+
+/// Our `ibacm` on its hardware backend, as host `host` of a hub on the emulated HCA,
+/// in its own directory; killed on drop.
+pub struct EmulatedHost {
+    child: std::process::Child,
+    dir: PathBuf,
+}
+
+/// How long a daemon may take to listen and to join its groups.
+const START_LIMIT: Duration = Duration::from_secs(20);
+
+impl EmulatedHost {
+    /// Starts host `host` of the fabric at `fabric` (served by the hub at `hub`) in
+    /// `dir`, with `options` (the log file is added) and the address file `addr_file`,
+    /// plus `env`; waits until it listens and its log says `ready` (e.g. that its
+    /// first endpoint joined).
+    #[allow(clippy::too_many_arguments)]
+    pub fn start(
+        dir: &Path,
+        hub: &Path,
+        fabric: &Path,
+        host: &str,
+        options: &str,
+        addr_file: &str,
+        env: &[(&str, &str)],
+        ready: &str,
+    ) -> Self {
+        let (sysfs, dev) = (dir.join("sys"), dir.join("dev"));
+        write_sysfs(fabric, host, &sysfs);
+        std::fs::create_dir_all(&dev).expect("dev dir");
+        let log = dir.join("ibacm.log");
+        let opts = dir.join("ibacm_opts.cfg");
+        std::fs::write(&opts, format!("{options}\nlog_file {}\n", log.display()))
+            .expect("options file");
+        let addr = dir.join("ibacm_addr.cfg");
+        std::fs::write(&addr, addr_file).expect("address file");
+        let child = Command::new(env!("CARGO_BIN_EXE_ibacm"))
+            .arg("-P")
+            .arg("--run-dir")
+            .arg(dir)
+            .arg("-O")
+            .arg(&opts)
+            .arg("-A")
+            .arg(&addr)
+            .envs(self::env(hub, host, &sysfs, &dev))
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("ibacm starts");
+        let h = Self {
+            child,
+            dir: dir.to_owned(),
+        };
+        let deadline = std::time::Instant::now() + START_LIMIT;
+        while !h.log().contains(ready) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{host} did not log {ready:?} in {START_LIMIT:?}; log:\n{}",
+                h.log()
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+        while std::os::unix::net::UnixStream::connect(h.socket()).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{host} does not listen"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+        h
+    }
+
+    /// The daemon's unix socket.
+    pub fn socket(&self) -> PathBuf {
+        self.dir.join("ibacm-unix.sock")
+    }
+
+    /// Its log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("ibacm.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for EmulatedHost {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -21,6 +21,10 @@ pub const DAEMON_DEV_ROOT_ENV: &str = "ACM_DEV_ROOT";
 /// Set to `1` to answer `IB_USER_MAD_REGISTER_AGENT2` with ENOTTY, as kernels before
 /// 3.18 (which lack it) do, so that the fallback to `REGISTER_AGENT` is exercised.
 pub const NO_AGENT2_ENV: &str = "ACM_FAKE_HCA_NO_AGENT2";
+/// A LID every port reports as its SM's instead of the fabric's: SA MADs sent there
+/// reach no SA, so every query comes back from umad with ETIMEDOUT (a stale SM LID,
+/// as after an SM moved).
+pub const SM_LID_ENV: &str = "ACM_FAKE_HCA_SM_LID";
 
 /// The emulation's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +39,8 @@ pub struct Config {
     pub dev_root: PathBuf,
     /// Whether REGISTER_AGENT2 is refused.
     pub no_agent2: bool,
+    /// The SM LID ports report instead of the fabric's.
+    pub sm_lid: Option<u16>,
 }
 
 impl Config {
@@ -55,12 +61,14 @@ impl Config {
             .or_else(|| var(DAEMON_DEV_ROOT_ENV))
             .map_or_else(|| PathBuf::from("/dev/infiniband"), PathBuf::from);
         let no_agent2 = var(NO_AGENT2_ENV).is_some_and(|v| v == "1");
+        let sm_lid = var(SM_LID_ENV).and_then(|v| v.to_str()?.parse().ok());
         Some(Self {
             hub,
             host,
             socket,
             dev_root,
             no_agent2,
+            sm_lid,
         })
     }
 
@@ -101,6 +109,7 @@ mod tests {
         assert_eq!(c.socket, PathBuf::from("/t/node1.42.hca"));
         assert_eq!(c.dev_root, PathBuf::from("/t/dev"));
         assert!(!c.no_agent2);
+        assert_eq!(c.sm_lid, None);
         let c = with(&[
             (HUB_ENV, "/t/hub.sock"),
             (HOST_ENV, "node1"),
@@ -108,11 +117,17 @@ mod tests {
             (DEV_ROOT_ENV, "/d"),
             (DAEMON_DEV_ROOT_ENV, "/t/dev"),
             (NO_AGENT2_ENV, "1"),
+            (SM_LID_ENV, "77"),
         ])
         .unwrap();
         assert_eq!(
-            (c.socket, c.dev_root, c.no_agent2),
-            (PathBuf::from("/s/me.sock"), PathBuf::from("/d"), true)
+            (c.socket, c.dev_root, c.no_agent2, c.sm_lid),
+            (
+                PathBuf::from("/s/me.sock"),
+                PathBuf::from("/d"),
+                true,
+                Some(77)
+            )
         );
     }
 }

@@ -2,7 +2,8 @@
 //! InfiniBand host of the fabric description would have (the parts ibacm reads:
 //! `class/infiniband/<dev>/...` and `class/infiniband_mad/...`), so that a daemon
 //! pointed at it with `ACM_SYSFS_ROOT=DIR` and preloaded with the emulated HCA
-//! discovers the same devices and ports the emulation answers for.
+//! discovers the same devices and ports the emulation answers for. `class/net` is
+//! written empty: the emulation has no IPoIB interfaces.
 
 #[path = "../layout.rs"]
 #[allow(dead_code, unreachable_pub)]
@@ -66,6 +67,9 @@ fn write_tree(root: &Path, devices: &[DeviceDesc]) -> Result<(), Error> {
             write_port(&dev.join("ports").join((i + 1).to_string()), p)?;
         }
     }
+    // No IPoIB interfaces: the emulated host's addresses come from its address file.
+    let net = root.join("class/net");
+    std::fs::create_dir_all(&net).map_err(|source| Error::Io { path: net, source })?;
     let mad = root.join("class/infiniband_mad");
     put(&mad.join("abi_version"), "5")?;
     for (i, port) in layout::umad_ports(devices).enumerate() {

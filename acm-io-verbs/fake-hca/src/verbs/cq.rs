@@ -100,6 +100,9 @@ pub fn push(s: &mut State, cq: usize, wc: Wc) {
 }
 
 /// The `poll_cq` op: up to `n` completions, oldest first.
+///
+/// # Safety
+/// `cq` is alive and `wc` has room for `n` completions.
 pub unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_int {
     guard("poll_cq", -libc::EIO, || {
         let mut s = lock(&STATE);
@@ -133,6 +136,9 @@ pub unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> 
 }
 
 /// The `req_notify_cq` op: the next completion raises an event on the channel.
+///
+/// # Safety
+/// Any pointer (an unknown CQ gets EINVAL).
 pub unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, _solicited_only: c_int) -> c_int {
     guard("req_notify_cq", libc::EIO, || {
         match lock(&STATE).cqs.get_mut(&(cq as usize)) {

@@ -269,7 +269,7 @@ fn port_attr(p: &PortAttrs) -> ibv_port_attr {
     a.max_msg_sz = 0x4000_0000;
     a.pkey_tbl_len = p.pkeys.len() as u16;
     a.lid = p.lid;
-    a.sm_lid = p.sm_lid;
+    a.sm_lid = link().and_then(|l| l.config.sm_lid).unwrap_or(p.sm_lid);
     a.lmc = p.lmc;
     a.max_vl_num = 4;
     a.sm_sl = p.sm_sl;

@@ -336,6 +336,10 @@ fn apply(s: &mut State, qp: usize, to: QpState, port: u8, pkey_index: u16, m: u3
 }
 
 /// The `post_recv` op.
+///
+/// # Safety
+/// `wr` is a chain of valid receive requests whose buffers stay the HCA's until
+/// completed; `bad` is writable.
 pub unsafe extern "C" fn post_recv(
     qp: *mut ibv_qp,
     wr: *mut ibv_recv_wr,
@@ -350,9 +354,10 @@ pub unsafe extern "C" fn post_recv(
         while !w.is_null() {
             // SAFETY: the caller's chain of live work requests.
             let r = unsafe { &*w };
-            let fail = if q.state == QpState::Reset || r.num_sge < 0 {
-                Some(libc::EINVAL)
-            } else if r.num_sge as u32 > q.max_recv_sge {
+            let fail = if q.state == QpState::Reset
+                || r.num_sge < 0
+                || r.num_sge as u32 > q.max_recv_sge
+            {
                 Some(libc::EINVAL)
             } else if q.recvs.len() >= q.max_recv_wr as usize {
                 Some(libc::ENOMEM)
@@ -385,6 +390,10 @@ pub unsafe extern "C" fn post_recv(
 }
 
 /// The `post_send` op: UD sends of one MAD each (at most 256 bytes reach the hub).
+///
+/// # Safety
+/// `wr` is a chain of valid send requests whose buffers are readable; `bad` is
+/// writable.
 pub unsafe extern "C" fn post_send(
     qp: *mut ibv_qp,
     wr: *mut ibv_send_wr,
