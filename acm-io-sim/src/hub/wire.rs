@@ -1052,8 +1052,9 @@ mod tests {
     #[test]
     fn fixed_layouts() {
         let sizes: Vec<usize> = host_msgs().iter().map(|m| m.encode().len()).collect();
-        // ATTACH "node1", DETACH, OPEN_QP, CLOSE_QP, UD_SEND, MCAST x2, SA_SEND.
-        assert_eq!(sizes, vec![15, 8, 29, 12, 312, 30, 30, 298]);
+        // ATTACH "node1", DETACH, OPEN_QP, CLOSE_QP, CREATE_QP, UD_SEND, MCAST x2,
+        // SA_SEND.
+        assert_eq!(sizes, vec![15, 8, 29, 12, 12, 312, 30, 30, 298]);
         let d = HubMsg::UdReceive {
             ep: EndpointId(0x0403_0201),
             wc: RecvInfo::default(),

@@ -2,7 +2,7 @@
 //! of a `SOCK_SEQPACKET` socket pair whose other end the emulation writes, so reads,
 //! poll and epoll work natively and each read takes one packet; the library's
 //! `read`, `write`, `ioctl` and `close` wrappers ([`intercept`]) add what `ib_umad`
-//! does on top ([`file`]). SA sends go to the hub, which rewrites the TID's upper half
+//! does on top ([`mod@file`]). SA sends go to the hub, which rewrites the TID's upper half
 //! (the agent's, as the kernel does), answers through its SA and gives a send back
 //! with ETIMEDOUT after its timeout × (retries + 1).
 
