@@ -7,8 +7,10 @@
 
 use crate::config::Config;
 use crate::ffi::{EventPipe, lock};
+use acm_io_sim::hub::wire::HostMsg;
 use acm_io_sim::hub::{HostSetup, HubClient, HubError};
 use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
@@ -69,6 +71,7 @@ fn attach(config: Config) -> Result<Link, LinkError> {
                 source,
             }
         })?;
+    HUB_FD.store(client.as_fd().as_raw_fd(), Ordering::Relaxed);
     let (tx, rx) = mpsc::channel();
     let wake = EventPipe::new()?;
     let wake_read = wake.read.try_clone()?;
@@ -88,10 +91,27 @@ fn attach(config: Config) -> Result<Link, LinkError> {
 }
 
 static SOCKET_PATH: OnceLock<std::path::PathBuf> = OnceLock::new();
+/// The hub connection's descriptor, for the goodbye at exit.
+static HUB_FD: AtomicI32 = AtomicI32::new(-1);
 
-/// At exit, the host's socket file goes (the hub notices the host is gone when its
-/// next message cannot be delivered).
+/// At exit the host detaches (so the hub forgets its QPs and groups at once) and its
+/// socket file goes. The DETACH is sent straight on the connected socket: the hub
+/// thread may be anywhere, and an exit handler must not wait for it.
 extern "C" fn remove_socket() {
+    let fd = HUB_FD.load(Ordering::Relaxed);
+    if fd >= 0 {
+        let bye = HostMsg::Detach.encode();
+        // SAFETY: the hub socket stays open for the life of the process; `bye` is a
+        // valid buffer. A full or vanished hub just misses the goodbye.
+        unsafe {
+            libc::send(
+                fd,
+                bye.as_ptr().cast(),
+                bye.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+    }
     if let Some(p) = SOCKET_PATH.get() {
         let _ = std::fs::remove_file(p);
     }
