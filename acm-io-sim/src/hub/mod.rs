@@ -21,10 +21,11 @@
 //! # Source-address lookups
 //!
 //! A source lookup never reaches the hub: [`HubClient`] answers it locally from
-//! the addresses in the host's [`HostSetup`], with the simulator's rule
-//! ([`fabric::route_source`](crate::fabric::route_source): the host's own address,
-//! else its first address on the destination's subnet, else ENETUNREACH), and the
-//! driver feeds the answer at once.
+//! the addresses and default route in the host's [`HostSetup`], with the simulator's
+//! rule ([`fabric::route_with_default`](crate::fabric::route_with_default): the host's
+//! own address, else its first address on the destination's subnet, else its default
+//! route of the destination's family, else ENETUNREACH), and the driver feeds the
+//! answer at once.
 //!
 //! # Protocol
 //!
@@ -64,7 +65,7 @@
 //!
 //! | type | name | body | engine input |
 //! |---|---|---|---|
-//! | 0x81 | ATTACHED | host index u32, sm_lid u16, sm_sl u8, name: str, device count u16, devices…, address count u16, addresses… | `DeviceAdded`, `LocalIpAdded` |
+//! | 0x81 | ATTACHED | host index u32, sm_lid u16, sm_sl u8, name: str, device count u16, devices…, address count u16, addresses…, default route | `DeviceAdded`, `LocalIpAdded` |
 //! | 0x82 | ERROR | code u16 ([`wire::error_code`]), message: str | — |
 //! | 0x83 | BYE | reason: str | — (the attachment is over: hub shutdown, or the host attached again from another socket) |
 //! | 0x90 | QP_OPENED | ep u32, ok u8 (0/1), qpn u32 | `QpOpened` |
@@ -78,7 +79,8 @@
 //! (IB rate enum), mtu u8 (IB MTU enum), subnet_timeout u8, GID count u8, the GIDs
 //! (16 bytes each), pkey count u16, the pkeys (u16 each). An address is: family u8
 //! (4 or 6), address (16 bytes; IPv4 in the first 4), prefix u8 (0xFF for none), port
-//! GID (16 bytes), pkey u16.
+//! GID (16 bytes), pkey u16. The default route is a family u8 (0 for none, 4 or 6) and an
+//! address (16 bytes).
 //!
 //! # Semantics
 //!

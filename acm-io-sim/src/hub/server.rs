@@ -486,6 +486,7 @@ impl Hub {
             sm_sl: self.sm_sl,
             devices: self.topo.devices(h, self.sm_lid, self.sm_sl),
             ips: fabric::local_ips(&self.spec, h),
+            default_route: self.spec.hosts[h.index()].default_route,
         };
         let reply = HubMsg::Attached(setup).encode();
         if reply.len() > MAX_DATAGRAM {

@@ -528,6 +528,9 @@ pub struct HostSetup {
     pub devices: Vec<DeviceDesc>,
     /// Its IP addresses, each to be fed as `Input::LocalIpAdded`.
     pub ips: Vec<LocalIp>,
+    /// The source its routing picks for a destination outside every IPoIB subnet (the
+    /// spec's `default_route`), for source lookups.
+    pub default_route: Option<IpAddr>,
 }
 
 /// A message from the hub to a host.
@@ -648,32 +651,43 @@ fn get_port_attrs(r: &mut R<'_>) -> Result<PortAttrs, WireError> {
     })
 }
 
-fn put_ip(w: &mut W, ip: &LocalIp) {
+/// Family (4 or 6; 0 for none) and 16 address bytes, IPv4 in the first 4.
+fn put_addr(w: &mut W, addr: Option<IpAddr>) {
     let mut a = [0u8; 16];
-    match ip.addr {
-        IpAddr::V4(v4) => {
+    match addr {
+        None => w.u8(0),
+        Some(IpAddr::V4(v4)) => {
             w.u8(4);
             a[..4].copy_from_slice(&v4.octets());
         }
-        IpAddr::V6(v6) => {
+        Some(IpAddr::V6(v6)) => {
             w.u8(6);
             a = v6.octets();
         }
     }
     w.bytes(&a);
+}
+
+fn get_addr(r: &mut R<'_>) -> Result<Option<IpAddr>, WireError> {
+    let family = r.u8()?;
+    let a: [u8; 16] = r.arr()?;
+    Ok(match family {
+        0 => None,
+        4 => Some(IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3]))),
+        6 => Some(IpAddr::V6(Ipv6Addr::from(a))),
+        _ => return Err(WireError::BadField("address family")),
+    })
+}
+
+fn put_ip(w: &mut W, ip: &LocalIp) {
+    put_addr(w, Some(ip.addr));
     w.u8(ip.prefix_len.unwrap_or(0xFF));
     w.gid(&ip.gid);
     w.u16(ip.pkey);
 }
 
 fn get_ip(r: &mut R<'_>) -> Result<LocalIp, WireError> {
-    let family = r.u8()?;
-    let a: [u8; 16] = r.arr()?;
-    let addr = match family {
-        4 => IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3])),
-        6 => IpAddr::V6(Ipv6Addr::from(a)),
-        _ => return Err(WireError::BadField("address family")),
-    };
+    let addr = get_addr(r)?.ok_or(WireError::BadField("address family"))?;
     let prefix = r.u8()?;
     Ok(LocalIp {
         addr,
@@ -712,6 +726,7 @@ impl HubMsg {
                 for ip in s.ips.iter().take(usize::from(u16::MAX)) {
                     put_ip(&mut w, ip);
                 }
+                put_addr(&mut w, s.default_route);
                 w.finish()
             }
             Self::Error { code, message } => {
@@ -798,6 +813,7 @@ impl HubMsg {
                 }
                 let n = r.u16()?;
                 let ips = (0..n).map(|_| get_ip(&mut r)).collect::<Result<_, _>>()?;
+                let default_route = get_addr(&mut r)?;
                 Self::Attached(HostSetup {
                     host,
                     name,
@@ -805,6 +821,7 @@ impl HubMsg {
                     sm_sl,
                     devices,
                     ips,
+                    default_route,
                 })
             }
             t::ERROR => Self::Error {
@@ -987,6 +1004,7 @@ mod tests {
                         pkey: 0x8001,
                     },
                 ],
+                default_route: Some("192.168.122.17".parse().unwrap()),
             }),
             HubMsg::Error {
                 code: error_code::UNKNOWN_HOST,
