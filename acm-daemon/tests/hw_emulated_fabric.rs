@@ -1,7 +1,8 @@
 //! Three daemons on their hardware backends (`verbs`, no `--fabric`), each on the
 //! emulated HCA as one host of a hub serving `testdata/fabrics/demo.toml`: they
-//! resolve one another by IPv4, IPv6, name, LID and GID with Debian's `ib_acme`, over
-//! ACM multicast and the SA, with `route_prot sa` and `route_prot acm`. Then the umad
+//! resolve one another by IPv4 (with a source, and without one, which the emulated
+//! host's routing picks), IPv6, name, LID and GID with Debian's `ib_acme`, over ACM
+//! multicast and the SA, with `route_prot sa` and `route_prot acm`. Then the umad
 //! paths real kernels differ on: an old kernel without REGISTER_AGENT2, and an SA that
 //! never answers (umad gives the query back with ETIMEDOUT).
 
@@ -103,8 +104,11 @@ fn resolve_all(route_prot: &str) {
     for (src, host) in &hosts {
         for (dst, _) in hosts.iter().filter(|(d, _)| d.lid != src.lid) {
             let lid = dst.lid.to_string();
-            let cases: [(&str, Vec<&str>); 5] = [
+            let cases: [(&str, Vec<&str>); 6] = [
                 ("IPv4", vec!["-f", "i", "-s", &src.ip4, "-d", &dst.ip4]),
+                // The source is the emulated host's routing's (its 10.0.0.0/24
+                // address), not the machine's.
+                ("IPv4 without source", vec!["-f", "i", "-d", &dst.ip4]),
                 ("IPv6", vec!["-f", "i", "-s", &src.ip6, "-d", &dst.ip6]),
                 ("name", vec!["-f", "n", "-s", &src.name, "-d", &dst.name]),
                 ("LID", vec!["-f", "l", "-d", &lid]),

@@ -78,6 +78,12 @@ impl Config {
     }
 }
 
+/// This process's settings, read once.
+pub fn current() -> Option<&'static Config> {
+    static CONFIG: std::sync::OnceLock<Option<Config>> = std::sync::OnceLock::new();
+    CONFIG.get_or_init(Config::from_env).as_ref()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

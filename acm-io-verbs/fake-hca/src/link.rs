@@ -34,7 +34,7 @@ static LINK: OnceLock<Option<Link>> = OnceLock::new();
 /// or the hub refused (said once on stderr).
 pub fn link() -> Option<&'static Link> {
     LINK.get_or_init(|| {
-        let config = Config::from_env()?;
+        let config = crate::config::current()?.clone();
         match attach(config) {
             Ok(l) => Some(l),
             Err(e) => {

@@ -6,7 +6,7 @@
 //! Not in the crate's unit tests: a test binary would interpose its own I/O.
 
 use super::{UMAD, is_umad};
-use crate::config::Config;
+use crate::config;
 use crate::ffi::{guard, lock, set_errno};
 use crate::layout;
 use crate::link::link;
@@ -14,7 +14,6 @@ use std::ffi::{CStr, OsStr, c_char, c_int, c_uint, c_ulong, c_void};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The next definition of libc function `$name` with C type `$ty`, or `None` if there
@@ -49,8 +48,6 @@ fn enosys<T: From<i8>>() -> T {
     T::from(-1)
 }
 
-static CONFIG: OnceLock<Option<Config>> = OnceLock::new();
-
 /// The umad index `path` names under the emulated device root, if it does.
 ///
 /// # Safety
@@ -59,7 +56,7 @@ unsafe fn umad_index(path: *const c_char) -> Option<u32> {
     if path.is_null() {
         return None;
     }
-    let cfg = CONFIG.get_or_init(Config::from_env).as_ref()?;
+    let cfg = config::current()?;
     // SAFETY: the caller's NUL-terminated path.
     let p = Path::new(OsStr::from_bytes(
         unsafe { CStr::from_ptr(path) }.to_bytes(),
@@ -100,7 +97,7 @@ fn open_umad(index: u32, flags: c_int) -> c_int {
     // SAFETY: both were just created; the kernel end is owned from here on.
     let kernel = unsafe { OwnedFd::from_raw_fd(fds[1]) };
     let user = fds[0];
-    if user as usize >= super::MAX_FD {
+    if user as usize >= crate::fdset::MAX_FD {
         // SAFETY: `user` was just created and is not handed out.
         unsafe { libc::close(user) };
         set_errno(libc::EMFILE);
@@ -318,7 +315,8 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: usize) -> i
     next!("write", WriteFn).map_or_else(enosys, |f| unsafe { f(fd, buf, count) })
 }
 
-/// `close(2)`: an emulated descriptor's agents and pending sends go with it.
+/// `close(2)`: an emulated descriptor's agents and pending sends go with it, and a
+/// socket the emulated routing answered for is forgotten.
 ///
 /// # Safety
 /// As `close(2)`.
@@ -327,6 +325,7 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     if is_umad(fd) {
         guard("close", (), || lock(&UMAD).remove(fd));
     }
+    crate::net::intercept::on_close(fd);
     // SAFETY: forwarded as received.
     next!("close", CloseFn).map_or_else(enosys, |f| unsafe { f(fd) })
 }
@@ -345,10 +344,7 @@ fn umad_ioctl(fd: c_int, request: c_ulong, arg: *mut c_void) -> c_int {
         // SAFETY: the request number says the argument has `size` bytes.
         unsafe { std::ptr::copy_nonoverlapping(arg.cast::<u8>(), buf.as_mut_ptr(), size) };
     }
-    let no_agent2 = CONFIG
-        .get_or_init(Config::from_env)
-        .as_ref()
-        .is_some_and(|c| c.no_agent2);
+    let no_agent2 = config::current().is_some_and(|c| c.no_agent2);
     let r = {
         let mut u = lock(&UMAD);
         match u.files.get_mut(&fd) {

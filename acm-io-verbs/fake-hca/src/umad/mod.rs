@@ -10,13 +10,13 @@ pub mod file;
 #[cfg(not(test))]
 pub mod intercept;
 
+use crate::fdset::FdSet;
 use crate::ffi::lock;
 use acm_engine::{Mad, PortId, SaDest, SaSend};
 use file::{Outgoing, UmadFile};
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// An open descriptor: the kernel side of its socket pair and its state.
 #[derive(Debug)]
@@ -52,29 +52,12 @@ pub static UMAD: Mutex<Umad> = Mutex::new(Umad {
     next_serial: 1,
 });
 
-/// Descriptors below this number are recognised without taking the lock.
-pub const MAX_FD: usize = 4096;
-static FLAGGED: [AtomicU64; MAX_FD / 64] = [const { AtomicU64::new(0) }; MAX_FD / 64];
+/// The emulated umad descriptors.
+static FDS: FdSet = FdSet::new();
 
 /// Whether `fd` is an emulated umad descriptor (one atomic load).
 pub fn is_umad(fd: i32) -> bool {
-    usize::try_from(fd)
-        .ok()
-        .filter(|&f| f < MAX_FD)
-        .is_some_and(|f| FLAGGED[f / 64].load(Ordering::Acquire) & (1 << (f % 64)) != 0)
-}
-
-fn flag(fd: i32, on: bool) {
-    if let Ok(f) = usize::try_from(fd)
-        && f < MAX_FD
-    {
-        let bit = 1u64 << (f % 64);
-        if on {
-            FLAGGED[f / 64].fetch_or(bit, Ordering::AcqRel);
-        } else {
-            FLAGGED[f / 64].fetch_and(!bit, Ordering::AcqRel);
-        }
-    }
+    FDS.contains(fd)
 }
 
 impl Umad {
@@ -89,12 +72,12 @@ impl Umad {
                 file: UmadFile::new(port, serial),
             },
         );
-        flag(fd, true);
+        FDS.set(fd, true);
     }
 
     /// Forgets a descriptor being closed; its sends' answers are dropped.
     pub fn remove(&mut self, fd: i32) {
-        flag(fd, false);
+        FDS.set(fd, false);
         self.files.remove(&fd);
         self.pending.retain(|_, p| p.fd != fd);
     }
