@@ -34,7 +34,7 @@ use support::daemon::{DEADLINE, TempDir, ib_acme};
 /// README commands this test does not run, and why.
 const NOT_RUN: &[(&str, &str)] = &[
     (
-        "apt-get install -y ibacm systemd pkg-config libibverbs-dev librdmacm-dev libclang-dev",
+        "apt-get install -y ibacm systemd pkg-config libibverbs-dev libibumad-dev librdmacm-dev libclang-dev",
         "installs packages (as root); CI's .ci/run does it",
     ),
     ("cargo test --workspace", "the test suite itself"),

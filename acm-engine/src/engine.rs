@@ -52,6 +52,7 @@ impl Engine {
             };
             engine.core.push_log(ev);
         }
+        engine.set_kernel_timeout();
         for i in 0..engine.providers.len() {
             engine.with_provider(i, |p, cx| p.start(cx));
         }
@@ -90,6 +91,11 @@ impl Engine {
             Input::SaResponse { port, mad } => self.sa_response(port, mad),
             Input::SaSendFailed { port, tid, status } => self.sa_failed(port, tid, status),
             Input::Netlink(bytes) => self.netlink_request(bytes),
+            Input::ProviderWake => {
+                for i in 0..self.providers.len() {
+                    self.with_provider(i, |p, cx| p.wake(cx));
+                }
+            }
         }
         self.core.check_dropped_replies();
     }
@@ -103,7 +109,11 @@ impl Engine {
     /// When the engine next needs [`Input::Tick`] (or any input), if ever.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.providers.iter().filter_map(|p| p.poll_timeout()).min()
+        let providers = self.providers.iter().filter_map(|p| p.poll_timeout()).min();
+        match (providers, self.core.kernel_waits.next_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The global counters (docs/daemon.md §12).
@@ -134,6 +144,7 @@ impl Engine {
     }
 
     fn fire_timers(&mut self) {
+        self.expire_kernel_waits();
         let now = self.core.now;
         for i in 0..self.providers.len() {
             if self.providers[i].poll_timeout().is_some_and(|t| t <= now) {

@@ -230,6 +230,10 @@ pub enum Input<'a> {
     },
     /// A message from the kernel's RDMA_NL_LS multicast group.
     Netlink(&'a [u8]),
+    /// A provider has work that arrived outside the engine (a plugin answering from its
+    /// own thread): every provider's [`crate::provider::Provider::wake`] runs, with a
+    /// context, so it can hand that work to the core.
+    ProviderWake,
 }
 
 /// Bytes of one client reply or one owned MAD: inline up to `N` bytes, so that the

@@ -116,6 +116,12 @@ pub trait Provider {
     fn poll_timeout(&self) -> Option<Instant> {
         None
     }
+
+    /// The driver was told that work for a provider arrived from outside the engine
+    /// ([`crate::Input::ProviderWake`]): a provider that runs threads of its own (a C
+    /// plugin) queues their results and hands them to the core here, where it has a
+    /// context. Sans-IO providers never need it.
+    fn wake(&mut self, _cx: &mut Ctx<'_>) {}
 }
 
 /// The core's services, lent to a provider for the duration of one call.

@@ -34,6 +34,7 @@ pub mod log;
 pub mod metrics;
 pub mod options_source;
 pub mod paths;
+pub mod plugins;
 pub mod server;
 pub mod settings;
 pub mod startup;
@@ -185,19 +186,33 @@ fn start(args: &Args, life: &mut Life) -> Result<(), Failure> {
     for line in config::core_option_lines(&shown, &opts.path, &addr_display) {
         log.log(Level::Basic, "acm_log_options", &line);
     }
+    // Only the hardware backend gives providers a verbs context.
+    let verbs = !matches!(args.fabric, FabricArg::Sim { .. } | FabricArg::Hub { .. });
+    let opts_file = opts.path.display().to_string();
+    let plugins = plugins::Plugins::load(o, &opts_file, verbs, &mut |l| {
+        log.log(Level::Basic, "acm_open_providers", &l);
+    });
     let ctx = Ctx {
         args,
         paths: &paths,
         opts: &opts,
         source: &source,
+        plugins: &plugins,
     };
     let epoch = std::time::Instant::now();
     match (&args.fabric, fabric) {
         (FabricArg::Sim { .. }, Some(f)) => {
-            let backend = sim_backend(args, &paths, &opts, f, &mut log);
+            let backend = sim_backend(args, &paths, &opts, f, &plugins, &mut log);
             serve(&ctx, backend, log, epoch, life)
         }
         (FabricArg::Hub { socket, host }, _) => {
+            if !plugins.builtin_only() {
+                log.log(
+                    Level::Basic,
+                    "acm_open_providers",
+                    "the fabric hub runs only the built-in provider; provider libraries are not used",
+                );
+            }
             match hub_backend(args, &paths, &opts, socket, host, &mut log) {
                 Ok(backend) => serve(&ctx, backend, log, epoch, life),
                 Err(e) => Err(failed(&mut log, e)),
@@ -213,6 +228,7 @@ struct Ctx<'a> {
     paths: &'a RunPaths,
     opts: &'a LoadedOptions,
     source: &'a OptionsSource,
+    plugins: &'a plugins::Plugins,
 }
 
 /// Logs why the daemon stops, for a detached daemon whose stderr nobody reads.
@@ -286,7 +302,20 @@ fn hardware(
     let now = acm_engine::Instant::from_nanos(
         u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX),
     );
-    let engine = acm_engine::Engine::new(config, seed, now);
+    let engine = if ctx.plugins.builtin_only() {
+        acm_engine::Engine::new(config, seed, now)
+    } else {
+        // Each device's verbs context, for `acm_device.verbs`.
+        let contexts: std::collections::HashMap<String, _> = hw
+            .devices
+            .iter()
+            .map(|d| (d.desc.name.clone(), d.verbs.provider_handle()))
+            .collect();
+        let verbs: plugins::adapter::VerbsLookup =
+            std::rc::Rc::new(move |name: &str| contexts.get(name).cloned());
+        let providers = ctx.plugins.providers(&config, &verbs);
+        acm_engine::Engine::with_providers(config, seed, now, providers)
+    };
     let backend = backend::hw::HwBackend::new(hw, engine, now);
     serve(ctx, backend, log, epoch, life)
 }
@@ -353,6 +382,18 @@ fn serve<B: Backend>(
         // The logger went into the failed constructor: say it on stderr only.
         Err(e) => return Err(StartError::EventLoop(e).into()),
     };
+    if ctx.plugins.has_libraries() {
+        match server.provider_waker() {
+            Ok(w) => ctx.plugins.shared().set_waker(w),
+            Err(e) => server.log_mut().log(
+                Level::Basic,
+                "acm_open_providers",
+                &format!(
+                    "no waker for provider libraries ({e}); their answers wait for the next event"
+                ),
+            ),
+        }
+    }
     if let Some(signals) = life.signals.take()
         && let Err(e) = server.stop_on(signals)
     {
@@ -449,6 +490,7 @@ fn sim_backend(
     paths: &RunPaths,
     opts: &LoadedOptions,
     fabric: SimFabric,
+    plugins: &plugins::Plugins,
     log: &mut Logger,
 ) -> SimBackend {
     let SimFabric {
@@ -483,7 +525,15 @@ fn sim_backend(
             file
         });
     }
-    SimBackend::new(spec, h, config, acm_io_sim::sim::seed_from_env(), label)
+    let seed = acm_io_sim::sim::seed_from_env();
+    if plugins.builtin_only() {
+        return SimBackend::new(spec, h, config, seed, label);
+    }
+    // The simulator has no verbs: C providers get a null `acm_device.verbs`.
+    let plugins = plugins.clone();
+    let verbs = plugins::no_verbs();
+    let factory: acm_io_sim::ProviderFactory = Box::new(move |c| plugins.providers(c, &verbs));
+    SimBackend::with_providers(spec, h, config, seed, label, factory)
 }
 
 /// This host's engine, attached to a fabric hub.

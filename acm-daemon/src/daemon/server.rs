@@ -42,6 +42,8 @@ const LISTENER: Token = Token(0);
 const BACKEND: Token = Token(1);
 const KERNEL: Token = Token(2);
 const SIGNALS: Token = Token(3);
+/// The waker C provider plugins' threads fire ([`Server::provider_waker`]).
+const PROVIDERS: Token = Token(4);
 /// Connection ids start here, so that a connection's token is its id.
 const FIRST_CONN: u64 = 16;
 
@@ -152,6 +154,15 @@ impl<B: Backend> Server<B> {
         Ok(())
     }
 
+    /// A waker that makes the loop feed the backend's engine
+    /// [`acm_engine::Input::ProviderWake`] (one per server).
+    ///
+    /// # Errors
+    /// The poller refused it.
+    pub fn provider_waker(&self) -> io::Result<mio::Waker> {
+        mio::Waker::new(self.poll.registry(), PROVIDERS)
+    }
+
     /// The log, for the caller's last lines.
     pub fn log_mut(&mut self) -> &mut Logger {
         &mut self.log
@@ -180,10 +191,12 @@ impl<B: Backend> Server<B> {
                 return Err(e.into());
             }
             let mut backend_ready = false;
+            let mut providers = false;
             for ev in &events {
                 match ev.token() {
                     LISTENER => self.accept_all(),
                     BACKEND => backend_ready = true,
+                    PROVIDERS => providers = true,
                     KERNEL => self.read_kernel(),
                     SIGNALS => {
                         if let Some(sig) = self.stop.as_mut().and_then(StopSignals::take) {
@@ -209,6 +222,9 @@ impl<B: Backend> Server<B> {
             }
             self.revisit_paused();
             let now = self.now();
+            if providers {
+                self.backend.provider_wake(now);
+            }
             self.backend.advance(now, backend_ready)?;
             self.dispatch();
             self.write_metrics();

@@ -43,6 +43,9 @@ pub mod range {
     pub const MAX_PENDING_PER_CLIENT: (u32, u32) = (1, 65_536);
     /// `max_background_resolves` (0: NODELAY never leaves a lookup behind).
     pub const MAX_BACKGROUND_RESOLVES: (u32, u32) = (0, 65_536);
+    /// `kernel_timeout` in ms: 0 leaves the kernel's wait alone; the kernel itself keeps
+    /// any other value within 100 to 200,000 ms.
+    pub const KERNEL_TIMEOUT: (u32, u32) = (0, 200_000);
 }
 
 /// The default `resolve_depth` (the reference's is 1).
@@ -205,6 +208,10 @@ pub struct Options {
     pub acme_plus_kernel_only: bool,
     /// `provider_lib_path`: the directory of loadable providers.
     pub provider_lib_path: String,
+    /// `builtin_provider` (ours, yes by default): whether the built-in Rust `ibacmp` is
+    /// registered. With `no`, a loaded provider library named `ibacmp` (Debian's
+    /// libibacmp.so) serves in its place (docs/providers.md §1).
+    pub builtin_provider: bool,
     /// `support_ips_in_addr_cfg`: whether IP literals in the address file are accepted
     /// (the engine applies it; [`crate::config::AddrFile`] keeps every line).
     pub support_ips_in_addr_cfg: bool,
@@ -245,6 +252,12 @@ pub struct Options {
     /// always, but starts no lookup. Background lookups only get a credit when no
     /// lookup someone waits for is queued.
     pub max_background_resolves: u32,
+    /// `kernel_timeout` (not in the reference): how long, in ms, the kernel should wait
+    /// for the daemon's answer to each of its path and address requests before it asks
+    /// the SA itself (docs/protocol/netlink-ls.md §8). 0, the default, leaves the
+    /// kernel's own wait (2000 ms) alone, as the reference does; the daemon answers
+    /// every kernel request within the wait either way.
+    pub kernel_timeout: u32,
     /// `send_depth`: outstanding ACM responses per endpoint.
     pub send_depth: u32,
     /// `recv_depth`: receive buffers per endpoint.
@@ -276,6 +289,7 @@ impl Default for Options {
             server_mode: ServerMode::Unix,
             acme_plus_kernel_only: false,
             provider_lib_path: String::from("/usr/lib/x86_64-linux-gnu/ibacm"),
+            builtin_provider: true,
             support_ips_in_addr_cfg: false,
             timeout_ms: 2000,
             retries: 2,
@@ -289,6 +303,7 @@ impl Default for Options {
             resolve_depth: DEFAULT_RESOLVE_DEPTH,
             max_pending_per_client: 64,
             max_background_resolves: 64,
+            kernel_timeout: 0,
             send_depth: 1,
             recv_depth: 1024,
             min_mtu: Mtu::MTU_2048,
@@ -543,6 +558,15 @@ impl Parser<'_> {
                 self.opts.acme_plus_kernel_only = on;
             }
             b"provider_lib_path" => self.opts.provider_lib_path = text(value),
+            b"builtin_provider" => {
+                if ["yes", "true", "1"].iter().any(|w| eq(value, w)) {
+                    self.opts.builtin_provider = true;
+                } else if ["no", "false", "0"].iter().any(|w| eq(value, w)) {
+                    self.opts.builtin_provider = false;
+                } else {
+                    self.unchanged(line, name, value);
+                }
+            }
             b"support_ips_in_addr_cfg" => {
                 self.opts.support_ips_in_addr_cfg = self.int(line, name, value) != 0;
             }
@@ -599,6 +623,11 @@ impl Parser<'_> {
             b"max_background_resolves" => {
                 self.set_u32(line, name, value, range::MAX_BACKGROUND_RESOLVES, |o| {
                     &mut o.max_background_resolves
+                });
+            }
+            b"kernel_timeout" => {
+                self.set_u32(line, name, value, range::KERNEL_TIMEOUT, |o| {
+                    &mut o.kernel_timeout
                 });
             }
             b"send_depth" => self.set_u32(line, name, value, range::DEPTH, |o| &mut o.send_depth),
@@ -950,6 +979,7 @@ server_port 7000
 server_mode OPEN
 acme_plus_kernel_only YES
 provider_lib_path /opt/p
+builtin_provider NO
 support_ips_in_addr_cfg 5
 timeout 100
 retries 4
@@ -980,6 +1010,7 @@ addr_data_file /h
             server_mode: ServerMode::Open,
             acme_plus_kernel_only: true,
             provider_lib_path: "/opt/p".into(),
+            builtin_provider: false,
             support_ips_in_addr_cfg: true,
             timeout_ms: 100,
             retries: 4,
@@ -993,6 +1024,7 @@ addr_data_file /h
             resolve_depth: 2,
             max_pending_per_client: 64,
             max_background_resolves: 64,
+            kernel_timeout: 0,
             send_depth: 3,
             recv_depth: 16,
             min_mtu: Mtu::MTU_4096,
@@ -1177,7 +1209,7 @@ addr_data_file /h
                 d[0]
             );
         }
-        let bounds: [(&str, i64, i64); 14] = [
+        let bounds: [(&str, i64, i64); 15] = [
             ("log_level", 0, 2),
             ("umad_debug_level", 0, i64::from(i32::MAX)),
             ("server_port", 1, 65535),
@@ -1191,6 +1223,7 @@ addr_data_file /h
             ("recv_depth", 1, 65_536),
             ("max_pending_per_client", 1, 65_536),
             ("max_background_resolves", 0, 65_536),
+            ("kernel_timeout", 0, 200_000),
             ("timeout", 1, 600_000),
         ];
         for (name, min, max) in bounds {
@@ -1327,6 +1360,18 @@ addr_data_file /h
         );
         let (_, d) = parse("min_rate 7");
         assert_eq!(severities(&d), [(1, Severity::Warning)]);
+    }
+
+    #[test]
+    fn builtin_provider_takes_yes_or_no_and_warns_on_anything_else() {
+        assert!(only("builtin_provider yes").builtin_provider);
+        assert!(!only("builtin_provider no").builtin_provider);
+        let (o, d) = parse("builtin_provider maybe\n");
+        assert!(o.builtin_provider, "left at its default");
+        assert_eq!(d.len(), 1);
+        let shown = alloc::format!("{}", d[0]);
+        assert!(shown.contains(":1: "), "{shown}");
+        assert!(shown.contains("'maybe'"), "{shown}");
     }
 
     #[test]

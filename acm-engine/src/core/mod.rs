@@ -4,6 +4,7 @@
 //! [`crate::provider::Provider`].
 
 mod client;
+mod kernel_wait;
 mod netlink;
 mod queries;
 mod sa_agent;
@@ -108,6 +109,8 @@ pub(crate) struct Core {
     /// Provider names, by index, for EP_QUERY.
     pub(crate) provider_names: Vec<String>,
     pub(crate) netlink_warned: bool,
+    /// The kernel's requests not answered yet, with the deadline of each.
+    pub(crate) kernel_waits: kernel_wait::KernelWaits,
     /// Replies providers dropped unanswered (debug builds log a warning).
     #[cfg(debug_assertions)]
     pub(crate) dropped: crate::request::DropCount,
@@ -120,6 +123,7 @@ impl Core {
             1 => Level::Config,
             _ => Level::Verbose,
         };
+        let kernel_waits = kernel_wait::KernelWaits::new(config.options.kernel_timeout);
         Self {
             now,
             config,
@@ -137,6 +141,7 @@ impl Core {
             local_ips: Vec::new(),
             provider_names: names,
             netlink_warned: false,
+            kernel_waits,
             #[cfg(debug_assertions)]
             dropped: crate::request::DropCount::default(),
         }
@@ -264,17 +269,13 @@ impl Core {
             ReplyTo::Client { conn, epoch } => {
                 self.deliver(conn, epoch, Reply::from_array(buf, len));
             }
-            ReplyTo::Kernel {
-                nl_type,
-                seq,
-                path_use,
-            } => {
+            ReplyTo::Kernel { nl_type, seq, ask } => {
                 let path = if status == Status::SUCCESS {
                     path
                 } else {
                     None
                 };
-                self.netlink_reply(nl_type, seq, path_use, path);
+                self.netlink_reply(nl_type, seq, ask, path);
             }
         }
     }

@@ -16,6 +16,11 @@ use acm_engine::HostOutput;
 use acm_engine::{ClientOutput, ConnId, Input, Instant};
 use std::collections::VecDeque;
 
+/// Makes a driven host's providers from its engine configuration
+/// ([`Sim::driving_with_providers`]).
+pub type ProviderFactory =
+    Box<dyn FnMut(&acm_engine::EngineConfig) -> Vec<Box<dyn acm_engine::provider::Provider>>>;
+
 /// Set in the engine-side id of every driver connection.
 pub const DRIVER_CONN_BIT: u64 = 1 << 63;
 
@@ -56,6 +61,16 @@ impl Sim {
         let h = self.driven();
         let conn = ConnId(conn.0 | DRIVER_CONN_BIT);
         self.input(h, Input::ClientRequest { conn, bytes });
+    }
+
+    /// A provider of the driven host has work from outside the engine (a plugin's
+    /// thread answered): [`Input::ProviderWake`] to its engine now.
+    ///
+    /// # Panics
+    /// Without a driven host.
+    pub fn driver_wake(&mut self) {
+        let h = self.driven();
+        self.input(h, Input::ProviderWake);
     }
 
     /// Driver connection `conn` is gone.

@@ -60,6 +60,7 @@ impl SimHost {
         seed: u64,
         incarnation: u32,
         config: Option<acm_engine::EngineConfig>,
+        providers: Option<&mut super::driver::ProviderFactory>,
     ) -> Self {
         let config = config.unwrap_or_else(|| fabric::engine_config(spec, h));
         let sa_depth = config.options.sa_depth.max(1);
@@ -68,9 +69,16 @@ impl SimHost {
         let engine_seed =
             SimRng::derive(seed, ((h.index() as u64) << 20) | u64::from(incarnation)).next_u64();
         let ips = fabric::local_ips(spec, h);
+        let engine = match providers {
+            Some(make) => {
+                let list = make(&config);
+                Engine::with_providers(config, engine_seed, Instant::ZERO, list)
+            }
+            None => Engine::new(config, engine_seed, Instant::ZERO),
+        };
         Self {
             index: h,
-            engine: Engine::new(config, engine_seed, Instant::ZERO),
+            engine,
             incarnation,
             timer: None,
             qps: BTreeMap::new(),

@@ -492,6 +492,10 @@ impl Backend for HwBackend {
         self.input(now, Input::Netlink(bytes));
     }
 
+    fn provider_wake(&mut self, now: Instant) {
+        self.input(now, Input::ProviderWake);
+    }
+
     fn advance(&mut self, now: Instant, io_ready: bool) -> Result<(), BackendError> {
         if io_ready {
             // Every descriptor shares one token: drain them all (edge-triggered).
