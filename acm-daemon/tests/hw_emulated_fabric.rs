@@ -4,7 +4,8 @@
 //! host's routing picks), IPv6, name, LID and GID with Debian's `ib_acme`, over ACM
 //! multicast and the SA, with `route_prot sa` and `route_prot acm`. Then the umad
 //! paths real kernels differ on: an old kernel without REGISTER_AGENT2, and an SA that
-//! never answers (umad gives the query back with ETIMEDOUT).
+//! never answers (umad gives the query back with ETIMEDOUT); and a device that dies
+//! (the hub going away is a fatal device error).
 
 #![cfg(feature = "verbs")]
 
@@ -304,4 +305,29 @@ fn umad_reads_one_packet_each_and_refuses_short_buffers() {
     );
     assert!(out.status.success(), "{text}");
     assert!(text.contains("1 passed"), "the probe ran:\n{text}");
+}
+
+/// The hub going away is the emulated HCA dying: a fatal device event on the async
+/// descriptor, which the daemon takes as the device's removal; nothing resolves after.
+#[test]
+fn a_hub_that_goes_away_is_a_fatal_device_error() {
+    let dir = TempDir::new("hw-fatal");
+    let hub = RunningHub::start(&demo(), dir.join("hub.sock"));
+    let n = node(1);
+    let host = EmulatedHost::start(
+        &dir.subdir("node1"),
+        &hub.path,
+        &demo(),
+        &n.name,
+        &options("sa"),
+        &addr_file(&n),
+        &[],
+        JOINED,
+    );
+    let (out, status) = acme(&host.socket(), &["-f", "l", "-d", "3"]);
+    assert_eq!(status, 0, "{out}");
+    drop(hub);
+    host.wait_log("mlx5_0: fatal device error");
+    let (out, status) = acme(&host.socket(), &["-f", "l", "-d", "3"]);
+    assert_ne!(status, 0, "resolved on a dead device:\n{out}");
 }

@@ -172,14 +172,7 @@ impl EmulatedHost {
             dir: dir.to_owned(),
         };
         let deadline = std::time::Instant::now() + START_LIMIT;
-        while !h.log().contains(ready) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{host} did not log {ready:?} in {START_LIMIT:?}; log:\n{}",
-                h.log()
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
+        h.wait_log(ready);
         while std::os::unix::net::UnixStream::connect(h.socket()).is_err() {
             assert!(
                 std::time::Instant::now() < deadline,
@@ -188,6 +181,19 @@ impl EmulatedHost {
             thread::sleep(Duration::from_millis(20));
         }
         h
+    }
+
+    /// Waits (up to 20 s) until the log says `what`.
+    pub fn wait_log(&self, what: &str) {
+        let deadline = std::time::Instant::now() + START_LIMIT;
+        while !self.log().contains(what) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the daemon did not log {what:?} in {START_LIMIT:?}; log:\n{}",
+                self.log()
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// The daemon's unix socket.
