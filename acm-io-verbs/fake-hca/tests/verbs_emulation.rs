@@ -35,16 +35,19 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Builds the library with the running cargo and says where it is.
+/// Builds the library with the running cargo, in the profile of this test, and says
+/// where it is.
 fn library() -> PathBuf {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = Command::new(cargo)
-        .current_dir(workspace())
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(workspace())
         .args(["build", "-q", "-p", "acm-fake-hca", "--lib"])
         .arg("--message-format=json-render-diagnostics")
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("cargo runs");
+        .stderr(Stdio::inherit());
+    if !cfg!(debug_assertions) {
+        cmd.arg("--release");
+    }
+    let out = cmd.output().expect("cargo runs");
     assert!(out.status.success(), "cargo build -p acm-fake-hca failed");
     String::from_utf8_lossy(&out.stdout)
         .split('"')
