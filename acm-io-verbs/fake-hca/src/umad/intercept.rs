@@ -109,7 +109,7 @@ fn open_umad(index: u32, flags: c_int) -> c_int {
             libc::fcntl(user, libc::F_SETFD, 0);
         }
         if flags & libc::O_NONBLOCK != 0 {
-            libc::fcntl(user, libc::F_SETFL, libc::O_NONBLOCK | libc::O_RDWR);
+            libc::fcntl(user, libc::F_SETFL, libc::O_NONBLOCK);
         }
     }
     lock(&UMAD).add(user, kernel, port);
