@@ -322,12 +322,10 @@ impl Sim {
     /// The source the host's routing picks for `dest` ([`fabric::route_source`]).
     fn route(&self, h: HostId, dest: IpAddr) -> Result<IpAddr, u8> {
         let host = &self.spec.hosts[h.index()];
-        fabric::route_source(host.ips.iter().map(|ip| (ip.addr, ip.prefix)), dest).or_else(
-            |errno| {
-                host.default_route
-                    .filter(|r| r.is_ipv4() == dest.is_ipv4())
-                    .ok_or(errno)
-            },
+        fabric::route_with_default(
+            host.ips.iter().map(|ip| (ip.addr, ip.prefix)),
+            host.default_route,
+            dest,
         )
     }
 
