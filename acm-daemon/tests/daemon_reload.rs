@@ -1,4 +1,4 @@
-//! SIGHUP against a running `ibacm` process (issue 19, part 4; docs/daemon.md §13): an
+//! SIGHUP against a running `ibacm` process (issue 19, part 4; docs/daemon.md §14): an
 //! address-file name added is resolved as a source by Debian's `ib_acme`, a name
 //! removed no longer is while the others still are, a file with a malformed line is
 //! refused whole (the log names file and line, the running names stay), and a
@@ -67,8 +67,11 @@ fn sighup_adds_and_removes_names_and_refuses_a_malformed_file() {
     assert!(!resolves(&d, "node1-extra"), "not a name of ours yet");
 
     // Added.
-    std::fs::write(&addr, "node1 mlx5_0 1 default\nnode1-extra mlx5_0 1 default\n")
-        .expect("write the address file");
+    std::fs::write(
+        &addr,
+        "node1 mlx5_0 1 default\nnode1-extra mlx5_0 1 default\n",
+    )
+    .expect("write the address file");
     let said = reload(&mut d, &log);
     assert!(
         said.contains("config: reloaded: 1 addresses added, 0 removed\n"),
@@ -112,7 +115,10 @@ fn sighup_adds_and_removes_names_and_refuses_a_malformed_file() {
         said.contains("config: reloaded: 0 addresses added, 1 removed, log_level 1 -> 2\n"),
         "{said}"
     );
-    assert!(!resolves(&d, "node1-extra"), "the removed name is no source");
+    assert!(
+        !resolves(&d, "node1-extra"),
+        "the removed name is no source"
+    );
     assert!(resolves(&d, "node1"), "the other name still is");
     // Level 2 logs each client's connection, which level 1 did not.
     let text = std::fs::read_to_string(&log).expect("the log");
@@ -144,7 +150,9 @@ fn options_that_need_a_restart_keep_their_running_value_and_name_their_line() {
         "{said}"
     );
     assert!(
-        said.contains("config: reloaded: 0 addresses added, 0 removed, 1 changed options need a restart"),
+        said.contains(
+            "config: reloaded: 0 addresses added, 0 removed, 1 changed options need a restart"
+        ),
         "{said}"
     );
     // Still on the unix socket.

@@ -1,5 +1,5 @@
 //! SIGHUP: the options file and the address file read again while the daemon runs
-//! (docs/daemon.md §13). The reference has no reload: its daemon "must be stopped and
+//! (docs/daemon.md §14). The reference has no reload: its daemon "must be stopped and
 //! restarted if a cluster is reconfigured", which drops every cache and every client.
 //!
 //! - **The files.** The same ones as at start: the options file `-O` named, else the

@@ -1,5 +1,5 @@
 //! What a reload (the daemon's SIGHUP) may change in a running engine, decided per
-//! option (docs/daemon.md §13).
+//! option (docs/daemon.md §14).
 //!
 //! A reload re-reads the options file and the address file. Addresses come and go at
 //! run time anyway (an IPoIB address appears, a pkey leaves the table), so address-file
