@@ -1,8 +1,9 @@
 //! SIGHUP against a running `ibacm` process (issue 19, part 4; docs/daemon.md §14): an
 //! address-file name added is resolved as a source by Debian's `ib_acme`, a name
 //! removed no longer is while the others still are, a file with a malformed line is
-//! refused whole (the log names file and line, the running names stay), and a
-//! `log_level` change applies at once.
+//! refused whole (the log names file and line, the running names stay), a
+//! `log_level` change applies at once, and so does a metrics file; an option that needs
+//! a restart keeps its running value and the log names its line.
 
 #[allow(dead_code)]
 mod support {
@@ -134,13 +135,34 @@ fn sighup_adds_and_removes_names_and_refuses_a_malformed_file() {
 fn options_that_need_a_restart_keep_their_running_value_and_name_their_line() {
     let dir = TempDir::new("reload-opts");
     let log = dir.join("ibacm.log");
+    let metrics = dir.join("ibacm.prom");
     let mut d = Daemon::start(dir.path(), &format!("sim:{DEMO}:node1"), "log_level 0\n");
     std::fs::write(
         dir.join("ibacm_opts.cfg"),
-        "log_level 0\n# moved\nserver_mode loop\n",
+        format!(
+            "log_level 0\n# moved\nserver_mode loop\nmetrics_file {}\n",
+            metrics.display()
+        ),
     )
     .expect("write the options");
     let said = reload(&mut d, &log);
+    // A daemon option that applies at once: the metrics file is written.
+    assert!(
+        said.contains(&format!(
+            "daemon settings reloaded: metrics file {} every 15 s",
+            metrics.display()
+        )),
+        "{said}"
+    );
+    let start = Instant::now();
+    while !metrics.exists() {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "no metrics file\n{}",
+            d.diagnostics()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let opts = dir.join("ibacm_opts.cfg");
     assert!(
         said.contains(&format!(

@@ -141,6 +141,25 @@ fn names_added_and_removed_leave_the_other_endpoints_and_their_caches_alone() {
 }
 
 #[test]
+fn lines_for_a_device_port_or_pkey_the_host_lacks_are_logged_with_their_line() {
+    let mut node = started();
+    let text = format!(
+        "{}ghost mlx9_9 1 default\nport2 fakeib0 2 default\nnokey fakeib0 1 0x7777\n",
+        addr_text()
+    );
+    reload(&mut node, reference::OPTS, Some(&text));
+    let logs = node.logs.join("\n");
+    for want in [
+        "config: ibacm_addr.cfg:6: no device mlx9_9; 'ghost' is not used",
+        "config: ibacm_addr.cfg:7: device fakeib0 has no port 2; 'port2' is not used",
+        "config: ibacm_addr.cfg:8: port 1 of device fakeib0 has no pkey 0x7777; 'nokey' is not used",
+        "config: reloaded: 0 addresses added, 0 removed",
+    ] {
+        assert!(logs.contains(want), "{want}\n{logs}");
+    }
+}
+
+#[test]
 fn an_endpoint_left_without_names_closes_and_one_given_a_name_opens() {
     let mut node = started();
     // fakehost-p leaves: endpoint 0x8001 has no address left.

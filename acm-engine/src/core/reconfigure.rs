@@ -8,6 +8,7 @@
 use super::level_of;
 use crate::Engine;
 use crate::addr::Address;
+use crate::config::AddrFile;
 use crate::config::reload::{self, Reconfig, Takes};
 use crate::io::EndpointId;
 use crate::log::{Level, log};
@@ -41,6 +42,9 @@ impl Engine {
         for i in 0..self.providers.len() {
             self.with_provider(i, |p, cx| p.reconfigure(cx, &options));
         }
+        if let Some(file) = &r.addr_file {
+            self.check_addr_file(file);
+        }
         let (added, removed) = if addresses_may_move {
             let before = self.local_names();
             if let Some(file) = &r.addr_file {
@@ -61,6 +65,20 @@ impl Engine {
             summary.push_str(&format!(", {restart} changed options need a restart"));
         }
         log!(self.core, Level::Basic, "config", "{summary}");
+    }
+
+    /// Logs the new address file's lines that can never give an endpoint an address
+    /// (a device, port or pkey the host does not have), as the start does.
+    fn check_addr_file(&mut self, file: &AddrFile) {
+        let names: Vec<&str> = self.core.devices.iter().map(|d| d.name.as_str()).collect();
+        let mut diags = file.unknown_devices(&names);
+        for d in &self.core.devices {
+            let pkeys: Vec<&[u16]> = d.ports.iter().map(|p| p.attrs.pkeys.as_slice()).collect();
+            diags.extend(file.check_device(&d.name, &pkeys));
+        }
+        for d in diags {
+            log!(self.core, Level::Basic, "config", "{d}");
+        }
     }
 
     /// Every open endpoint's addresses, with what EP_QUERY shows for each.
