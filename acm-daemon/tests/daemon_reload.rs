@@ -20,10 +20,15 @@ use support::daemon::{DEADLINE, DEMO, Daemon, TempDir, ib_acme, run_bounded};
 /// Whether Debian's `ib_acme` gets a path from name `src` (one of this host's) to
 /// node2, another host of the demo fabric.
 fn resolves(d: &Daemon, src: &str) -> bool {
+    resolves_to(d, src, "node2")
+}
+
+/// Whether Debian's `ib_acme` gets a path from name `src` to name `dst`.
+fn resolves_to(d: &Daemon, src: &str, dst: &str) -> bool {
     let mut cmd = Command::new(ib_acme());
     cmd.arg("-S")
         .arg(d.socket())
-        .args(["-f", "n", "-s", src, "-d", "node2"]);
+        .args(["-f", "n", "-s", src, "-d", dst]);
     let out = run_bounded(cmd, DEADLINE);
     out.status.success() && String::from_utf8_lossy(&out.stdout).contains("Path information")
 }
@@ -179,4 +184,48 @@ fn options_that_need_a_restart_keep_their_running_value_and_name_their_line() {
     );
     // Still on the unix socket.
     assert!(resolves(&d, "node1"));
+}
+
+#[test]
+fn a_fabric_hub_host_reloads_the_address_file_its_run_directory_keeps() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = TempDir::new("reload-hub");
+    let hub_sock = dir.join("hub.sock");
+    let text = std::fs::read_to_string(DEMO).expect("the demo fabric");
+    let spec = acm_io_sim::FabricSpec::parse(&text).expect("the demo fabric parses");
+    let mut hub = acm_io_sim::hub::Hub::bind(spec, &hub_sock).expect("bind the hub");
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    let served = std::thread::spawn(move || hub.serve_until(&flag).map_err(|e| e.to_string()));
+    let run = dir.subdir("run");
+    let log = run.join("ibacm.log");
+    let fabric = format!("hub:{}:node2", hub_sock.display());
+    {
+        let mut d = Daemon::start(&run, &fabric, "log_level 0\n");
+        // Generated at start in the run directory, and read again at a reload.
+        let addr = run.join("ibacm_addr.cfg");
+        let mut text = std::fs::read_to_string(&addr).expect("the generated address file");
+        // A source must be one of the host's names; node2 is, and is its own
+        // destination (a loopback path).
+        assert!(resolves_to(&d, "node2", "node2"));
+        assert!(!resolves_to(&d, "node2-extra", "node2"));
+        text.push_str("node2-extra mlx5_0 1 default\n");
+        std::fs::write(&addr, text).expect("write the address file");
+        let said = reload(&mut d, &log);
+        assert!(
+            said.contains(&format!(
+                "SIGHUP: reading {}",
+                run.join("ibacm_opts.cfg").display()
+            )) && said.contains(&format!("and {} again", addr.display())),
+            "{said}"
+        );
+        assert!(
+            said.contains("config: reloaded: 1 addresses added, 0 removed\n"),
+            "{said}"
+        );
+        assert!(resolves_to(&d, "node2-extra", "node2"));
+    }
+    stop.store(true, Ordering::Relaxed);
+    assert_eq!(served.join().expect("the hub thread"), Ok(()));
 }
