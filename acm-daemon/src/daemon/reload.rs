@@ -29,7 +29,7 @@
 //! - **systemd.** Under `--systemd`, `RELOADING=1` is sent before the files are read
 //!   and `READY=1` after (`ExecReload=` in ibacm.service sends the SIGHUP).
 
-use super::access::AllowList;
+use super::access::{AccessConfig, AllowList, SocketAccess};
 use super::addr_file::{self, AddrFileSpec};
 use super::args::{Args, FabricArg};
 use super::config::{self, LoadedOptions};
@@ -257,15 +257,20 @@ impl Reloader {
         log: &mut Logger,
     ) -> SettingsDelta {
         let old = &self.settings;
+        // Destructured so that a new setting fails to compile here until it is given
+        // its place (applied, or needing a restart).
+        let Settings {
+            access:
+                AccessConfig {
+                    socket: SocketAccess { mode, group },
+                    allow,
+                },
+            metrics,
+            max_queued_reply_bytes,
+        } = new;
         let socket = [
-            (
-                "server_socket_mode",
-                old.access.socket.mode != new.access.socket.mode,
-            ),
-            (
-                "server_socket_group",
-                old.access.socket.group != new.access.socket.group,
-            ),
+            ("server_socket_mode", old.access.socket.mode != *mode),
+            ("server_socket_group", old.access.socket.group != *group),
         ];
         for (name, changed) in socket {
             if changed {
@@ -280,10 +285,10 @@ impl Reloader {
                 );
             }
         }
-        let allow = (old.access.allow != new.access.allow).then(|| new.access.allow.clone());
-        let metrics = (old.metrics != new.metrics).then(|| new.metrics.clone());
-        let max_queued = (old.max_queued_reply_bytes != new.max_queued_reply_bytes)
-            .then_some(new.max_queued_reply_bytes);
+        let allow = (old.access.allow != *allow).then(|| allow.clone());
+        let metrics = (old.metrics != *metrics).then(|| metrics.clone());
+        let max_queued = (old.max_queued_reply_bytes != *max_queued_reply_bytes)
+            .then_some(*max_queued_reply_bytes);
         let mut changed = Vec::new();
         if allow.is_some() {
             changed.push("allow_users/allow_groups".to_owned());
