@@ -145,7 +145,7 @@ pub fn option_changes(running: &Options, new: &Options) -> Vec<OptionChange> {
     );
     note(
         "server_mode",
-        debug(running.server_mode),
+        debug(&running.server_mode),
         debug(server_mode),
         Restart,
     );
@@ -184,7 +184,7 @@ pub fn option_changes(running: &Options, new: &Options) -> Vec<OptionChange> {
     );
     note(
         "addr_prot",
-        debug(running.addr_prot),
+        debug(&running.addr_prot),
         debug(addr_prot),
         Restart,
     );
@@ -196,7 +196,7 @@ pub fn option_changes(running: &Options, new: &Options) -> Vec<OptionChange> {
     );
     note(
         "route_prot",
-        debug(running.route_prot),
+        debug(&running.route_prot),
         debug(route_prot),
         Restart,
     );
@@ -208,7 +208,7 @@ pub fn option_changes(running: &Options, new: &Options) -> Vec<OptionChange> {
     );
     note(
         "loopback_prot",
-        debug(running.loopback_prot),
+        debug(&running.loopback_prot),
         debug(loopback_prot),
         Restart,
     );
@@ -248,16 +248,16 @@ pub fn option_changes(running: &Options, new: &Options) -> Vec<OptionChange> {
         num(recv_depth),
         Restart,
     );
-    note("min_mtu", debug(running.min_mtu), debug(min_mtu), Restart);
+    note("min_mtu", debug(&running.min_mtu), debug(min_mtu), Restart);
     note(
         "min_rate",
-        debug(running.min_rate),
+        debug(&running.min_rate),
         debug(min_rate),
         Restart,
     );
     note(
         "route_preload",
-        debug(running.route_preload),
+        debug(&running.route_preload),
         debug(route_preload),
         Restart,
     );
@@ -269,7 +269,7 @@ pub fn option_changes(running: &Options, new: &Options) -> Vec<OptionChange> {
     );
     note(
         "addr_preload",
-        debug(running.addr_preload),
+        debug(&running.addr_preload),
         debug(addr_preload),
         Restart,
     );
@@ -308,7 +308,7 @@ fn num(n: impl core::fmt::Display) -> String {
     format!("{n}")
 }
 
-fn debug(v: impl core::fmt::Debug) -> String {
+fn debug(v: &impl core::fmt::Debug) -> String {
     format!("{v:?}").to_ascii_lowercase()
 }
 
