@@ -36,6 +36,7 @@ pub mod options_source;
 pub mod paths;
 pub mod plugins;
 pub mod rate_limit;
+pub mod reload;
 pub mod server;
 pub mod settings;
 pub mod startup;
@@ -416,6 +417,13 @@ fn serve<B: Backend>(
     {
         return Err(failed(server.log_mut(), StartError::EventLoop(e)));
     }
+    server.reload_with(reload::Reloader::new(
+        args,
+        paths.dir.clone(),
+        reload::options_path(ctx.source),
+        reload::addr_path(args, &paths.dir),
+        ctx.opts,
+    ));
     server.set_allow_list(ctx.opts.settings.access.allow.clone());
     server.set_max_queued_reply_bytes(ctx.opts.settings.max_queued_reply_bytes);
     if let Some(m) = &ctx.opts.settings.metrics {
@@ -565,15 +573,11 @@ fn hub_backend(
     log: &mut Logger,
 ) -> Result<HubBackend, StartError> {
     let my_socket = paths.dir.join(format!("ibacm-hub-{host}.sock"));
-    // With --run-dir and no -A, a hub host keeps its address file in the run directory
-    // (read back at the next start) rather than reading the machine's /etc one.
-    let addr_spec = match (&args.addr_file, &args.run_dir) {
-        (None, Some(_)) => addr_file::AddrFileSpec {
-            path: paths.dir.join(addr_file::GENERATED_NAME),
-            explicit: true,
-        },
-        (a, _) => addr_file::AddrFileSpec::from_arg(a.as_deref()),
-    };
+    let addr_spec = addr_file::hub_spec(
+        args.addr_file.as_deref(),
+        args.run_dir.as_deref(),
+        &paths.dir,
+    );
     let mut lines = Vec::new();
     let backend = HubBackend::attach(
         socket,

@@ -100,6 +100,11 @@ impl Backend for HubBackend {
         self.pump(now);
     }
 
+    fn reconfigure(&mut self, now: Instant, config: &acm_engine::config::Reconfig) {
+        self.input(now, Input::Reconfigure(config));
+        self.pump(now);
+    }
+
     fn netlink(&mut self, now: Instant, bytes: &[u8]) {
         self.input(now, Input::Netlink(bytes));
         self.pump(now);
