@@ -45,10 +45,12 @@ fn build(dir: &Path, name: &str, defines: &[&str]) -> PathBuf {
     out
 }
 
-/// Options for fakehost with providers from `libs` and `lines` (provider lines).
+/// Options for fakehost with providers from `libs` and `lines` (provider lines); a
+/// provider has 400 ms to answer.
 fn options(libs: &Path, lines: &str) -> String {
     format!(
-        "log_level 2\nsupport_ips_in_addr_cfg 1\ntimeout 200\nretries 0\nprovider_lib_path {}\n{lines}",
+        "log_level 2\nsupport_ips_in_addr_cfg 1\ntimeout 200\nretries 0\nprovider_timeout 400\n\
+         provider_lib_path {}\n{lines}",
         libs.display()
     )
 }
@@ -227,7 +229,7 @@ fn a_provider_that_never_answers_gets_etimedout_from_the_core() {
 fn a_late_answer_is_dropped_after_the_core_answered_etimedout() {
     let dir = TempDir::new("prov-late");
     let libs = dir.subdir("libs");
-    // Budget: 2 × 200 ms × 1 = 400 ms; the provider answers after 800 ms.
+    // Budget: provider_timeout 400 ms; the provider answers after 800 ms.
     build(&libs, "slow.so", &["-DSLOW_MS=800", "-DPROV_NAME=\"slow\""]);
     let mut d = start(&dir, &options(&libs, "provider slow default\n"));
     let out = acme(&d, &RESOLVE);
