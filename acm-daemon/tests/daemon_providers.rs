@@ -9,51 +9,14 @@ mod support {
     // Shared with the other process tests; this file needs only a few helpers.
     #[allow(dead_code)]
     pub(crate) mod daemon;
+    pub(crate) mod test_provider;
 }
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-use support::daemon::{Daemon, TempDir, ib_acme, run_bounded};
-
-/// The reference fabric (testdata/reference-fabric): fakehost, LID 1, 10.0.0.1; LIDs 2-4
-/// exist for the SA.
-const REFERENCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/reference-fabric");
-
-const SOURCE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/fixtures/providers/test_provider.c"
-);
-
-/// Compiles the test provider with `defines` into `dir/name`.
-fn build(dir: &Path, name: &str, defines: &[&str]) -> PathBuf {
-    let out = dir.join(name);
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
-    let mut cmd = Command::new(&cc);
-    cmd.args(["-shared", "-fPIC", "-O1", "-Wall"])
-        .args(defines)
-        .arg("-o")
-        .arg(&out)
-        .arg(SOURCE)
-        .arg("-lpthread");
-    let o = run_bounded(cmd, Duration::from_secs(60));
-    assert!(
-        o.status.success(),
-        "{cc} failed (the test needs a C compiler and libibverbs-dev, libibumad-dev):\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    out
-}
-
-/// Options for fakehost with providers from `libs` and `lines` (provider lines); a
-/// provider has 400 ms to answer.
-fn options(libs: &Path, lines: &str) -> String {
-    format!(
-        "log_level 2\nsupport_ips_in_addr_cfg 1\ntimeout 200\nretries 0\nprovider_timeout 400\n\
-         provider_lib_path {}\n{lines}",
-        libs.display()
-    )
-}
+use support::daemon::{Daemon, TempDir, run_bounded};
+use support::test_provider::{REFERENCE, RESOLVE, build, options};
 
 fn start(dir: &TempDir, opts: &str) -> Daemon {
     let fabric = format!("sim:{REFERENCE}/fabric.toml:fakehost");
@@ -63,53 +26,21 @@ fn start(dir: &TempDir, opts: &str) -> Daemon {
 
 /// Runs Debian's ib_acme against `d` with `args`; its standard output.
 fn acme(d: &Daemon, args: &[&str]) -> String {
-    let mut cmd = Command::new(ib_acme());
-    cmd.arg("-S").arg(d.socket()).args(args);
-    let o = run_bounded(cmd, Duration::from_secs(20));
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    support::test_provider::acme(&d.socket(), args)
 }
 
 fn log(dir: &TempDir) -> String {
     std::fs::read_to_string(dir.join("ibacm.log")).unwrap_or_default()
 }
 
-/// The resolve every test makes: fakehost's 10.0.0.1 to 10.0.0.2 (LID 2).
-const RESOLVE: [&str; 6] = ["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.2"];
-
 fn assert_resolved_by_test_provider(d: &mut Daemon, dir: &TempDir) {
-    let out = acme(d, &RESOLVE);
-    assert!(
-        out.contains("Path information"),
-        "{out}\n{}",
-        d.diagnostics()
+    support::test_provider::assert_resolved_by_test_provider(
+        &d.socket(),
+        &|| log(dir),
+        &|| d.diagnostics(),
+        false,
     );
-    assert!(out.contains("  dlid: 2\n"), "{out}");
-    assert!(out.contains("  slid: 1\n"), "{out}");
-    assert!(out.contains("  dgid: fe80::2:c903:a0:b002\n"), "{out}");
-    assert!(out.contains("return status 0x0"), "{out}");
-    // Its endpoint's counters come from its query_perf; the provider's name from
-    // EP_QUERY.
-    let perf = acme(d, &["-f", "i", "-s", "10.0.0.1", "-Ps"]);
-    assert!(perf.contains(",0,1,0,0,0,1,42\n"), "{perf}");
-    let eps = acme(d, &["-e", "1"]);
-    assert!(eps.contains(",1,testprov,"), "{eps}");
     d.assert_running();
-    let log = log(dir);
-    // acm_write with format arguments, from the event loop and from its own threads.
-    assert!(
-        log.contains("open_device: device 0x0002c90300a0b000, verbs absent"),
-        "{log}"
-    );
-    assert!(
-        log.contains("open_port: port 1 gid0 fe80::2:c903:a0:b001 index 0"),
-        "{log}"
-    );
-    assert!(log.contains("resolve: resolve 10.0.0.2 from "), "{log}");
-    assert!(log.contains("answer: answering id "), "{log}");
-    // acm_increment_counter reaches the global counters: one resolve counted by the core
-    // and one by the provider, one route query.
-    let global = acme(d, &["-P"]);
-    assert!(global.contains(",0,2,0,0,0,1,0\n"), "{global}");
 }
 
 #[test]

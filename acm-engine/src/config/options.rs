@@ -228,7 +228,7 @@ pub struct Options {
     /// reference waits for ever; a library such as libibacmp queues its lookups behind
     /// one another (one send outstanding per endpoint), so an answer may come several
     /// of its own timeouts after the request.
-    pub provider_timeout_ms: u32,
+    pub provider_timeout: u32,
     /// `support_ips_in_addr_cfg`: whether IP literals in the address file are accepted
     /// (the engine applies it; [`crate::config::AddrFile`] keeps every line).
     pub support_ips_in_addr_cfg: bool,
@@ -307,7 +307,7 @@ impl Default for Options {
             acme_plus_kernel_only: false,
             provider_lib_path: String::from("/usr/lib/x86_64-linux-gnu/ibacm"),
             builtin_provider: true,
-            provider_timeout_ms: DEFAULT_PROVIDER_TIMEOUT_MS,
+            provider_timeout: DEFAULT_PROVIDER_TIMEOUT_MS,
             support_ips_in_addr_cfg: false,
             timeout_ms: 2000,
             retries: 2,
@@ -640,7 +640,7 @@ impl Parser<'_> {
             }
             b"provider_timeout" => {
                 self.set_u32(line, name, value, range::PROVIDER_TIMEOUT, |o| {
-                    &mut o.provider_timeout_ms
+                    &mut o.provider_timeout
                 });
             }
             b"max_background_resolves" => {
@@ -1035,7 +1035,7 @@ addr_data_file /h
             acme_plus_kernel_only: true,
             provider_lib_path: "/opt/p".into(),
             builtin_provider: false,
-            provider_timeout_ms: 5000,
+            provider_timeout: 5000,
             support_ips_in_addr_cfg: true,
             timeout_ms: 100,
             retries: 4,

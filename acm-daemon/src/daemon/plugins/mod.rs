@@ -145,7 +145,7 @@ impl Plugins {
 /// so its answer can come several of its own timeouts after the request.
 #[must_use]
 pub fn budget(config: &EngineConfig) -> Duration {
-    Duration::from_millis(u64::from(config.options.provider_timeout_ms))
+    Duration::from_millis(u64::from(config.options.provider_timeout))
 }
 
 /// A lookup for backends without verbs: every device's context is null.
@@ -162,7 +162,7 @@ mod tests {
     fn the_budget_is_the_provider_timeout_option() {
         let mut c = EngineConfig::default();
         assert_eq!(budget(&c), Duration::from_secs(60));
-        c.options.provider_timeout_ms = 400;
+        c.options.provider_timeout = 400;
         assert_eq!(budget(&c), Duration::from_millis(400));
     }
 
