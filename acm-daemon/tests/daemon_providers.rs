@@ -2,13 +2,17 @@
 //! fabric: a small test provider (tests/fixtures/providers/test_provider.c), compiled
 //! here with the system C compiler, resolves through the core's SA agent from its own
 //! threads and is selected by a `provider` line, by subnet prefix and by `default`;
-//! Debian's `ib_acme` checks what clients see. Broken libraries beside it are each
-//! logged with their file and reason, and the daemon serves with the others.
+//! Debian's `ib_acme` checks what clients see; on the fabric hub (`--fabric hub`) too.
+//! Broken libraries beside it are each logged with their file and reason, and the
+//! daemon serves with the others.
 
 mod support {
     // Shared with the other process tests; this file needs only a few helpers.
     #[allow(dead_code)]
     pub(crate) mod daemon;
+    // Its hub only: no emulated HCA here.
+    #[allow(dead_code)]
+    pub(crate) mod fake_hca;
     pub(crate) mod test_provider;
 }
 
@@ -67,6 +71,26 @@ fn a_c_provider_selected_by_default_resolves_through_the_sa() {
     build(&libs, "libtestprov.so", &[]);
     let mut d = start(&dir, &options(&libs, "provider testprov default\n"));
     assert_resolved_by_test_provider(&mut d, &dir);
+}
+
+/// On the hub backend (`--fabric hub`) the engine runs the loaded providers too, as on
+/// the in-process simulator.
+#[test]
+fn a_c_provider_serves_on_the_fabric_hub() {
+    let dir = TempDir::new("prov-hub");
+    let libs = dir.subdir("libs");
+    build(&libs, "libtestprov.so", &[]);
+    let hub = support::fake_hca::RunningHub::start(
+        &Path::new(REFERENCE).join("fabric.toml"),
+        dir.join("hub.sock"),
+    );
+    let fabric = format!("hub:{}:fakehost", hub.path.display());
+    let addr = format!("{REFERENCE}/ibacm_addr.cfg");
+    let opts = options(&libs, "provider testprov default\n");
+    let mut d = Daemon::start_with(dir.path(), &fabric, &opts, &["-A", &addr]);
+    assert_resolved_by_test_provider(&mut d, &dir);
+    drop(d);
+    drop(hub);
 }
 
 #[test]
