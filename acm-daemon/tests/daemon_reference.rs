@@ -314,6 +314,9 @@ const DEBIAN_LIBIBACMP: &str = "/usr/lib/x86_64-linux-gnu/ibacm/libibacmp.so";
 /// Our hardware backend on the emulated HCA with Debian's `libibacmp.so` serving
 /// (`builtin_provider no`): the C provider opens its own verbs objects on the device's
 /// context and sends its SA queries through the core, as under the reference daemon.
+/// No mount namespace is needed: libibacmp opens no file under `/sys` or `/dev` itself
+/// (its `umad_init` does nothing), so the emulation's `ACM_SYSFS_ROOT` tree is all it
+/// sees, through the core.
 #[cfg(feature = "verbs")]
 fn start_with_libibacmp(tag: &str) -> Daemon {
     assert!(
