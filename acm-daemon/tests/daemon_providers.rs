@@ -11,7 +11,6 @@ mod support {
     #[allow(dead_code)]
     pub(crate) mod daemon;
     // Its hub only: no emulated HCA here.
-    #[allow(dead_code)]
     pub(crate) mod fake_hca;
     pub(crate) mod test_provider;
 }
