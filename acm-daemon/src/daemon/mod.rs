@@ -222,14 +222,7 @@ fn start(args: &Args, life: &mut Life) -> Result<(), Failure> {
             serve(&ctx, backend, log, epoch, life)
         }
         (FabricArg::Hub { socket, host }, _) => {
-            if !plugins.builtin_only() {
-                log.log(
-                    Level::Basic,
-                    "acm_open_providers",
-                    "the fabric hub runs only the built-in provider; provider libraries are not used",
-                );
-            }
-            match hub_backend(args, &paths, &opts, socket, host, &mut log) {
+            match hub_backend(args, &paths, &opts, socket, host, &plugins, &mut log) {
                 Ok(backend) => serve(&ctx, backend, log, epoch, life),
                 Err(e) => Err(failed(&mut log, e)),
             }
@@ -553,14 +546,22 @@ fn sim_backend(
     }
     config::warn_unknown_devices(&mut config, &devices);
     let seed = acm_io_sim::sim::seed_from_env();
-    if plugins.builtin_only() {
-        return SimBackend::new(spec, h, config, seed, label);
+    match simulated_providers(plugins) {
+        Some(factory) => SimBackend::with_providers(spec, h, config, seed, label, factory),
+        None => SimBackend::new(spec, h, config, seed, label),
     }
-    // The simulator has no verbs: C providers get a null `acm_device.verbs`.
+}
+
+/// The provider factory of an engine on a simulated fabric (`--fabric sim` or `hub`):
+/// none when the built-in runs alone; C providers get a null `acm_device.verbs` (the
+/// simulator has no verbs).
+fn simulated_providers(plugins: &plugins::Plugins) -> Option<acm_io_sim::ProviderFactory> {
+    if plugins.builtin_only() {
+        return None;
+    }
     let plugins = plugins.clone();
     let verbs = plugins::no_verbs();
-    let factory: acm_io_sim::ProviderFactory = Box::new(move |c| plugins.providers(c, &verbs));
-    SimBackend::with_providers(spec, h, config, seed, label, factory)
+    Some(Box::new(move |c| plugins.providers(c, &verbs)))
 }
 
 /// This host's engine, attached to a fabric hub.
@@ -570,6 +571,7 @@ fn hub_backend(
     opts: &LoadedOptions,
     socket: &Path,
     host: &str,
+    plugins: &plugins::Plugins,
     log: &mut Logger,
 ) -> Result<HubBackend, StartError> {
     let my_socket = paths.dir.join(format!("ibacm-hub-{host}.sock"));
@@ -600,6 +602,7 @@ fn hub_backend(
             config::warn_unknown_devices(&mut config, &setup.devices);
             config
         },
+        simulated_providers(plugins),
         acm_io_sim::sim::seed_from_env() ^ u64::from(std::process::id()),
         acm_engine::Instant::ZERO,
     )
