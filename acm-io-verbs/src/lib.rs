@@ -16,10 +16,13 @@
 //! - [`provider`]: C provider plugins (`acm_prov.h`): loading them, calling them, and
 //!   the core's functions they call back.
 //!
+//! - [`heap`]: giving the allocator's free pages back to the system.
+//!
 //! Every `unsafe` block in the workspace lives here and says why it is sound.
 
 pub mod av;
 pub mod event;
+pub mod heap;
 pub mod port;
 pub mod provider;
 pub mod sysfs;

@@ -83,6 +83,11 @@ pub const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 /// closes); its only line with this origin (acm-engine's `core::client`).
 pub const MALFORMED_ORIGIN: &str = "acm_svr_receive";
 
+/// Reply memory freed by closed connections after which the heap is trimmed: a
+/// megabyte, so that ordinary clients coming and going (a few KiB each) never pay for a
+/// trim while a wave of non-reading clients gives its memory back.
+const TRIM_AFTER_BYTES: usize = 1 << 20;
+
 /// Why the loop ended.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -131,6 +136,8 @@ pub struct Server<B: Backend> {
     max_queued: usize,
     /// Connections closed for the bound so far (for the metrics).
     closed_unread: u64,
+    /// Reply memory of connections closed since the heap was last trimmed, in bytes.
+    freed_since_trim: usize,
     /// The limit on the engine's malformed-request lines.
     malformed: RateLimit,
     /// What SIGHUP reads again, once [`Server::reload_with`] set it.
@@ -183,6 +190,7 @@ impl<B: Backend> Server<B> {
             max_queued: usize::try_from(super::settings::DEFAULT_MAX_QUEUED_REPLY_BYTES)
                 .unwrap_or(usize::MAX),
             closed_unread: 0,
+            freed_since_trim: 0,
             malformed: RateLimit::default(),
             reloader: None,
         })
@@ -300,6 +308,7 @@ impl<B: Backend> Server<B> {
             self.backend.advance(now, backend_ready)?;
             self.dispatch();
             self.bound_queued_replies();
+            self.trim_heap();
             self.log_malformed_count(std::time::Instant::now());
             self.write_metrics();
         }
@@ -738,10 +747,22 @@ impl<B: Backend> Server<B> {
         );
     }
 
+    /// Gives the heap's free pages back to the system once closed connections have
+    /// freed [`TRIM_AFTER_BYTES`] of queued replies since the last time, so that the
+    /// memory of clients that did not read is returned, not only reused (BENCHMARKS.md,
+    /// "2,000 clients that never read their replies").
+    fn trim_heap(&mut self) {
+        if self.freed_since_trim >= TRIM_AFTER_BYTES {
+            self.freed_since_trim = 0;
+            let _ = acm_io_verbs::heap::give_back_free_memory();
+        }
+    }
+
     /// Drops connection `id` and tells the engine.
     fn close(&mut self, id: u64, why: &str) {
         if let Some(mut conn) = self.conns.remove(&id) {
             self.queued -= conn.held();
+            self.freed_since_trim += conn.held();
             let _ = match conn.stream_mut() {
                 Stream::Unix(s) => self.poll.registry().deregister(s),
                 Stream::Tcp(s) => self.poll.registry().deregister(s),
