@@ -194,6 +194,44 @@ fn without_lists_every_user_is_served_as_by_the_reference() {
     assert!(refusals(&dir).is_empty());
 }
 
+/// A refused user connecting in a loop does not fill the log: five lines whole per
+/// 10 s, then one count of the rest when the interval ends.
+#[test]
+fn refused_clients_are_logged_at_a_bounded_rate() {
+    if !is_root() {
+        println!("skipped: connecting as a second uid needs root (CI runs as root)");
+        return;
+    }
+    let dir = TempDir::new("deny-loop");
+    let mut d = Daemon::start(dir.path(), "sim", &format!("allow_users {LISTED_UID}\n"));
+    let sock = d.socket();
+    for _ in 0..8 {
+        let (out, _) = ib_acme_as(NOBODY, NOBODY, &sock);
+        assert!(!served(&out), "{out:?}");
+    }
+    // The count is written when the interval that began with the first refusal ends.
+    let start = Instant::now();
+    let lines = loop {
+        let r = refusals(&dir);
+        if r.len() >= 6 || start.elapsed() > DEADLINE + Duration::from_secs(10) {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(lines.len(), 6, "{lines:?}\n{}", d.diagnostics());
+    assert!(
+        lines[..5]
+            .iter()
+            .all(|l| l.contains(&format!("uid {NOBODY} gid {NOBODY}"))),
+        "{lines:?}"
+    );
+    assert!(
+        lines[5].contains("acm_svr_accept: 3 more clients refused in the last 10 s"),
+        "{lines:?}"
+    );
+    d.assert_running();
+}
+
 #[test]
 fn socket_group_and_mode_from_the_options_file_and_the_command_line() {
     // As root any gid will do; otherwise only our own group can be given.

@@ -33,8 +33,8 @@
 //! buffers go with them.
 //!
 //! The engine's lines about malformed requests (origin [`MALFORMED_ORIGIN`], one per
-//! connection it closes) go through a [`RateLimit`]: a few per interval, then one
-//! count of the rest.
+//! connection it closes) and the lines about refused clients each go through a
+//! [`RateLimit`]: a few per interval, then one count of the rest.
 //!
 //! With allow-lists ([`Server::set_allow_list`]), each new client's credentials are
 //! checked before it is watched; a refused one is closed unread, with one log line
@@ -82,6 +82,9 @@ pub const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 /// The origin of the engine's line for a request it refuses to frame (a connection it
 /// closes); its only line with this origin (acm-engine's `core::client`).
 pub const MALFORMED_ORIGIN: &str = "acm_svr_receive";
+
+/// The origin of the lines about clients the allow-lists refused.
+const REFUSED_ORIGIN: &str = "acm_svr_accept";
 
 /// Reply memory freed by closed connections after which the heap is trimmed: a
 /// megabyte, so that ordinary clients coming and going (a few KiB each) never pay for a
@@ -140,6 +143,9 @@ pub struct Server<B: Backend> {
     freed_since_trim: usize,
     /// The limit on the engine's malformed-request lines.
     malformed: RateLimit,
+    /// The limit on lines about clients the allow-lists refused: a refused user can
+    /// connect in a loop as fast as a malformed one.
+    refused_lines: RateLimit,
     /// What SIGHUP reads again, once [`Server::reload_with`] set it.
     reloader: Option<Reloader>,
 }
@@ -192,6 +198,7 @@ impl<B: Backend> Server<B> {
             closed_unread: 0,
             freed_since_trim: 0,
             malformed: RateLimit::default(),
+            refused_lines: RateLimit::default(),
             reloader: None,
         })
     }
@@ -309,7 +316,7 @@ impl<B: Backend> Server<B> {
             self.dispatch();
             self.bound_queued_replies();
             self.trim_heap();
-            self.log_malformed_count(std::time::Instant::now());
+            self.log_suppressed_counts(std::time::Instant::now());
             self.write_metrics();
         }
     }
@@ -351,20 +358,33 @@ impl<B: Backend> Server<B> {
             return;
         }
         let now = std::time::Instant::now();
-        self.log_malformed_count(now);
+        self.log_suppressed_counts(now);
         if self.malformed.admit(now) == rate_limit::Verdict::Write {
             self.log.event(ev);
         }
     }
 
-    /// Logs how many malformed-request lines were left out, once their interval ended.
-    fn log_malformed_count(&mut self, now: std::time::Instant) {
+    /// Logs how many malformed-request and refused-client lines were left out, once
+    /// their interval ended.
+    fn log_suppressed_counts(&mut self, now: std::time::Instant) {
         if let Some(s) = self.malformed.take_summary(now) {
             self.log.log(
                 Level::Basic,
                 MALFORMED_ORIGIN,
                 &format!(
                     "{} more malformed connections in the last {} s (the first lines of each interval are logged whole)",
+                    s.suppressed,
+                    s.interval.as_secs()
+                ),
+            );
+        }
+        if let Some(s) = self.refused_lines.take_summary(now) {
+            self.log.log_with(
+                Level::Basic,
+                Priority::Warning,
+                REFUSED_ORIGIN,
+                &format!(
+                    "{} more clients refused in the last {} s (the first lines of each interval are logged whole)",
                     s.suppressed,
                     s.interval.as_secs()
                 ),
@@ -431,11 +451,18 @@ impl<B: Backend> Server<B> {
             .as_ref()
             .map(|m| m.due().saturating_duration_since(std::time::Instant::now()));
         let retry = self.accept_stalled.map(|_| ACCEPT_RETRY);
-        let count = self
-            .malformed
-            .summary_due()
-            .map(|t| t.saturating_duration_since(std::time::Instant::now()));
-        [backend, metrics, retry, count].into_iter().flatten().min()
+        let counts = [
+            self.malformed.summary_due(),
+            self.refused_lines.summary_due(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .map(|t| t.saturating_duration_since(std::time::Instant::now()));
+        [backend, metrics, retry, counts]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Tries accepting again while a stall lasts, after a connection closed or
@@ -600,12 +627,16 @@ impl<B: Backend> Server<B> {
     /// next, closes it before anything of it is read.
     fn refuse(&mut self, id: u64, why: &str) {
         self.refused += 1;
-        self.log.log_with(
-            Level::Basic,
-            Priority::Warning,
-            "acm_svr_accept",
-            &format!("client {id} refused: {why}"),
-        );
+        let now = std::time::Instant::now();
+        self.log_suppressed_counts(now);
+        if self.refused_lines.admit(now) == rate_limit::Verdict::Write {
+            self.log.log_with(
+                Level::Basic,
+                Priority::Warning,
+                REFUSED_ORIGIN,
+                &format!("client {id} refused: {why}"),
+            );
+        }
     }
 
     fn read(&mut self, id: u64) {
