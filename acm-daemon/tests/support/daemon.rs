@@ -166,7 +166,7 @@ impl Daemon {
 
     /// Polls `ready` until it holds; fails the test if the daemon exits or
     /// [`DEADLINE`] passes first.
-    fn wait_until(&self, what: &str, mut ready: impl FnMut() -> bool) {
+    pub(crate) fn wait_until(&self, what: &str, mut ready: impl FnMut() -> bool) {
         let start = Instant::now();
         loop {
             if ready() {
