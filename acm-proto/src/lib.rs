@@ -76,6 +76,7 @@ mod units;
 pub mod acm_mad;
 pub mod client;
 pub mod grh;
+pub mod ipoib;
 pub mod mad;
 pub mod mcmember;
 pub mod mgid;

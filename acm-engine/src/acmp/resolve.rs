@@ -149,11 +149,8 @@ impl Acmp {
                     self.forget_fresh(id, idx, existed);
                     return self.enqueue(cx, id, idx, flags, reply, round);
                 }
-                if let Err(e) = self.send_request(cx, id, &src, &dest, idx, round) {
+                if let Err(e) = self.start_addr_lookup(cx, id, &src, &dest, idx, round) {
                     return self.fail(cx, id, reply, e);
-                }
-                if let Some(d) = self.eps.get_mut(&id).and_then(|e| e.dests.get_mut(idx)) {
-                    d.state = DestState::QueryAddr;
                 }
             }
             _ => {}
