@@ -1,4 +1,4 @@
-//! The 20-byte IPoIB hardware address (RFC 4391 §9.1.1): what the kernel's neighbour
+//! The 20-byte IPoIB hardware address (RFC 4391, section 9.1.1): what the kernel's neighbour
 //! table holds for an IP on an IPoIB interface, and what `addr_prot neigh` reads to
 //! learn a peer's GID without asking the peer's ibacm (docs/protocol/ipoib-neigh.md §1).
 //!

@@ -974,6 +974,18 @@ mod tests {
                 send_depth: 2,
             },
             HostMsg::CloseQp { ep: EndpointId(3) },
+            HostMsg::NeighQuery {
+                id: NeighId(4),
+                gid: Gid::from_parts(0xfe80 << 48, 0x77),
+                pkey: 0x8001,
+                dest: "10.0.0.9".parse().unwrap(),
+            },
+            HostMsg::NeighQuery {
+                id: NeighId(5),
+                gid: Gid::ZERO,
+                pkey: 0xffff,
+                dest: "fd00::9".parse().unwrap(),
+            },
             HostMsg::CreateQp { ep: EndpointId(4) },
             HostMsg::UdSend {
                 ep: EndpointId(3),
@@ -1079,6 +1091,21 @@ mod tests {
             HubMsg::Bye {
                 reason: "shutdown".into(),
             },
+            HubMsg::NeighAnswer {
+                id: NeighId(9),
+                result: NeighResult::Found {
+                    qpn: 0x48,
+                    gid: Gid::from_parts(0xfe80 << 48, 0x77),
+                },
+            },
+            HubMsg::NeighAnswer {
+                id: NeighId(10),
+                result: NeighResult::Incomplete,
+            },
+            HubMsg::NeighAnswer {
+                id: NeighId(11),
+                result: NeighResult::Unreachable,
+            },
             HubMsg::QpOpened {
                 ep: EndpointId(1),
                 qpn: Some(0x48),
@@ -1136,9 +1163,15 @@ mod tests {
     #[test]
     fn fixed_layouts() {
         let sizes: Vec<usize> = host_msgs().iter().map(|m| m.encode().len()).collect();
-        // ATTACH "node1", DETACH, OPEN_QP, CLOSE_QP, CREATE_QP, UD_SEND, MCAST x2,
-        // SA_SEND.
-        assert_eq!(sizes, vec![15, 8, 29, 12, 12, 312, 30, 30, 298]);
+        // ATTACH "node1", DETACH, OPEN_QP, CLOSE_QP, NEIGH_QUERY x2 (id, GID, pkey, a
+        // 17-byte address), CREATE_QP, UD_SEND, MCAST x2, SA_SEND.
+        assert_eq!(sizes, vec![15, 8, 29, 12, 51, 51, 12, 312, 30, 30, 298]);
+        let answer = HubMsg::NeighAnswer {
+            id: NeighId(1),
+            result: NeighResult::Incomplete,
+        };
+        // id u64, result u8, qpn u32, GID.
+        assert_eq!(answer.encode().len(), HEADER_LEN + 29);
         let d = HubMsg::UdReceive {
             ep: EndpointId(0x0403_0201),
             wc: RecvInfo::default(),

@@ -277,6 +277,7 @@ impl Fabric for HostFabric<'_> {
                 host: h,
                 inc,
                 id: q.id,
+                dest: q.dest,
                 result,
             },
         );

@@ -113,6 +113,7 @@ pub(crate) enum Event {
         host: HostId,
         inc: u32,
         id: acm_engine::NeighId,
+        dest: IpAddr,
         result: acm_engine::NeighResult,
     },
 }
@@ -587,10 +588,14 @@ impl Sim {
                 host,
                 inc,
                 id,
+                dest,
                 result,
             } => {
                 if self.hosts[host.index()].incarnation == inc {
                     self.trace.add(&[6, host.index() as u8]);
+                    let found = matches!(result, acm_engine::NeighResult::Found { .. });
+                    let hosts = self.hosts.len();
+                    self.inv.on_neigh_answer(self.now, host, hosts, dest, found);
                     self.input(host, acm_engine::Input::NeighAnswer { id, result });
                 }
             }
