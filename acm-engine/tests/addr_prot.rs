@@ -22,7 +22,12 @@ const PEER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 9);
 
 /// The reference node's options with `addr_prot` set to `list`, started.
 fn node(list: &str) -> Node {
-    let text = format!("{OPTS}\naddr_prot {list}\n");
+    node_with(list, "")
+}
+
+/// [`node`] with more option lines.
+fn node_with(list: &str, more: &str) -> Node {
+    let text = format!("{OPTS}\naddr_prot {list}\n{more}");
     let (options, diags) = Options::parse("ibacm_opts.cfg", &text);
     assert!(diags.is_empty(), "{diags:?}");
     let (addr_file, _) = AddrFile::parse("ibacm_addr.cfg", ADDRS);
@@ -192,4 +197,49 @@ fn names_are_not_for_the_neighbour_table() {
     let r = node.request(ConnId(1), &req).expect("reply");
     assert_eq!(status(&r), ETIMEDOUT);
     assert_eq!(node.ud_sent.len(), 2);
+}
+
+#[test]
+fn a_table_that_never_answers_cannot_hold_the_client() {
+    let mut node = node("neigh,acm");
+    // Answers an hour late: the lookup gives the table up at the bound plus the longest
+    // wait (2 s + 500 ms), and ACM takes over.
+    node.neigh_delay = Duration::from_secs(3600);
+    let asked = Rc::new(Cell::new(0));
+    node.neigh = table(0, asked.clone());
+    let t0 = node.now;
+    let r = node
+        .request(ConnId(1), &resolve_ip("10.0.0.1", "10.0.0.9"))
+        .expect("reply");
+    assert_eq!(status(&r), ETIMEDOUT, "nobody answers ACM either");
+    assert_eq!(asked.get(), 1);
+    assert_eq!(node.ud_sent[0].at, t0 + Duration::from_millis(2500));
+    // The late answer changes nothing.
+    node.settle();
+    assert_eq!(node.replies.len(), 1);
+    assert!(
+        node.logs.iter().any(|l| l.contains("did not answer")),
+        "{:#?}",
+        node.logs
+    );
+}
+
+#[test]
+fn nodelay_warm_ups_through_the_table_count_against_max_background_resolves() {
+    let mut node = node_with("neigh", "max_background_resolves 1\n");
+    node.neigh = Box::new(|_, _| NeighResult::Incomplete);
+    for (conn, dst) in [(1, "10.0.0.8"), (2, "10.0.0.9")] {
+        let r = node
+            .request(ConnId(conn), &resolve_ip_nodelay("10.0.0.1", dst))
+            .expect("reply");
+        assert_eq!(status(&r), ENODATA, "NODELAY misses answer at once");
+    }
+    let asked: Vec<&String> = node
+        .transcript
+        .iter()
+        .filter(|l| l.contains("neigh lookup"))
+        .collect();
+    assert_eq!(asked.len(), 1, "only the first warm-up starts: {asked:#?}");
+    assert!(asked[0].contains("10.0.0.8"));
+    assert_eq!(node.engine.lookup_counters().background_dropped, 1);
 }

@@ -85,6 +85,8 @@ enum Timer {
     Join { ep: EndpointId },
     /// Asking the neighbour table again for neighbour lookup `wait`.
     Neigh { wait: u64 },
+    /// Neighbour lookup `wait`'s last chance of an answer.
+    NeighGiveUp { wait: u64 },
 }
 
 /// The built-in provider.
@@ -218,7 +220,7 @@ impl Acmp {
         self.timers.retain(|_, t| match t {
             Timer::Retry { ep, .. } | Timer::Join { ep } => *ep != id,
             // Its lookup is dropped below; the timer then finds nothing to do.
-            Timer::Neigh { .. } => true,
+            Timer::Neigh { .. } | Timer::NeighGiveUp { .. } => true,
         });
         self.neigh_waits.retain(|_, w| w.ep != id);
         self.sa.retain(|_, w| match w {
@@ -486,6 +488,7 @@ impl Provider for Acmp {
                 Timer::Retry { ep, tid } => self.retry_due(cx, ep, tid, at),
                 Timer::Join { ep } => self.join_retry_due(cx, ep, at),
                 Timer::Neigh { wait } => self.neigh_poll_due(cx, wait),
+                Timer::NeighGiveUp { wait } => self.neigh_give_up(cx, wait),
             }
         }
     }

@@ -8,7 +8,8 @@
 //! table's entry is incomplete (the kernel is resolving it), the lookup asks again,
 //! each time after twice the wait before ([`FIRST_POLL`] up to [`MAX_POLL`]), the last
 //! time at `timeout` × (`retries` + 1) after the first, the bound an ACM lookup has
-//! too; an entry still incomplete then fails the lookup with ETIMEDOUT. A found entry gives
+//! too; an entry still incomplete then fails the lookup with ETIMEDOUT, and so does a
+//! fabric that has not answered [`MAX_POLL`] after the bound. A found entry gives
 //! the peer's GID; the route then comes from the SA, whatever `route_prot` says: the
 //! neighbour table has no LID to build a route from the multicast group with.
 
@@ -217,6 +218,9 @@ impl Acmp {
         };
         let n = self.next_neigh_wait;
         self.next_neigh_wait += 1;
+        // A backend that never answers must not hold the clients for ever: past the
+        // bound, and the longest wait for an answer after it, the lookup fails.
+        self.set_timer(wait.deadline + MAX_POLL, Timer::NeighGiveUp { wait: n });
         self.neigh_waits.insert(n, wait);
         let q = cx.neigh_query(port, gid, pkey, ip);
         self.neigh_ids.insert(q, n);
@@ -227,6 +231,24 @@ impl Acmp {
             "{dest}: asking the neighbour table"
         );
         Ok(())
+    }
+
+    /// Neighbour lookups of endpoint `id` that nobody waits for (a NODELAY request's
+    /// warm-up): they count against `max_background_resolves` with the ACM ones.
+    pub(super) fn neigh_background(&self, id: EndpointId) -> usize {
+        let Some(ep) = self.eps.get(&id) else {
+            return 0;
+        };
+        self.neigh_waits
+            .values()
+            .filter(|w| w.ep == id)
+            .filter(|w| {
+                ep.dests
+                    .find(&w.dest)
+                    .and_then(|i| ep.dests.get(i))
+                    .is_some_and(|d| d.queue.is_empty())
+            })
+            .count()
     }
 
     /// The destination slot a neighbour lookup still serves: its destination is still
@@ -288,6 +310,25 @@ impl Acmp {
                 log!(cx, Level::Verbose, "acmp_neigh", "{}: unreachable", w.dest);
                 self.addr_failed(cx, w.ep, idx, Some(w.src), Status::ENODATA);
             }
+        }
+    }
+
+    /// Lookup `n` is past its bound and the answer to its last question: if it is still
+    /// waiting (the fabric never answered), it fails with ETIMEDOUT.
+    pub(super) fn neigh_give_up(&mut self, cx: &mut Ctx<'_>, n: u64) {
+        let Some(w) = self.neigh_waits.remove(&n) else {
+            return;
+        };
+        self.neigh_ids.retain(|_, &mut x| x != n);
+        if let Some(idx) = self.neigh_slot(&w) {
+            log!(
+                cx,
+                Level::Basic,
+                "acmp_neigh",
+                "{}: the neighbour table did not answer; timed out",
+                w.dest
+            );
+            self.addr_failed(cx, w.ep, idx, Some(w.src), Status::ETIMEDOUT);
         }
     }
 

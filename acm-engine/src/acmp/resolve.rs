@@ -139,9 +139,10 @@ impl Acmp {
                 }
             }
             DestState::Init => {
+                let neigh = self.neigh_background(id);
                 if nodelay
                     && self.eps.get_mut(&id).is_some_and(|ep| {
-                        Self::background_lookups(ep) >= self.opts.max_background_resolves
+                        Self::background_lookups(ep) + neigh >= self.opts.max_background_resolves
                     })
                 {
                     // The NODELAY answer (ENODATA) as always, without the warm-up.
