@@ -11,10 +11,10 @@ mod scenario_support;
 use acm_io_sim::fabric;
 use acm_io_sim::sim::{ARP_FAILURE, ARP_MIN, ARP_SPREAD};
 use acm_io_sim::sim::{requests, run_seeded, seed_from_env};
-use acm_io_sim::spec::FabricSpec;
+use acm_io_sim::spec::{FabricSpec, GenOptions};
 use acm_io_sim::{HostId, Sim};
 use scenario_support::{
-    ENODATA, ETIMEDOUT, STEPS, assert_path_between, boot, check, generated, ip, path, status,
+    ENODATA, ETIMEDOUT, STEPS, assert_path_between, boot, check, generated, ip, ipv6, path, status,
 };
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
@@ -83,6 +83,29 @@ fn neigh_resolves_a_host_without_a_daemon() {
         assert_eq!(status(&sim, id), 0);
         assert_eq!(took, Duration::ZERO);
         check(&sim, "neigh");
+        sim.trace_hash()
+    });
+}
+
+/// IPv6 neighbour discovery answers the same way.
+#[test]
+fn neigh_resolves_an_ipv6_address_of_a_host_without_a_daemon() {
+    run_seeded(seed_from_env(), |seed| {
+        let mut spec = FabricSpec::generate(
+            3,
+            &GenOptions {
+                options: "addr_prot neigh\n".into(),
+                ipv6: true,
+                ..GenOptions::default()
+            },
+        );
+        spec.hosts[BARE.index()].daemon = false;
+        let mut sim = boot(spec, seed);
+        let (src, dst) = (ipv6(&sim, HostId(0)), ipv6(&sim, BARE));
+        let id = sim.request_now(HostId(0), requests::resolve_ip(Some(src), dst, false));
+        assert_path_between(&sim, &path(&sim, id), HostId(0), BARE);
+        sim.run_until_idle(STEPS);
+        check(&sim, "neigh, IPv6");
         sim.trace_hash()
     });
 }
