@@ -11,7 +11,7 @@
 //! ```
 //! use acm_engine::driver::{self, Fabric};
 //! use acm_engine::HostOutput;
-//! use acm_engine::{McastGroup, OpenQp, SaSend, SourceQuery, UdSend};
+//! use acm_engine::{McastGroup, NeighQuery, OpenQp, SaSend, SourceQuery, UdSend};
 //! use acm_engine::{EndpointId, Engine, EngineConfig, Input, Instant};
 //!
 //! /// A fabric that has no ports: nothing is ever asked of it.
@@ -28,6 +28,7 @@
 //!     fn mcast_detach(&mut self, _: McastGroup) {}
 //!     fn sa_send(&mut self, _: &SaSend) {}
 //!     fn source_query(&mut self, _: SourceQuery) {}
+//!     fn neigh_query(&mut self, _: NeighQuery) {}
 //! }
 //!
 //! let mut host = Nowhere(Engine::new(EngineConfig::default(), 1, Instant::ZERO));
@@ -41,8 +42,8 @@
 
 use crate::Engine;
 use crate::io::{
-    EndpointId, FabricEvent, FabricOp, HostOutput, Input, McastGroup, OpenQp, Output, SaSend,
-    SourceQuery, UdSend,
+    EndpointId, FabricEvent, FabricOp, HostOutput, Input, McastGroup, NeighQuery, OpenQp, Output,
+    SaSend, SourceQuery, UdSend,
 };
 use crate::time::Instant;
 
@@ -78,6 +79,10 @@ pub trait Fabric {
 
     /// Pick a source address for a destination; answer with [`Input::SourceAnswer`].
     fn source_query(&mut self, query: SourceQuery);
+
+    /// Look an address up in the host's IPoIB neighbour table, starting resolution when
+    /// the entry is missing; answer with [`Input::NeighAnswer`].
+    fn neigh_query(&mut self, query: NeighQuery);
 
     /// An answer the fabric already has (a QP made on the spot, a send refused at once),
     /// fed to the engine before [`poll_output`] returns `None`. Fabrics whose answers
@@ -124,5 +129,6 @@ fn carry<F: Fabric + ?Sized>(fabric: &mut F, op: &FabricOp) {
         FabricOp::McastDetach(group) => fabric.mcast_detach(group),
         FabricOp::SaSend(ref send) => fabric.sa_send(send),
         FabricOp::SourceQuery(query) => fabric.source_query(query),
+        FabricOp::NeighQuery(query) => fabric.neigh_query(query),
     }
 }

@@ -79,6 +79,12 @@ impl Engine {
             Input::ClientRequest { conn, bytes } => self.client_request(conn, bytes),
             Input::ClientClosed(conn) => self.client_closed(conn),
             Input::SourceAnswer { id, result } => self.source_answer(id, result),
+            Input::NeighAnswer { id, result } => {
+                // An answer nobody asked for (or asked twice) is dropped.
+                if let Some(i) = self.core.neighs.remove(&id) {
+                    self.with_provider(i, |p, cx| p.neigh_answer(cx, id, result));
+                }
+            }
             Input::QpOpened { ep, result } => {
                 self.with_endpoint_provider(ep, |p, cx| p.qp_opened(cx, ep, result));
             }

@@ -28,6 +28,10 @@ pub struct EndpointId(pub u32);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct LookupId(pub u64);
 
+/// A pending neighbour-table lookup (see [`FabricOp::NeighQuery`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NeighId(pub u64);
+
 /// A UD send, to be acknowledged with [`Input::UdSendDone`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SendToken(pub u64);
@@ -165,6 +169,14 @@ pub enum Input<'a> {
     LocalIpAdded(LocalIp),
     /// A local IP address went away (RTM_DELADDR).
     LocalIpRemoved(IpAddr),
+    /// The answer to [`FabricOp::NeighQuery`]: what the host's IPoIB neighbour table
+    /// holds for the address now.
+    NeighAnswer {
+        /// The lookup.
+        id: NeighId,
+        /// The table's entry.
+        result: NeighResult,
+    },
     /// A whole client message: the 16-byte header and the body its length announces.
     ClientRequest {
         /// The connection.
@@ -390,6 +402,9 @@ pub enum FabricOp {
     SaSend(SaSend),
     /// Ask the host's routing for a source address.
     SourceQuery(SourceQuery),
+    /// Ask the host's IPoIB neighbour table for an address's hardware address,
+    /// starting resolution when it has none (`addr_prot neigh`).
+    NeighQuery(NeighQuery),
 }
 
 /// Create the endpoint's UD QP (Q_Key 0x80010000 on `pkey_index`) and post
@@ -464,6 +479,44 @@ pub struct SourceQuery {
     pub dest: IpAddr,
 }
 
+/// Look `dest` up in the IPoIB neighbour table of the interface on `gid` (the local
+/// port GID its hardware address carries) and partition `pkey`
+/// (docs/protocol/ipoib-neigh.md §2). With no usable entry, start the kernel's
+/// resolution (ARP, neighbour discovery) and answer [`NeighResult::Incomplete`]: the
+/// engine asks again, within its own bound, until the entry is usable or has failed.
+/// Answer with [`Input::NeighAnswer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NeighQuery {
+    /// The lookup.
+    pub id: NeighId,
+    /// The port whose endpoint asks.
+    pub port: PortId,
+    /// The port's GID (the interface's hardware address carries it).
+    pub gid: Gid,
+    /// The endpoint's partition (the membership bit is not compared).
+    pub pkey: u16,
+    /// The address to resolve.
+    pub dest: IpAddr,
+}
+
+/// What the neighbour table says about an address
+/// (docs/protocol/ipoib-neigh.md §2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NeighResult {
+    /// A usable entry: the peer's IPoIB hardware address, decoded.
+    Found {
+        /// The peer interface's UD QPN.
+        qpn: u32,
+        /// The peer port's GID.
+        gid: Gid,
+    },
+    /// No usable entry yet: resolution was started or is under way. Ask again later.
+    Incomplete,
+    /// The address cannot be resolved there: the kernel's resolution failed, no IPoIB
+    /// interface matches the query, or the entry is not an IPoIB one.
+    Unreachable,
+}
+
 /// What the fabric (or the host's routing) reports back, owned: the fabric's half of
 /// [`Input`], for drivers that hold it before feeding it (a queue, a socket, a
 /// scheduler). [`FabricEvent::as_input`] lends it to the engine.
@@ -519,6 +572,13 @@ pub enum FabricEvent {
         /// The chosen source, or an errno.
         result: Result<IpAddr, u8>,
     },
+    /// [`Input::NeighAnswer`].
+    NeighAnswer {
+        /// The lookup.
+        id: NeighId,
+        /// The table's entry.
+        result: NeighResult,
+    },
 }
 
 impl FabricEvent {
@@ -551,6 +611,10 @@ impl FabricEvent {
                 status: *status,
             },
             Self::SourceAnswer { id, result } => Input::SourceAnswer {
+                id: *id,
+                result: *result,
+            },
+            Self::NeighAnswer { id, result } => Input::NeighAnswer {
                 id: *id,
                 result: *result,
             },

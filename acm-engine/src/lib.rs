@@ -70,8 +70,9 @@ pub use device::{DeviceDesc, DeviceId, PortAttrs, PortId, PortState, rate_from_w
 pub use engine::Engine;
 pub use io::{
     AddressVector, ClientOutput, ConnId, EndpointId, FabricEvent, FabricOp, GlobalRoute,
-    HostOutput, InlineBytes, Input, LocalIp, LookupId, Mad, MadBytes, McastGroup, OpenQp, Output,
-    PortEvent, RecvInfo, Reply, SaDest, SaSend, SendToken, SourceQuery, UdSend,
+    HostOutput, InlineBytes, Input, LocalIp, LookupId, Mad, MadBytes, McastGroup, NeighId,
+    NeighQuery, NeighResult, OpenQp, Output, PortEvent, RecvInfo, Reply, SaDest, SaSend, SendToken,
+    SourceQuery, UdSend,
 };
 pub use stats::{CacheStats, EndpointStats};
 pub use time::Instant;

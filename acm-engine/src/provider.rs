@@ -10,7 +10,10 @@ use crate::addr::Address;
 use crate::core::Core;
 use crate::counters::{Counter, Counters};
 use crate::device::{DeviceDesc, PortAttrs, PortId};
-use crate::io::{EndpointId, FabricOp, Mad, McastGroup, OpenQp, RecvInfo, SendToken, UdSend};
+use crate::io::{
+    EndpointId, FabricOp, Mad, McastGroup, NeighId, NeighResult, OpenQp, RecvInfo, SendToken,
+    UdSend,
+};
 use crate::log::{Level, LogEvent};
 pub use crate::request::{Outcome, PendingReply, Resolve};
 use crate::time::Instant;
@@ -109,6 +112,10 @@ pub trait Provider {
     ) {
     }
 
+    /// The answer to a neighbour-table lookup this provider asked for with
+    /// [`Ctx::neigh_query`].
+    fn neigh_answer(&mut self, _cx: &mut Ctx<'_>, _id: NeighId, _result: NeighResult) {}
+
     /// Fire every timer due at `cx.now()`.
     fn handle_timeout(&mut self, _cx: &mut Ctx<'_>) {}
 
@@ -181,6 +188,19 @@ impl Ctx<'_> {
     /// cannot send (down, or its SA queue is full).
     pub fn send_sa(&mut self, port: PortId, mad: Mad) -> Result<(), Status> {
         self.core.send_sa(self.provider, port, mad)
+    }
+
+    /// Asks the host's IPoIB neighbour table for `dest`'s hardware address on the
+    /// interface of `port` (whose GID is `gid`) in partition `pkey`; the answer comes
+    /// to [`Provider::neigh_answer`] with the returned id.
+    pub fn neigh_query(
+        &mut self,
+        port: PortId,
+        gid: acm_proto::Gid,
+        pkey: u16,
+        dest: core::net::IpAddr,
+    ) -> NeighId {
+        self.core.neigh_query(self.provider, port, gid, pkey, dest)
     }
 
     /// Answers a pending request. Counts the status globally (No Data / Error Count).

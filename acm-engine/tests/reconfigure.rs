@@ -236,3 +236,36 @@ fn support_ips_in_addr_cfg_turned_off_takes_the_ip_lines_away() {
         node.logs
     );
 }
+
+/// `addr_prot` is live (docs/protocol/ipoib-neigh.md §3): after a reload to
+/// `neigh,acm`, a lookup asks the neighbour table first, and the reload's line says so.
+#[test]
+fn a_reload_changes_the_address_protocols_of_later_lookups() {
+    let mut node = started();
+    let peer = Ipv4Addr::new(10, 0, 0, 9);
+    node.neigh = Box::new(move |_, dest| {
+        if dest == std::net::IpAddr::V4(peer) {
+            acm_engine::NeighResult::Found {
+                qpn: 0x48,
+                gid: reference::gid_of_lid(9),
+            }
+        } else {
+            acm_engine::NeighResult::Unreachable
+        }
+    });
+    let opts = reference::OPTS.replace("addr_prot acm", "addr_prot neigh,acm");
+    reload(&mut node, &opts, None);
+    let logs = node.logs.join("\n");
+    assert!(
+        logs.contains("addr_prot acm -> neigh,acm") && !logs.contains("need a restart"),
+        "{logs}"
+    );
+    let ud_before = node.ud_sent.len();
+    assert_eq!(status(&resolve(&mut node, ConnId(1), A_IP, peer)), SUCCESS);
+    assert_eq!(
+        node.ud_sent.len(),
+        ud_before,
+        "no ACM request: the table answered"
+    );
+    assert!(node.transcript_text().contains("neigh lookup 10.0.0.9"));
+}

@@ -12,7 +12,7 @@
 use crate::spec::{FabricSpec, HostId};
 use crate::topology::{PortRef, Topology};
 use acm_engine::config::{AddrFile, Options, parse_hosts};
-use acm_engine::{AddressVector, EndpointId, LocalIp, RecvInfo};
+use acm_engine::{AddressVector, EndpointId, LocalIp, NeighResult, RecvInfo};
 use acm_engine::{DeviceId, EngineConfig, PortId};
 use acm_proto::acm_mad::ACM_QKEY;
 use acm_proto::grh::{GRH_LEN, GrhRepr};
@@ -438,6 +438,66 @@ pub fn engine_config(spec: &FabricSpec, h: HostId) -> EngineConfig {
         diagnostics,
         ..EngineConfig::default()
     }
+}
+
+/// The UD QPN of the IPoIB interface that carries IP number `ip` of a host (its place
+/// in the host's `ips`): IPoIB QPNs are small numbers the kernel hands out per
+/// interface; this one starts where mlx drivers' first one usually is.
+#[must_use]
+pub fn ipoib_qpn(ip: usize) -> u32 {
+    IPOIB_FIRST_QPN + ip as u32
+}
+
+/// The QPN of a host's first IPoIB interface ([`ipoib_qpn`]).
+pub const IPOIB_FIRST_QPN: u32 = 0x48;
+
+/// Whether host `h` has an IPoIB interface (an address) on port GID `gid` and
+/// partition `pkey` (the membership bit not compared).
+#[must_use]
+pub fn has_ipoib_interface(spec: &FabricSpec, h: HostId, gid: Gid, pkey: u16) -> bool {
+    spec.hosts.get(h.index()).is_some_and(|host| {
+        host.ips.iter().any(|ip| {
+            spec.port_gid(h, ip.hca, ip.port) == gid && (ip.pkey | 0x8000) == (pkey | 0x8000)
+        })
+    })
+}
+
+/// What the IPoIB ARP (or IPv6 neighbour discovery) of host `asker` finds for `dest`
+/// on its interface on port GID `gid` and partition `pkey`
+/// (docs/protocol/ipoib-neigh.md §4): the hardware address of the host that has
+/// `dest` on an up InfiniBand port of the same partition, whether or not it runs
+/// ibacm (the kernel answers ARP, not the daemon); [`NeighResult::Unreachable`] when
+/// the asker has no such interface or nobody has the address there.
+/// [`NeighResult::Incomplete`] is never returned: when the answer is known is the
+/// caller's to model.
+#[must_use]
+pub fn ipoib_neighbour(
+    spec: &FabricSpec,
+    topo: &Topology,
+    asker: HostId,
+    gid: Gid,
+    pkey: u16,
+    dest: IpAddr,
+) -> NeighResult {
+    if !has_ipoib_interface(spec, asker, gid, pkey) {
+        return NeighResult::Unreachable;
+    }
+    for (t, h) in spec.hosts.iter().enumerate() {
+        let th = HostId(t);
+        for (i, ip) in h.ips.iter().enumerate() {
+            if ip.addr != dest || (ip.pkey | 0x8000) != (pkey | 0x8000) {
+                continue;
+            }
+            let port = topo.port(PortRef::new(th, ip.hca, ip.port));
+            if let Some(p) = port.filter(|p| p.up && p.ib) {
+                return NeighResult::Found {
+                    qpn: ipoib_qpn(i),
+                    gid: p.gid,
+                };
+            }
+        }
+    }
+    NeighResult::Unreachable
 }
 
 /// Host `h`'s IP addresses as its netlink walk reports them: each with its prefix, the

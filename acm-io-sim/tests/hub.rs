@@ -426,3 +426,58 @@ fn a_qpn_reserved_before_the_port_is_known_is_kept_when_the_qp_opens() {
     c.detach().unwrap();
     hub.stop();
 }
+
+/// `addr_prot neigh` through the hub: the hub answers a neighbour question from the
+/// spec (docs/protocol/ipoib-neigh.md §4), found for an address some host has in the
+/// partition, unreachable for one nobody has and from an interface the asker lacks.
+#[test]
+fn the_hub_answers_neighbour_questions_from_the_spec() {
+    use acm_engine::{FabricEvent, NeighId, NeighQuery, NeighResult, PortId};
+    let dir = TempDir::new("neigh");
+    let spec = demo();
+    let hub = RunningHub::start(spec.clone(), dir.path("hub.sock"));
+    let (mut c, _) = HubClient::attach(&hub.path, dir.path("a.sock"), "node1").unwrap();
+    let gid = spec.port_gid(HostId(0), 0, 1);
+    let ask = |c: &mut HubClient, id, pkey, dest: &str| {
+        c.neigh_query(&NeighQuery {
+            id: NeighId(id),
+            port: PortId {
+                device: acm_engine::DeviceId(0),
+                port: 1,
+            },
+            gid,
+            pkey,
+            dest: dest.parse().unwrap(),
+        })
+        .unwrap();
+        next_event(c)
+    };
+    assert_eq!(
+        ask(&mut c, 1, 0xffff, "10.0.0.3"),
+        FabricEvent::NeighAnswer {
+            id: NeighId(1),
+            result: NeighResult::Found {
+                qpn: fabric::IPOIB_FIRST_QPN,
+                gid: spec.port_gid(HostId(2), 0, 1),
+            },
+        }
+    );
+    assert_eq!(
+        ask(&mut c, 2, 0xffff, "10.0.0.99"),
+        FabricEvent::NeighAnswer {
+            id: NeighId(2),
+            result: NeighResult::Unreachable,
+        }
+    );
+    assert_eq!(
+        ask(&mut c, 3, 0x8005, "10.0.0.3"),
+        FabricEvent::NeighAnswer {
+            id: NeighId(3),
+            result: NeighResult::Unreachable,
+        },
+        "node1 has no interface in partition 5"
+    );
+    c.detach().unwrap();
+    let stats = hub.stop();
+    assert_eq!(stats.rejected, 0, "{stats:?}");
+}

@@ -16,6 +16,7 @@
 //! | [`mcmember`] | the 56-byte MCMemberRecord |
 //! | [`acm_mad`] | the ACM MAD (class 0x2C) and its resolve record |
 //! | [`grh`] | the 40-byte Global Route Header |
+//! | [`ipoib`] | the 20-byte IPoIB hardware address (a neighbour table's link-layer address) |
 //! | [`mgid`] | the multicast GID scheme of ibacm's groups |
 //! | [`netlink`] | RDMA netlink local-service (RDMA_NL_LS) requests and replies |
 //!
@@ -76,6 +77,7 @@ mod units;
 pub mod acm_mad;
 pub mod client;
 pub mod grh;
+pub mod ipoib;
 pub mod mad;
 pub mod mcmember;
 pub mod mgid;

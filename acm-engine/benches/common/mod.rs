@@ -12,7 +12,7 @@ pub(crate) use reference_fabric::*;
 use acm_engine::HostOutput;
 use acm_engine::driver::{self, Fabric};
 use acm_engine::{ClientOutput, ConnId, EndpointId, Engine, EngineConfig, Input, Instant, PortId};
-use acm_engine::{McastGroup, OpenQp, SaSend, SendToken, SourceQuery, UdSend};
+use acm_engine::{McastGroup, NeighQuery, OpenQp, SaSend, SendToken, SourceQuery, UdSend};
 use acm_proto::Gid;
 use std::collections::VecDeque;
 
@@ -187,4 +187,7 @@ impl Fabric for Driver {
 
     /// The reference fabric's requests all name their source.
     fn source_query(&mut self, _query: SourceQuery) {}
+
+    /// The benches run with `addr_prot acm`: nothing asks the neighbour table.
+    fn neigh_query(&mut self, _query: NeighQuery) {}
 }

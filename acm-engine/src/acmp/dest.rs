@@ -44,6 +44,12 @@ pub(crate) struct Dest {
     pub(crate) state: DestState,
     /// Index of the multicast group chosen with the peer.
     pub(crate) group: u8,
+    /// Where the address lookup stands in `addr_prots` (the protocol under way, or
+    /// the last one tried).
+    pub(crate) addr_step: u8,
+    /// The address protocols of the latest lookup, as `addr_prot` was when it started
+    /// (a reload changes the list for lookups started afterwards only).
+    pub(crate) addr_prots: crate::config::AddrProts,
     /// The PathRecord, as it goes on the wire.
     pub(crate) path: [u8; 64],
     pub(crate) av: AddressVector,
@@ -64,6 +70,8 @@ impl Dest {
             addr,
             state: DestState::Init,
             group: 0,
+            addr_step: 0,
+            addr_prots: crate::config::AddrProts::default(),
             path: [0; 64],
             av: AddressVector::default(),
             remote_qpn: 0,

@@ -11,6 +11,7 @@
 mod dest;
 mod endpoint;
 mod fair;
+mod neigh;
 mod preload;
 mod protocol;
 mod resolve;
@@ -36,6 +37,7 @@ pub(crate) use dest::{Dest, DestState};
 /// The options ibacmp reads (docs/ibacmp.md §6).
 #[derive(Debug, Clone)]
 struct AcmpOptions {
+    addr_prot: crate::config::AddrProts,
     addr_timeout: i32,
     route_timeout: i32,
     route_acm: bool,
@@ -81,6 +83,10 @@ enum Timer {
     Retry { ep: EndpointId, tid: u64 },
     /// Retrying failed multicast joins.
     Join { ep: EndpointId },
+    /// Asking the neighbour table again for neighbour lookup `wait`.
+    Neigh { wait: u64 },
+    /// Neighbour lookup `wait`'s last chance of an answer.
+    NeighGiveUp { wait: u64 },
 }
 
 /// The built-in provider.
@@ -94,6 +100,11 @@ pub struct Acmp {
     timers: BTreeMap<(Instant, u64), Timer>,
     timer_seq: u64,
     next_token: u64,
+    /// Neighbour lookups under way, by number (`neigh.rs`).
+    neigh_waits: BTreeMap<u64, neigh::NeighWait>,
+    /// The lookup each neighbour question in the fabric's hands serves.
+    neigh_ids: BTreeMap<crate::NeighId, u64>,
+    next_neigh_wait: u64,
     /// What each client connection waits on (`fair.rs`).
     clients: fair::Clients,
 }
@@ -107,6 +118,7 @@ impl Acmp {
     pub fn new(config: &EngineConfig) -> Self {
         let o = &config.options;
         let opts = AcmpOptions {
+            addr_prot: o.addr_prot,
             addr_timeout: o.addr_timeout,
             route_timeout: o.route_timeout,
             route_acm: o.route_prot == RouteProt::Acm,
@@ -138,6 +150,9 @@ impl Acmp {
             timers: BTreeMap::new(),
             timer_seq: 0,
             next_token: 1,
+            neigh_waits: BTreeMap::new(),
+            neigh_ids: BTreeMap::new(),
+            next_neigh_wait: 1,
             clients: fair::Clients::default(),
         }
     }
@@ -204,7 +219,10 @@ impl Acmp {
         cx.close_qp(id);
         self.timers.retain(|_, t| match t {
             Timer::Retry { ep, .. } | Timer::Join { ep } => *ep != id,
+            // Its lookup is dropped below; the timer then finds nothing to do.
+            Timer::Neigh { .. } | Timer::NeighGiveUp { .. } => true,
         });
+        self.neigh_waits.retain(|_, w| w.ep != id);
         self.sa.retain(|_, w| match w {
             SaWhat::Join { ep, .. } | SaWhat::Route { ep, .. } => *ep != id,
             SaWhat::Query { .. } => true,
@@ -222,6 +240,7 @@ impl Provider for Acmp {
     fn reconfigure(&mut self, _cx: &mut Ctx<'_>, o: &crate::config::Options) {
         self.opts.timeout_ms = o.timeout_ms;
         self.opts.retries = o.retries;
+        self.opts.addr_prot = o.addr_prot;
         self.opts.addr_timeout = o.addr_timeout;
         self.opts.route_timeout = o.route_timeout;
         self.opts.max_pending_per_client = o.max_pending_per_client as usize;
@@ -231,7 +250,13 @@ impl Provider for Acmp {
     fn start(&mut self, cx: &mut Ctx<'_>) {
         let o = &self.opts;
         let lines = [
-            alloc::format!("address resolution {}", 0),
+            // The reference's line says 0 for its only protocol, ACM; other lists are
+            // named as the file spells them.
+            if o.addr_prot == crate::config::AddrProts::default() {
+                alloc::format!("address resolution {}", 0)
+            } else {
+                alloc::format!("address resolution {}", o.addr_prot)
+            },
             alloc::format!("address timeout {}", o.addr_timeout),
             alloc::format!("route resolution {}", if o.route_acm { 0 } else { 1 }),
             alloc::format!("route timeout {}", o.route_timeout),
@@ -448,6 +473,10 @@ impl Provider for Acmp {
         self.sa_answer(cx, port, tid, result);
     }
 
+    fn neigh_answer(&mut self, cx: &mut Ctx<'_>, id: crate::NeighId, result: crate::NeighResult) {
+        self.neigh_answered(cx, id, result);
+    }
+
     fn handle_timeout(&mut self, cx: &mut Ctx<'_>) {
         let now = cx.now();
         while let Some((&(at, seq), &t)) = self.timers.first_key_value() {
@@ -458,6 +487,8 @@ impl Provider for Acmp {
             match t {
                 Timer::Retry { ep, tid } => self.retry_due(cx, ep, tid, at),
                 Timer::Join { ep } => self.join_retry_due(cx, ep, at),
+                Timer::Neigh { wait } => self.neigh_poll_due(cx, wait),
+                Timer::NeighGiveUp { wait } => self.neigh_give_up(cx, wait),
             }
         }
     }

@@ -271,6 +271,7 @@ impl Acmp {
             return;
         }
         let dest = req.dest;
+        let src = request_src(&req.mad);
         ep.requests.remove(&tid);
         log!(
             cx,
@@ -279,7 +280,7 @@ impl Acmp {
             "tid {tid:#x} for {dest} timed out"
         );
         self.release_request_credit(cx, id);
-        self.address_answer(cx, id, &dest, None);
+        self.address_answer(cx, id, &dest, src, None);
     }
 
     /// A MAD arrived on the endpoint's QP (docs/protocol/acm-mad.md §5).
@@ -339,12 +340,12 @@ impl Acmp {
         let Some(ep) = self.eps.get_mut(&id) else {
             return;
         };
-        let (dest, sending) = match ep.requests.remove(&repr.tid) {
-            Some(req) => (req.dest, req.sending),
+        let (dest, sending, src) = match ep.requests.remove(&repr.tid) {
+            Some(req) => (req.dest, req.sending, request_src(&req.mad)),
             None => match ep.answer_waiting(repr.tid) {
                 // A request still waiting for a credit was never sent, but its TID
                 // matches: it is answered all the same, as any outstanding one.
-                Some(dest) => (dest, false),
+                Some(dest) => (dest, false, None),
                 None => {
                     log!(
                         cx,
@@ -367,7 +368,13 @@ impl Acmp {
                 "acmp_process_acm_recv",
                 "response without GRH dropped"
             );
-            self.address_answer(cx, id, &dest, Some((Status::ENODATA, wc, Gid::ZERO, &[])));
+            self.address_answer(
+                cx,
+                id,
+                &dest,
+                src,
+                Some((Status::ENODATA, wc, Gid::ZERO, &[])),
+            );
             return;
         };
         let gids: Vec<Gid> = repr.rec.valid_gids().to_vec();
@@ -375,6 +382,7 @@ impl Acmp {
             cx,
             id,
             &dest,
+            src,
             Some((Status(repr.acm_status()), wc, sgid, &gids)),
         );
     }
@@ -439,13 +447,15 @@ impl Acmp {
         d.state = DestState::Ready;
     }
 
-    /// Our request for `dest` was answered (`Some`) or timed out (`None`)
-    /// (docs/ibacmp.md §3).
+    /// Our request for `dest` (from `src`, when known) was answered (`Some`) or timed
+    /// out (`None`) (docs/ibacmp.md §3). A failure goes on to the next address
+    /// protocol of `addr_prot`, if any (docs/protocol/ipoib-neigh.md §3).
     fn address_answer(
         &mut self,
         cx: &mut Ctx<'_>,
         id: EndpointId,
         dest: &Address,
+        src: Option<Address>,
         answer: Option<(Status, &RecvInfo, Gid, &[Gid])>,
     ) {
         let now = cx.now();
@@ -483,8 +493,7 @@ impl Acmp {
                 self.complete_queue(cx, id, idx, e);
             }
         } else {
-            self.set_state(id, idx, DestState::Init);
-            self.complete_queue(cx, id, idx, status);
+            self.addr_failed(cx, id, idx, src, status);
         }
     }
 
@@ -657,6 +666,17 @@ impl Acmp {
         let (av, tid) = (d.av, d.req_id);
         self.send_response(cx, id, av, tid, mgid);
     }
+}
+
+/// The source address a resolve request of ours names (its MAD is ours, so it
+/// parses).
+fn request_src(mad: &Mad) -> Option<Address> {
+    let p = AcmMadPacket::new_checked(&mad.0[..]).ok()?;
+    let rec = AcmMadRepr::from_packet(&p).rec;
+    Some(Address {
+        ty: rec.src_type,
+        bytes: rec.src,
+    })
 }
 
 /// The sender's GID from a received GRH: the receiver requires it

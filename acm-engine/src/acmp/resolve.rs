@@ -139,9 +139,10 @@ impl Acmp {
                 }
             }
             DestState::Init => {
+                let neigh = self.neigh_background(id);
                 if nodelay
                     && self.eps.get_mut(&id).is_some_and(|ep| {
-                        Self::background_lookups(ep) >= self.opts.max_background_resolves
+                        Self::background_lookups(ep) + neigh >= self.opts.max_background_resolves
                     })
                 {
                     // The NODELAY answer (ENODATA) as always, without the warm-up.
@@ -149,11 +150,8 @@ impl Acmp {
                     self.forget_fresh(id, idx, existed);
                     return self.enqueue(cx, id, idx, flags, reply, round);
                 }
-                if let Err(e) = self.send_request(cx, id, &src, &dest, idx, round) {
+                if let Err(e) = self.start_addr_lookup(cx, id, &src, &dest, idx, round) {
                     return self.fail(cx, id, reply, e);
-                }
-                if let Some(d) = self.eps.get_mut(&id).and_then(|e| e.dests.get_mut(idx)) {
-                    d.state = DestState::QueryAddr;
                 }
             }
             _ => {}

@@ -27,9 +27,9 @@ pub use addr_file::{AddrFile, AddrFileLine, PkeySpec};
 pub use diagnostic::{Diagnostic, Severity};
 pub use hosts::{HostEntry, parse_hosts};
 pub use options::{
-    AddrPreload, AddrProt, BUILTIN_PROVIDER, DAEMON_OPTIONS, DEFAULT_RESOLVE_DEPTH, LoopbackProt,
-    OptionLine, Options, ProviderRule, ProviderTarget, RoutePreload, RouteProt, ServerMode,
-    expiry_minutes,
+    AddrPreload, AddrProt, AddrProts, BUILTIN_PROVIDER, DAEMON_OPTIONS, DEFAULT_RESOLVE_DEPTH,
+    LoopbackProt, OptionLine, Options, ProviderRule, ProviderTarget, RoutePreload, RouteProt,
+    ServerMode, expiry_minutes,
 };
 pub use reload::{OptionChange, OptionLines, Reconfig, Takes};
 pub use route_data::{RouteData, RoutePath, RouteSection};

@@ -90,13 +90,131 @@ pub enum ServerMode {
     Open,
 }
 
-/// How addresses are resolved (`addr_prot`); the reference knows only ACM multicast, so
-/// the type exists to keep the option visible, not to choose.
+/// One way of learning a destination IP's GID (an item of `addr_prot`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum AddrProt {
-    /// ACM resolution over IB multicast.
+    /// ACM resolution over IB multicast: the peer's ibacm answers (the reference's only
+    /// protocol, and the default).
     #[default]
     Acm,
+    /// The host's IPoIB neighbour table (ours): the kernel's ARP or neighbour discovery
+    /// learns the peer's QPN and GID from its IPoIB hardware address, so the peer needs
+    /// no ibacm (docs/protocol/ipoib-neigh.md §2). IP destinations only.
+    Neigh,
+}
+
+impl AddrProt {
+    /// Every protocol, in the order [`AddrProt::name`] documents them.
+    pub const ALL: [Self; 2] = [Self::Acm, Self::Neigh];
+
+    /// The name the options file spells it with.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Acm => "acm",
+            Self::Neigh => "neigh",
+        }
+    }
+}
+
+/// `addr_prot`: the address protocols in the order they are tried, each at most once.
+/// A destination whose lookup fails or times out with one goes on to the next; the last
+/// one's failure is the client's answer. A small `Copy` list, so providers can keep it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AddrProts {
+    items: [AddrProt; AddrProt::ALL.len()],
+    len: u8,
+}
+
+impl Default for AddrProts {
+    /// `acm` alone, as the reference.
+    fn default() -> Self {
+        Self::one(AddrProt::Acm)
+    }
+}
+
+impl AddrProts {
+    /// A list of one protocol.
+    #[must_use]
+    pub const fn one(p: AddrProt) -> Self {
+        Self {
+            items: [p; AddrProt::ALL.len()],
+            len: 1,
+        }
+    }
+
+    /// The list of `items`, in order; `None` if it is empty or names a protocol twice.
+    #[must_use]
+    pub fn new(items: &[AddrProt]) -> Option<Self> {
+        if items.is_empty() || items.len() > AddrProt::ALL.len() {
+            return None;
+        }
+        let mut out = Self::one(items[0]);
+        for &p in &items[1..] {
+            if out.contains(p) {
+                return None;
+            }
+            out.items[usize::from(out.len)] = p;
+            out.len += 1;
+        }
+        Some(out)
+    }
+
+    /// The protocols, in the order they are tried.
+    #[must_use]
+    pub fn as_slice(&self) -> &[AddrProt] {
+        &self.items[..usize::from(self.len)]
+    }
+
+    /// The protocol tried in place `i` (0 first).
+    #[must_use]
+    pub fn get(&self, i: usize) -> Option<AddrProt> {
+        self.as_slice().get(i).copied()
+    }
+
+    /// Whether `p` is in the list.
+    #[must_use]
+    pub fn contains(&self, p: AddrProt) -> bool {
+        self.as_slice().contains(&p)
+    }
+
+    /// Parses an `addr_prot` value: names separated by commas, without spaces,
+    /// case-insensitively. The error says what is wrong, for the diagnostic.
+    ///
+    /// # Errors
+    /// An empty item, an unknown name or a name given twice.
+    pub fn parse(value: &[u8]) -> Result<Self, String> {
+        let mut items = Vec::new();
+        for item in value.split(|&b| b == b',') {
+            if item.is_empty() {
+                return Err(String::from("an empty protocol name"));
+            }
+            let Some(p) = AddrProt::ALL.iter().copied().find(|p| eq(item, p.name())) else {
+                return Err(format!(
+                    "unknown protocol '{}' (known: acm, neigh)",
+                    text(item)
+                ));
+            };
+            if items.contains(&p) {
+                return Err(format!("'{}' is listed twice", p.name()));
+            }
+            items.push(p);
+        }
+        Self::new(&items).ok_or_else(|| String::from("an empty list"))
+    }
+}
+
+impl core::fmt::Display for AddrProts {
+    /// The options file's spelling: `acm,neigh`.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        for (i, p) in self.as_slice().iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            f.write_str(p.name())?;
+        }
+        Ok(())
+    }
 }
 
 /// How routes (paths) are found once the address is known (`route_prot`,
@@ -242,8 +360,9 @@ pub struct Options {
     pub sa_depth: u32,
     /// `provider` lines, in file order.
     pub providers: Vec<ProviderRule>,
-    /// `addr_prot`.
-    pub addr_prot: AddrProt,
+    /// `addr_prot`: the address protocols, in the order they are tried (`acm` alone by
+    /// default, as the reference).
+    pub addr_prot: AddrProts,
     /// `addr_timeout` in minutes, raw; −1 means never (see [`expiry_minutes`]).
     pub addr_timeout: i32,
     /// `route_prot`.
@@ -313,7 +432,7 @@ impl Default for Options {
             retries: 2,
             sa_depth: 1,
             providers: Vec::new(),
-            addr_prot: AddrProt::Acm,
+            addr_prot: AddrProts::one(AddrProt::Acm),
             addr_timeout: 1440,
             route_prot: RouteProt::Sa,
             route_timeout: -1,
@@ -591,13 +710,18 @@ impl Parser<'_> {
             b"timeout" => self.set_u32(line, name, value, range::TIMEOUT, |o| &mut o.timeout_ms),
             b"retries" => self.set_u32(line, name, value, range::RETRIES, |o| &mut o.retries),
             b"sa_depth" => self.set_u32(line, name, value, range::SA_DEPTH, |o| &mut o.sa_depth),
-            b"addr_prot" => {
-                if eq(value, "acm") {
-                    self.opts.addr_prot = AddrProt::Acm;
-                } else {
-                    self.unchanged(line, name, value);
-                }
-            }
+            b"addr_prot" => match AddrProts::parse(value) {
+                Ok(list) => self.opts.addr_prot = list,
+                Err(why) => self.diag(
+                    line,
+                    Severity::Warning,
+                    format!(
+                        "invalid value '{}' for option '{}': {why}; setting left unchanged",
+                        text(value),
+                        text(name)
+                    ),
+                ),
+            },
             b"addr_timeout" => {
                 self.set_i32(line, name, value, range::EXPIRY, |o| &mut o.addr_timeout);
             }
@@ -898,6 +1022,7 @@ impl Options {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::string::ToString;
 
     fn parse(text: &str) -> (Options, Vec<Diagnostic>) {
         Options::parse("opts.cfg", text)
@@ -927,7 +1052,7 @@ mod tests {
         assert!(!o.support_ips_in_addr_cfg);
         assert_eq!((o.timeout_ms, o.retries, o.sa_depth), (2000, 2, 1));
         assert!(o.providers.is_empty());
-        assert_eq!(o.addr_prot, AddrProt::Acm);
+        assert_eq!(o.addr_prot, AddrProts::default());
         assert_eq!(o.addr_timeout, 1440);
         assert_eq!(o.route_prot, RouteProt::Sa);
         assert_eq!(o.route_timeout, -1);
@@ -979,7 +1104,7 @@ mod tests {
             support_ips_in_addr_cfg: true,
             timeout_ms: 1000,
             retries: 1,
-            addr_prot: AddrProt::Acm,
+            addr_prot: AddrProts::default(),
             addr_timeout: 1440,
             route_prot: RouteProt::Sa,
             route_timeout: -1,
@@ -1008,7 +1133,7 @@ support_ips_in_addr_cfg 5
 timeout 100
 retries 4
 sa_depth 8
-addr_prot ACM
+addr_prot ACM,neigh
 addr_timeout -1
 route_prot acm
 route_timeout 30
@@ -1041,7 +1166,7 @@ addr_data_file /h
             retries: 4,
             sa_depth: 8,
             providers: Vec::new(),
-            addr_prot: AddrProt::Acm,
+            addr_prot: AddrProts::new(&[AddrProt::Acm, AddrProt::Neigh]).expect("a list"),
             addr_timeout: -1,
             route_prot: RouteProt::Acm,
             route_timeout: 30,
@@ -1307,7 +1432,7 @@ addr_data_file /h
              route_preload opensm_full_v1\nroute_preload full_opensm_v1\naddr_preload acm_hosts\naddr_preload y\n",
         );
         assert_eq!(o.route_prot, RouteProt::Acm);
-        assert_eq!(o.addr_prot, AddrProt::Acm);
+        assert_eq!(o.addr_prot, AddrProts::default());
         assert_eq!(o.loopback_prot, LoopbackProt::None);
         assert_eq!(o.route_preload, RoutePreload::OpensmFullV1);
         assert_eq!(o.addr_preload, AddrPreload::AcmHosts);
@@ -1328,6 +1453,60 @@ addr_data_file /h
         let (o, d) = parse("server_mode open\nserver_mode bogus\n");
         assert_eq!(o.server_mode, ServerMode::Unix);
         assert_eq!(severities(&d), [(2, Severity::Warning)]);
+    }
+
+    #[test]
+    fn addr_prot_is_an_ordered_list() {
+        use AddrProt::{Acm, Neigh};
+        assert_eq!(
+            only("").addr_prot.as_slice(),
+            [Acm],
+            "the reference's default"
+        );
+        assert_eq!(only("addr_prot neigh\n").addr_prot.as_slice(), [Neigh]);
+        assert_eq!(
+            only("addr_prot acm,neigh\n").addr_prot.as_slice(),
+            [Acm, Neigh]
+        );
+        assert_eq!(
+            only("addr_prot NEIGH,Acm\n").addr_prot.as_slice(),
+            [Neigh, Acm],
+            "names are case-insensitive; the order is the file's"
+        );
+        assert_eq!(
+            only("addr_prot acm,neigh\n").addr_prot.to_string(),
+            "acm,neigh"
+        );
+        assert_eq!(only("addr_prot neigh\n").addr_prot.get(1), None);
+    }
+
+    #[test]
+    fn bad_addr_prot_lists_name_file_line_and_item() {
+        for (value, why) in [
+            ("acm,arp", "unknown protocol 'arp' (known: acm, neigh)"),
+            ("neigh,neigh", "'neigh' is listed twice"),
+            ("acm,", "an empty protocol name"),
+            (",neigh", "an empty protocol name"),
+            ("sa", "unknown protocol 'sa' (known: acm, neigh)"),
+        ] {
+            let (o, d) = parse(&format!("addr_prot neigh\n# x\naddr_prot {value}\n"));
+            assert_eq!(
+                o.addr_prot.as_slice(),
+                [AddrProt::Neigh],
+                "{value}: the setting before stays"
+            );
+            assert_eq!(severities(&d), [(3, Severity::Warning)], "{value}");
+            assert_eq!(
+                d[0].to_string(),
+                format!(
+                    "opts.cfg:3: invalid value '{value}' for option 'addr_prot': {why}; setting left unchanged"
+                ),
+            );
+        }
+        // A space ends the value, as for every option: "acm, neigh" is "acm,".
+        let (o, d) = parse("addr_prot acm, neigh\n");
+        assert_eq!(o.addr_prot, AddrProts::default());
+        assert!(d[0].message.contains("an empty protocol name"), "{d:?}");
     }
 
     #[test]

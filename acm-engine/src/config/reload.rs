@@ -19,11 +19,12 @@
 //! | `support_ips_in_addr_cfg` | applied | the address file's IP lines are re-assigned with it |
 //! | `resolve_depth`, `send_depth`, `recv_depth` | restart | they size each endpoint's queue pair |
 //! | `route_prot`, `loopback_prot`, `min_mtu`, `min_rate` | restart | they choose the multicast group joined and the entries made when an endpoint opens |
-//! | `addr_prot` | restart | read when an endpoint opens |
+//! | `addr_prot` | applied to lookups started from then on | read when a destination's address lookup starts; a lookup under way finishes with the list it started with |
 //! | `route_preload`, `route_data_file`, `addr_preload`, `addr_data_file` | restart | preloads run once, when an endpoint opens |
 //! | `kernel_timeout` | restart | sent to the kernel once, at start |
 //! | `log_file`, `lock_file`, `server_mode`, `server_port`, `acme_plus_kernel_only` | restart | the log, lock file and listener are opened once |
-//! | `umad_debug_level`, `provider_lib_path`, `builtin_provider`, `provider_timeout`, `provider` lines | restart | the providers and umad are set up once |
+//! | `umad_debug_level`, `provider_lib_path`, `builtin_provider`, `provider` lines | restart | the providers and umad are set up once |
+//! | `provider_timeout` | restart | read when the provider libraries are wrapped, at start |
 //!
 //! The daemon's own options ([`super::DAEMON_OPTIONS`]) are the daemon's to judge.
 //!
@@ -189,12 +190,7 @@ pub fn option_changes(running: &Options, new: &Options) -> Vec<OptionChange> {
         provider_lines(providers),
         Restart,
     );
-    note(
-        "addr_prot",
-        debug(&running.addr_prot),
-        debug(addr_prot),
-        Restart,
-    );
+    note("addr_prot", num(running.addr_prot), num(addr_prot), Live);
     note(
         "addr_timeout",
         num(running.addr_timeout),
@@ -300,6 +296,7 @@ pub fn apply_live(running: &Options, new: &Options) -> Options {
     o.retries = new.retries;
     o.sa_depth = new.sa_depth;
     o.addr_timeout = new.addr_timeout;
+    o.addr_prot = new.addr_prot;
     o.route_timeout = new.route_timeout;
     o.max_pending_per_client = new.max_pending_per_client;
     o.max_background_resolves = new.max_background_resolves;
@@ -437,7 +434,8 @@ mod tests {
             "log_level 2\nsupport_ips_in_addr_cfg 1\ntimeout 9\nretries 7\nsa_depth 3\n\
              addr_timeout 5\nroute_timeout 6\nmax_pending_per_client 2\nmax_background_resolves 1\n\
              resolve_depth 3\nsend_depth 2\nrecv_depth 9\nroute_prot acm\nmin_mtu 4096\n\
-             lock_file /x\nprovider p default\nkernel_timeout 500\nallow_users root\n",
+             lock_file /x\nprovider p default\nkernel_timeout 500\nallow_users root\n\
+             addr_prot acm,neigh\n",
         );
         let changes = option_changes(&running, &new);
         let applied = apply_live(&running, &new);
@@ -449,10 +447,16 @@ mod tests {
         }
         assert_eq!(
             changes.len(),
-            18 - 1,
+            19 - 1,
             "every line but allow_users: {changes:?}"
         );
         assert_eq!(applied.daemon_options, new.daemon_options);
+        let prot = changes.iter().find(|c| c.name == "addr_prot");
+        assert_eq!(
+            prot.map(|c| (c.old.as_str(), c.new.as_str())),
+            Some(("acm", "acm,neigh")),
+            "shown as the file spells it"
+        );
     }
 
     #[test]

@@ -105,6 +105,9 @@ pub(crate) struct Core {
     pub(crate) next_epoch: u64,
     pub(crate) lookups: BTreeMap<LookupId, ParkedResolve>,
     pub(crate) next_lookup: u64,
+    /// Neighbour-table lookups in the fabric's hands, with the provider that asked.
+    pub(crate) neighs: BTreeMap<crate::io::NeighId, usize>,
+    pub(crate) next_neigh: u64,
     /// IPoIB addresses the host has, in discovery order.
     pub(crate) local_ips: Vec<crate::io::LocalIp>,
     /// Provider names, by index, for EP_QUERY.
@@ -135,6 +138,8 @@ impl Core {
             next_epoch: 1,
             lookups: BTreeMap::new(),
             next_lookup: 1,
+            neighs: BTreeMap::new(),
+            next_neigh: 1,
             local_ips: Vec::new(),
             provider_names: names,
             netlink_warned: false,
@@ -365,6 +370,29 @@ impl Core {
     /// Whether a port owns `gid`.
     pub(crate) fn port_has_gid(port: &Port, gid: &Gid) -> bool {
         port.attrs.gids.iter().any(|g| g == gid)
+    }
+
+    /// Sends a neighbour-table lookup for `provider` (answered to it by
+    /// [`crate::Engine`]'s dispatch of [`crate::Input::NeighAnswer`]).
+    pub(crate) fn neigh_query(
+        &mut self,
+        provider: usize,
+        port: crate::PortId,
+        gid: Gid,
+        pkey: u16,
+        dest: core::net::IpAddr,
+    ) -> crate::io::NeighId {
+        let id = crate::io::NeighId(self.next_neigh);
+        self.next_neigh += 1;
+        self.neighs.insert(id, provider);
+        self.push_fabric(FabricOp::NeighQuery(crate::io::NeighQuery {
+            id,
+            port,
+            gid,
+            pkey,
+            dest,
+        }));
+        id
     }
 
     pub(crate) fn alloc_lookup(&mut self) -> LookupId {

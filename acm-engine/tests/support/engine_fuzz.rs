@@ -6,7 +6,8 @@
 //! operations — client bytes on four connections (shaped requests that reach deep
 //! paths, or garbage), closes, peers' ACM MADs (answers to the TIDs the engine sent,
 //! and requests), SA answers and failures for the MADs it sent, send completions,
-//! routing answers, port and address events, device loss, netlink bytes, ticks — fed to
+//! routing answers, neighbour-table answers (with `addr_prot` chosen among `acm`,
+//! `neigh` and their two lists), port and address events, device loss, netlink bytes, ticks — fed to
 //! one engine configured as the reference fabric. It panics when:
 //!
 //! * a request (each shaped one carries a unique TID) is answered twice, or a
@@ -20,7 +21,8 @@ use super::reference_fabric::{self, sa_answer};
 use acm_engine::config::Options;
 use acm_engine::{
     ClientOutput, ConnId, DeviceId, EndpointId, Engine, EngineConfig, FabricOp, HostOutput, Input,
-    Instant, LocalIp, LookupId, Output, PortEvent, PortId, RecvInfo, SendToken,
+    Instant, LocalIp, LookupId, NeighId, NeighResult, Output, PortEvent, PortId, RecvInfo,
+    SendToken,
 };
 use acm_proto::acm_mad::AcmMadRepr;
 use acm_proto::client::AddrType;
@@ -81,6 +83,8 @@ struct World {
     sends: Vec<(EndpointId, SendToken)>,
     /// Routing lookups not answered.
     lookups: Vec<LookupId>,
+    /// Neighbour-table questions not answered.
+    neighs: Vec<NeighId>,
     /// Endpoints whose QP was asked for.
     eps: BTreeSet<EndpointId>,
     /// QPs to report as made.
@@ -246,6 +250,7 @@ fn step(e: &mut Engine, w: &mut World, now: Instant, input: Input<'_>) {
                     }
                     FabricOp::SaSend(s) => w.sa.push(s.mad.0),
                     FabricOp::SourceQuery(q) => w.lookups.push(q.id),
+                    FabricOp::NeighQuery(q) => w.neighs.push(q.id),
                     _ => {}
                 }
             }
@@ -301,12 +306,15 @@ fn pick<T: Copy>(v: &mut Vec<T>, b: u8) -> Option<T> {
 pub fn run(data: &[u8]) {
     let mut b = Bytes { data };
     let cfg = b.u8();
+    // The top two bits pick `addr_prot` too (shared with `log_level`'s).
     let extra = format!(
-        "resolve_depth {}\nmax_pending_per_client {}\nmax_background_resolves {}\nlog_level {}\n",
+        "resolve_depth {}\nmax_pending_per_client {}\nmax_background_resolves {}\nlog_level {}\n\
+         addr_prot {}\n",
         [1, 2, 8, 3][usize::from(cfg & 3)],
         [2, 64][usize::from(cfg >> 2 & 1)],
         [0, 1, 64, 4][usize::from(cfg >> 3 & 3)],
         (cfg >> 5) % 3,
+        ["acm", "acm,neigh", "neigh", "neigh,acm"][usize::from(cfg >> 6)],
     );
     let text = format!("{}\n{extra}", reference_fabric::OPTS);
     let (options, _) = Options::parse("ibacm_opts.cfg", &text);
@@ -493,6 +501,21 @@ pub fn run(data: &[u8]) {
                             ok: arg & 0x80 == 0,
                         },
                     );
+                }
+            }
+            9 if b.data.first().is_some_and(|a| a & 0x40 != 0) => {
+                // The neighbour table answers one of the engine's questions.
+                let arg = b.u8();
+                if let Some(id) = pick(&mut w.neighs, arg) {
+                    let result = match arg % 3 {
+                        0 => NeighResult::Found {
+                            qpn: 0x48,
+                            gid: reference_fabric::gid_of_lid(u16::from(arg % 6) + 2),
+                        },
+                        1 => NeighResult::Incomplete,
+                        _ => NeighResult::Unreachable,
+                    };
+                    step(&mut e, &mut w, now, Input::NeighAnswer { id, result });
                 }
             }
             9 => {

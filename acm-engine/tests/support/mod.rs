@@ -14,8 +14,8 @@ pub mod seeded;
 use acm_engine::HostOutput;
 use acm_engine::driver::{self, Fabric};
 use acm_engine::{
-    AddressVector, FabricEvent, Mad, MadBytes, McastGroup, OpenQp, PortEvent, SaSend, SourceQuery,
-    UdSend,
+    AddressVector, FabricEvent, Mad, MadBytes, McastGroup, NeighQuery, NeighResult, OpenQp,
+    PortEvent, SaSend, SourceQuery, UdSend,
 };
 use acm_engine::{ClientOutput, ConnId, EndpointId, Engine, EngineConfig, Input, Instant, PortId};
 use acm_proto::client::FrameError;
@@ -29,6 +29,9 @@ use std::time::Duration;
 pub type SaScript = Box<dyn FnMut(&[u8; 256]) -> Option<Vec<u8>>>;
 /// How the host's routing picks a source for a destination.
 pub type RouteScript = Box<dyn FnMut(IpAddr) -> Result<IpAddr, u8>>;
+
+/// What the host's neighbour table answers for an address (asked at an instant).
+pub type NeighScript = Box<dyn FnMut(Instant, IpAddr) -> NeighResult>;
 
 /// A UD send the engine asked for.
 #[derive(Debug, Clone)]
@@ -44,6 +47,10 @@ pub struct Node {
     pub now: Instant,
     pub sa: SaScript,
     pub route: RouteScript,
+    /// The neighbour table (by default it knows no address).
+    pub neigh: NeighScript,
+    /// Neighbour answers arrive this long after the question.
+    pub neigh_delay: Duration,
     /// SA answers arrive this long after the send.
     pub sa_delay: Duration,
     pub events: VecDeque<(Instant, u64, FabricEvent)>,
@@ -67,6 +74,8 @@ impl Node {
             now: Instant::ZERO,
             sa,
             route,
+            neigh: Box::new(|_, _| NeighResult::Unreachable),
+            neigh_delay: Duration::ZERO,
             sa_delay: Duration::from_millis(1),
             events: VecDeque::new(),
             seq: 0,
@@ -337,6 +346,21 @@ impl Fabric for Node {
         self.schedule(
             self.now,
             FabricEvent::SourceAnswer {
+                id: q.id,
+                result: r,
+            },
+        );
+    }
+
+    fn neigh_query(&mut self, q: NeighQuery) {
+        let r = (self.neigh)(self.now, q.dest);
+        self.note(format!(
+            "neigh lookup {} on gid {} pkey {:#06x} -> {r:?}",
+            q.dest, q.gid, q.pkey
+        ));
+        self.schedule(
+            self.now + self.neigh_delay,
+            FabricEvent::NeighAnswer {
                 id: q.id,
                 result: r,
             },

@@ -7,7 +7,7 @@ use super::server::bind_fresh;
 use super::wire::{HostMsg, HostSetup, HubMsg, MAX_DATAGRAM};
 use crate::fabric;
 use acm_engine::{
-    EndpointId, FabricEvent, MadBytes, McastGroup, OpenQp, SaSend, SourceQuery, UdSend,
+    EndpointId, FabricEvent, MadBytes, McastGroup, NeighQuery, OpenQp, SaSend, SourceQuery, UdSend,
 };
 use std::collections::VecDeque;
 use std::io;
@@ -158,6 +158,20 @@ impl HubClient {
         self.send(&HostMsg::CloseQp { ep })
     }
 
+    /// Asks the host's neighbour table, which the hub answers from the spec (with a
+    /// [`FabricEvent::NeighAnswer`]).
+    ///
+    /// # Errors
+    /// As for [`HubClient::open_qp`].
+    pub fn neigh_query(&self, q: &NeighQuery) -> Result<(), HubError> {
+        self.send(&HostMsg::NeighQuery {
+            id: q.id,
+            gid: q.gid,
+            pkey: q.pkey,
+            dest: q.dest,
+        })
+    }
+
     /// Posts a UD send (answered by a [`FabricEvent::UdSendDone`]).
     ///
     /// # Errors
@@ -260,6 +274,7 @@ impl HubClient {
                 HubMsg::SaSendFailed { port, tid, status } => {
                     FabricEvent::SaSendFailed { port, tid, status }
                 }
+                HubMsg::NeighAnswer { id, result } => FabricEvent::NeighAnswer { id, result },
                 HubMsg::Bye { reason } => {
                     self.detached = true;
                     return Err(HubError::Closed(reason));

@@ -9,7 +9,7 @@ use crate::ProviderFactory;
 use acm_engine::HostOutput;
 use acm_engine::driver::{self, Fabric};
 use acm_engine::{EndpointId, Engine, Input, Instant};
-use acm_engine::{FabricEvent, McastGroup, OpenQp, SaSend, SourceQuery, UdSend};
+use acm_engine::{FabricEvent, McastGroup, NeighQuery, OpenQp, SaSend, SourceQuery, UdSend};
 use std::path::Path;
 use std::time::Duration;
 
@@ -177,6 +177,11 @@ impl Fabric for HubHost {
 
     fn source_query(&mut self, query: SourceQuery) {
         self.client.source_query(&query);
+    }
+
+    fn neigh_query(&mut self, query: NeighQuery) {
+        let r = self.client.neigh_query(&query);
+        self.keep(r);
     }
 
     /// Source lookups are answered on the spot.

@@ -60,6 +60,7 @@
 //! | 0x14 | MCAST_DETACH | ep u32, mgid (16 bytes), mlid u16 | `McastDetach` |
 //! | 0x15 | SA_SEND | port, tid u64, dlid u16, sl u8, pkey_index u16, remote_qpn u32, remote_qkey u32, timeout_ms u32, retries u32, mad (256 bytes) | `SaSend` (answered by SA_RESPONSE or SA_SEND_FAILED) |
 //! | 0x16 | CREATE_QP | ep u32 | — (answered by QP_OPENED; for emulated verbs, whose QPs are numbered before they have a port) |
+//! | 0x17 | NEIGH_QUERY | id u64, gid (16 bytes), pkey u16, address (as in ATTACHED) | `NeighQuery` (answered by NEIGH_ANSWER, from the spec at once: `fabric::ipoib_neighbour`) |
 //!
 //! Hub → host:
 //!
@@ -73,6 +74,7 @@
 //! | 0x92 | UD_SEND_DONE | ep u32, token u64, ok u8 | `UdSendDone` |
 //! | 0x93 | SA_RESPONSE | port, mad (the rest of the body) | `SaResponse` |
 //! | 0x94 | SA_SEND_FAILED | port, tid u64, status i32 | `SaSendFailed` |
+//! | 0x95 | NEIGH_ANSWER | id u64, result u8 (0 found, 1 incomplete, 2 unreachable), qpn u32, gid (16 bytes) | `NeighAnswer` |
 //!
 //! In ATTACHED, a device is: id u32, node GUID u64, name: str, port count u8, then per
 //! port: active u8, link layer IB u8, lid u16, lmc u8, sm_lid u16, sm_sl u8, rate u8

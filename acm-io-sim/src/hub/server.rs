@@ -588,6 +588,17 @@ impl Hub {
                 };
                 self.send(h, &HubMsg::QpOpened { ep, qpn: Some(qpn) });
             }
+            HostMsg::NeighQuery {
+                id,
+                gid,
+                pkey,
+                dest,
+            } => {
+                // The hub runs in real time and keeps no neighbour table: the spec
+                // answers at once, as a table whose entry is already resolved.
+                let result = fabric::ipoib_neighbour(&self.spec, &self.topo, h, gid, pkey, dest);
+                self.send(h, &HubMsg::NeighAnswer { id, result });
+            }
             HostMsg::CloseQp { ep } => {
                 self.hosts[h.index()].reserved.remove(&ep);
                 fabric::close_qp(&mut self.hosts[h.index()].qps, &mut self.mcast, h, ep);

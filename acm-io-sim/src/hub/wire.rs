@@ -8,6 +8,7 @@
 use crate::spec::HostId;
 use acm_engine::{AddressVector, EndpointId, GlobalRoute, LocalIp, RecvInfo, SaDest, SendToken};
 use acm_engine::{DeviceDesc, DeviceId, PortAttrs, PortId, PortState};
+use acm_engine::{NeighId, NeighResult};
 use acm_proto::{Gid, Mtu, Rate};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -46,6 +47,8 @@ pub mod msg_type {
     pub const SA_SEND: u8 = 0x15;
     /// Host → hub: reserve a QPN for an endpoint before its port is known.
     pub const CREATE_QP: u8 = 0x16;
+    /// Host → hub: `FabricOp::NeighQuery`.
+    pub const NEIGH_QUERY: u8 = 0x17;
     /// Hub → host: the attachment is made; the host's setup.
     pub const ATTACHED: u8 = 0x81;
     /// Hub → host: a request was refused.
@@ -62,6 +65,8 @@ pub mod msg_type {
     pub const SA_RESPONSE: u8 = 0x93;
     /// Hub → host: `Input::SaSendFailed`.
     pub const SA_SEND_FAILED: u8 = 0x94;
+    /// Hub → host: `Input::NeighAnswer`.
+    pub const NEIGH_ANSWER: u8 = 0x95;
 }
 
 /// Codes of [`HubMsg::Error`].
@@ -296,6 +301,17 @@ pub enum HostMsg {
         /// The endpoint.
         ep: EndpointId,
     },
+    /// Ask the host's IPoIB neighbour table (the hub answers from the spec).
+    NeighQuery {
+        /// The lookup.
+        id: NeighId,
+        /// The asking interface's port GID.
+        gid: Gid,
+        /// Its partition.
+        pkey: u16,
+        /// The address to resolve.
+        dest: IpAddr,
+    },
     /// A UD send on an endpoint's QP.
     UdSend {
         /// The endpoint.
@@ -381,6 +397,19 @@ impl HostMsg {
                 w.u32(ep.0);
                 w.finish()
             }
+            Self::NeighQuery {
+                id,
+                gid,
+                pkey,
+                dest,
+            } => {
+                let mut w = W::new(t::NEIGH_QUERY);
+                w.u64(id.0);
+                w.gid(gid);
+                w.u16(*pkey);
+                put_addr(&mut w, Some(*dest));
+                w.finish()
+            }
             Self::UdSend { ep, token, av, mad } => {
                 let mut w = W::new(t::UD_SEND);
                 w.u32(ep.0);
@@ -460,6 +489,12 @@ impl HostMsg {
             },
             t::CLOSE_QP => Self::CloseQp {
                 ep: EndpointId(r.u32()?),
+            },
+            t::NEIGH_QUERY => Self::NeighQuery {
+                id: NeighId(r.u64()?),
+                gid: r.gid()?,
+                pkey: r.u16()?,
+                dest: get_addr(&mut r)?.ok_or(WireError::BadField("address family"))?,
             },
             t::UD_SEND => Self::UdSend {
                 ep: EndpointId(r.u32()?),
@@ -593,6 +628,13 @@ pub enum HubMsg {
         tid: u64,
         /// umad's status.
         status: i32,
+    },
+    /// What the neighbour table holds for a NEIGH_QUERY's address.
+    NeighAnswer {
+        /// The lookup.
+        id: NeighId,
+        /// The entry.
+        result: NeighResult,
     },
 }
 
@@ -778,6 +820,19 @@ impl HubMsg {
                 w.i32(*status);
                 w.finish()
             }
+            Self::NeighAnswer { id, result } => {
+                let mut w = W::new(t::NEIGH_ANSWER);
+                w.u64(id.0);
+                let (kind, qpn, gid) = match *result {
+                    NeighResult::Found { qpn, gid } => (0, qpn, gid),
+                    NeighResult::Incomplete => (1, 0, Gid::ZERO),
+                    NeighResult::Unreachable => (2, 0, Gid::ZERO),
+                };
+                w.u8(kind);
+                w.u32(qpn);
+                w.gid(&gid);
+                w.finish()
+            }
         }
     }
 
@@ -865,6 +920,17 @@ impl HubMsg {
                 tid: r.u64()?,
                 status: r.i32()?,
             },
+            t::NEIGH_ANSWER => {
+                let id = NeighId(r.u64()?);
+                let (kind, qpn, gid) = (r.u8()?, r.u32()?, r.gid()?);
+                let result = match kind {
+                    0 => NeighResult::Found { qpn, gid },
+                    1 => NeighResult::Incomplete,
+                    2 => NeighResult::Unreachable,
+                    _ => return Err(WireError::BadField("NEIGH_ANSWER result")),
+                };
+                Self::NeighAnswer { id, result }
+            }
             other => return Err(WireError::UnknownType(other)),
         };
         r.end()?;
@@ -908,6 +974,18 @@ mod tests {
                 send_depth: 2,
             },
             HostMsg::CloseQp { ep: EndpointId(3) },
+            HostMsg::NeighQuery {
+                id: NeighId(4),
+                gid: Gid::from_parts(0xfe80 << 48, 0x77),
+                pkey: 0x8001,
+                dest: "10.0.0.9".parse().unwrap(),
+            },
+            HostMsg::NeighQuery {
+                id: NeighId(5),
+                gid: Gid::ZERO,
+                pkey: 0xffff,
+                dest: "fd00::9".parse().unwrap(),
+            },
             HostMsg::CreateQp { ep: EndpointId(4) },
             HostMsg::UdSend {
                 ep: EndpointId(3),
@@ -1013,6 +1091,21 @@ mod tests {
             HubMsg::Bye {
                 reason: "shutdown".into(),
             },
+            HubMsg::NeighAnswer {
+                id: NeighId(9),
+                result: NeighResult::Found {
+                    qpn: 0x48,
+                    gid: Gid::from_parts(0xfe80 << 48, 0x77),
+                },
+            },
+            HubMsg::NeighAnswer {
+                id: NeighId(10),
+                result: NeighResult::Incomplete,
+            },
+            HubMsg::NeighAnswer {
+                id: NeighId(11),
+                result: NeighResult::Unreachable,
+            },
             HubMsg::QpOpened {
                 ep: EndpointId(1),
                 qpn: Some(0x48),
@@ -1070,9 +1163,15 @@ mod tests {
     #[test]
     fn fixed_layouts() {
         let sizes: Vec<usize> = host_msgs().iter().map(|m| m.encode().len()).collect();
-        // ATTACH "node1", DETACH, OPEN_QP, CLOSE_QP, CREATE_QP, UD_SEND, MCAST x2,
-        // SA_SEND.
-        assert_eq!(sizes, vec![15, 8, 29, 12, 12, 312, 30, 30, 298]);
+        // ATTACH "node1", DETACH, OPEN_QP, CLOSE_QP, NEIGH_QUERY x2 (id, GID, pkey, a
+        // 17-byte address), CREATE_QP, UD_SEND, MCAST x2, SA_SEND.
+        assert_eq!(sizes, vec![15, 8, 29, 12, 51, 51, 12, 312, 30, 30, 298]);
+        let answer = HubMsg::NeighAnswer {
+            id: NeighId(1),
+            result: NeighResult::Incomplete,
+        };
+        // id u64, result u8, qpn u32, GID.
+        assert_eq!(answer.encode().len(), HEADER_LEN + 29);
         let d = HubMsg::UdReceive {
             ep: EndpointId(0x0403_0201),
             wc: RecvInfo::default(),

@@ -12,8 +12,8 @@ use crate::topology::{PortRef, Topology};
 use acm_engine::HostOutput;
 use acm_engine::driver::{self, Fabric};
 use acm_engine::{
-    AddressVector, ClientOutput, EndpointId, LocalIp, Mad, McastGroup, OpenQp, SaSend, SourceQuery,
-    UdSend,
+    AddressVector, ClientOutput, EndpointId, LocalIp, Mad, McastGroup, NeighQuery, NeighResult,
+    OpenQp, SaSend, SourceQuery, UdSend,
 };
 use acm_engine::{ConnId, DeviceDesc, DeviceId, Engine, Instant};
 use acm_proto::mad::{AttrId, MadHeaderPacket};
@@ -44,7 +44,29 @@ pub(crate) struct SimHost {
     pub(crate) addr_timeout: Option<u32>,
     /// Addresses its hosts file preloads (not learned over the network).
     pub(crate) preloaded: Vec<acm_engine::Address>,
+    /// The kernel's IPoIB neighbour table: each address asked for, with what
+    /// resolution finds and when it has found it.
+    pub(crate) neigh: BTreeMap<IpAddr, SimNeigh>,
+    /// Draws the ARP exchanges' durations.
+    neigh_rng: SimRng,
 }
+
+/// An entry of a simulated host's neighbour table.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SimNeigh {
+    /// When resolution ends.
+    pub(crate) ready_at: Instant,
+    /// What it ends with: found, or failed.
+    pub(crate) result: NeighResult,
+}
+
+/// The shortest IPoIB ARP exchange the model draws (request out, reply back).
+pub const ARP_MIN: Duration = Duration::from_micros(100);
+/// How much longer than [`ARP_MIN`] an exchange may take, at most.
+pub const ARP_SPREAD: Duration = Duration::from_micros(1900);
+/// How long the kernel tries before an entry fails: Linux's defaults of 3 probes
+/// (`mcast_solicit`) one second apart (`retrans_time_ms`).
+pub const ARP_FAILURE: Duration = Duration::from_secs(3);
 
 /// The simulator's hosts hold the fabric's QP tables.
 impl QpTables for [SimHost] {
@@ -91,6 +113,8 @@ impl SimHost {
             sa_depth,
             addr_timeout,
             preloaded,
+            neigh: BTreeMap::new(),
+            neigh_rng: SimRng::derive(engine_seed, 0x4e31_6768),
         }
     }
 
@@ -242,9 +266,67 @@ impl Fabric for HostFabric<'_> {
             },
         );
     }
+
+    fn neigh_query(&mut self, q: NeighQuery) {
+        let (sim, h) = (&mut *self.sim, self.h);
+        let result = sim.neighbour(h, &q);
+        let inc = sim.hosts[h.index()].incarnation;
+        sim.schedule(
+            sim.now,
+            Event::Neigh {
+                host: h,
+                inc,
+                id: q.id,
+                dest: q.dest,
+                result,
+            },
+        );
+    }
 }
 
 impl Sim {
+    /// Host `h`'s neighbour table asked for `q.dest` (docs/protocol/ipoib-neigh.md §4):
+    /// an entry whose resolution has ended gives its result (a failed one is dropped,
+    /// so the next question starts again, as the kernel forgets failed entries); one
+    /// under way is incomplete; a missing one starts resolution, which ends after a
+    /// drawn ARP exchange when some host has the address in the partition, or after
+    /// [`ARP_FAILURE`] when none has. A host without an interface on the port and
+    /// partition is answered at once.
+    fn neighbour(&mut self, h: HostId, q: &NeighQuery) -> NeighResult {
+        if !fabric::has_ipoib_interface(&self.spec, h, q.gid, q.pkey) {
+            return NeighResult::Unreachable;
+        }
+        let now = self.now;
+        match self.hosts[h.index()].neigh.get(&q.dest).copied() {
+            Some(e) if now >= e.ready_at => {
+                if e.result == NeighResult::Unreachable {
+                    self.hosts[h.index()].neigh.remove(&q.dest);
+                }
+                e.result
+            }
+            Some(_) => NeighResult::Incomplete,
+            None => {
+                let found =
+                    fabric::ipoib_neighbour(&self.spec, &self.topo, h, q.gid, q.pkey, q.dest);
+                let host = &mut self.hosts[h.index()];
+                let took = match found {
+                    NeighResult::Found { .. } => {
+                        ARP_MIN + us(host.neigh_rng.below(ARP_SPREAD.as_micros() as u64 + 1))
+                    }
+                    _ => ARP_FAILURE,
+                };
+                host.neigh.insert(
+                    q.dest,
+                    SimNeigh {
+                        ready_at: now + took,
+                        result: found,
+                    },
+                );
+                NeighResult::Incomplete
+            }
+        }
+    }
+
     /// Carries out everything host `h`'s engine asked for.
     pub(crate) fn drain(&mut self, h: HostId) {
         // Outputs are carried out as they are drained (nothing here feeds host `h`'s

@@ -159,6 +159,22 @@ impl Invariants {
         }
     }
 
+    /// Host `h`'s neighbour table answered a question for `dest`: an answer that found
+    /// the address teaches the host it, as an ACM response would
+    /// (docs/protocol/ipoib-neigh.md §3).
+    pub(crate) fn on_neigh_answer(
+        &mut self,
+        now: Instant,
+        h: HostId,
+        hosts: usize,
+        dest: std::net::IpAddr,
+        found: bool,
+    ) {
+        if found {
+            self.learn(h, hosts, Address::ip(dest), now);
+        }
+    }
+
     /// The number of address `a`.
     fn number(&mut self, a: Address) -> u32 {
         let next = self.addrs.len() as u32;

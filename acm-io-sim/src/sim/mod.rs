@@ -24,6 +24,7 @@ mod trace;
 pub use client::{Outcome, RequestId, ResolveResult, requests};
 pub use driver::{ProviderFactory, SUBMIT_CONN_BIT};
 pub use faults::LinkFaults;
+pub use host::{ARP_FAILURE, ARP_MIN, ARP_SPREAD};
 pub use invariants::Violation;
 pub use seed::{DEFAULT_SEED, run_seeded, seed_from_env};
 
@@ -106,6 +107,14 @@ pub(crate) enum Event {
         inc: u32,
         id: LookupId,
         result: Result<IpAddr, u8>,
+    },
+    /// The host's neighbour table answered a lookup.
+    Neigh {
+        host: HostId,
+        inc: u32,
+        id: acm_engine::NeighId,
+        dest: IpAddr,
+        result: acm_engine::NeighResult,
     },
 }
 
@@ -573,6 +582,21 @@ impl Sim {
                 if self.hosts[host.index()].incarnation == inc {
                     self.trace.add(&[5, host.index() as u8]);
                     self.input(host, acm_engine::Input::SourceAnswer { id, result });
+                }
+            }
+            Event::Neigh {
+                host,
+                inc,
+                id,
+                dest,
+                result,
+            } => {
+                if self.hosts[host.index()].incarnation == inc {
+                    self.trace.add(&[6, host.index() as u8]);
+                    let found = matches!(result, acm_engine::NeighResult::Found { .. });
+                    let hosts = self.hosts.len();
+                    self.inv.on_neigh_answer(self.now, host, hosts, dest, found);
+                    self.input(host, acm_engine::Input::NeighAnswer { id, result });
                 }
             }
         }

@@ -44,7 +44,7 @@
 //! | `addr_file` | string | generated | the host's `ibacm_addr.cfg`; without it, [`FabricSpec::addr_file_text`] generates one |
 //! | `options` | string | `""` | the host's `ibacm_opts.cfg` |
 //! | `hosts_data` | string | none | the host's `ibacm_hosts.data` (for `addr_preload acm_hosts`); none means no file |
-//! | `daemon` | bool | true | whether ibacm runs there; `false` leaves a host whose ports the SA knows but that answers no ACM request (the peers of the reference captures) |
+//! | `daemon` | bool | true | whether ibacm runs there; `false` leaves a host whose ports the SA knows but that answers no ACM request (the peers of the reference captures); its addresses still answer IPoIB ARP, which `addr_prot neigh` uses (docs/protocol/ipoib-neigh.md §4) |
 //! | `default_route` | IP text | none | the source the host's routing picks for a destination outside every IPoIB subnet (its Ethernet address, say); it is not an IPoIB address, so ibacm has no endpoint for it |
 //!
 //! `[[hosts.hcas]]`: `name` (string, e.g. `"mlx5_0"`), `guid` (node GUID; port `n` has

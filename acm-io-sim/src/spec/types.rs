@@ -108,7 +108,8 @@ pub struct HostSpec {
     pub hosts_data: Option<String>,
     /// Whether an ibacm daemon runs on the host. A host without one still has ports the
     /// SA answers PathRecords for, but its engine is never started, so ACM requests for
-    /// it go unanswered.
+    /// it go unanswered; its kernel still answers IPoIB ARP for its addresses
+    /// (docs/protocol/ipoib-neigh.md §4).
     #[serde(default = "default_true", skip_serializing_if = "is_true")]
     pub daemon: bool,
     /// The address the host's routing picks for a destination in none of its IPoIB

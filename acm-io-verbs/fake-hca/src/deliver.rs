@@ -18,8 +18,10 @@ pub fn event(ev: FabricEvent) {
         FabricEvent::SaSendFailed { port, tid, status } => {
             umad::sa_send_failed(port, tid, status);
         }
-        // Source lookups are answered by the host's own routing, never by the hub.
-        FabricEvent::SourceAnswer { .. } => {}
+        // Source lookups are answered by the host's own routing, and neighbour lookups
+        // by its kernel's neighbour table, never by the hub: the emulated HCA asks for
+        // neither.
+        FabricEvent::SourceAnswer { .. } | FabricEvent::NeighAnswer { .. } => {}
     }
 }
 

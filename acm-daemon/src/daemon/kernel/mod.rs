@@ -5,7 +5,8 @@
 //! - [`rtnl`]: NETLINK_ROUTE monitoring of address and link changes (docs/daemon.md §6);
 //! - [`ipoib`]: the IPoIB interfaces in sysfs (port GID, pkey);
 //! - [`addrs`]: the start-up walk of the IP addresses on those interfaces;
-//! - [`source`]: the kernel's choice of source address for a destination.
+//! - [`source`]: the kernel's choice of source address for a destination;
+//! - [`neigh`]: the IPoIB neighbour table, for `addr_prot neigh`.
 //!
 //! The engine does all the parsing of what the kernel asks and builds every answer;
 //! these modules only move bytes and read the system. `rtnl`, `ipoib`, `addrs` and
@@ -15,5 +16,6 @@ pub mod addrs;
 pub mod channel;
 pub mod ipoib;
 pub mod ls;
+pub mod neigh;
 pub mod rtnl;
 pub mod source;

@@ -12,13 +12,14 @@ use super::convert;
 use super::open::{HwDevice, OpenedHardware};
 use crate::daemon::backend::{Backend, BackendError};
 use crate::daemon::kernel::rtnl::{AddrEvent, RouteMonitor};
-use crate::daemon::kernel::{addrs, ipoib, source};
+use crate::daemon::kernel::{addrs, ipoib, neigh, source};
 use acm_engine::HostOutput;
 use acm_engine::driver::{self, Fabric};
 use acm_engine::log::{Level, LogEvent};
 use acm_engine::{ConnId, DeviceId, EndpointId, Engine, Input, Instant, PortId};
 use acm_engine::{
-    FabricEvent, LocalIp, McastGroup, OpenQp, RecvInfo, SaSend, SendToken, SourceQuery, UdSend,
+    FabricEvent, LocalIp, McastGroup, NeighQuery, NeighResult, OpenQp, RecvInfo, SaSend, SendToken,
+    SourceQuery, UdSend,
 };
 use acm_io_verbs::event::AsyncEventKind;
 use acm_io_verbs::umad::UmadDevice;
@@ -50,6 +51,8 @@ pub struct HwBackend {
     local_ips: BTreeSet<IpAddr>,
     /// What carrying out an operation reported at once, fed back by the driver.
     feedback: VecDeque<FabricEvent>,
+    /// The kernel's IPoIB neighbour table (`addr_prot neigh`).
+    neigh: neigh::NeighTable,
     out: VecDeque<HostOutput>,
     label: String,
 }
@@ -76,6 +79,7 @@ impl HwBackend {
             sysfs_root: hw.sysfs_root,
             local_ips: BTreeSet::new(),
             feedback: VecDeque::new(),
+            neigh: neigh::NeighTable::default(),
             out: VecDeque::new(),
             label,
         };
@@ -452,6 +456,40 @@ impl Fabric for HwBackend {
         let result = source::route_source(q.dest);
         self.feedback
             .push_back(FabricEvent::SourceAnswer { id: q.id, result });
+    }
+
+    /// The interface is the IPoIB one on the query's port GID and partition; the
+    /// kernel answers at once, so the answer is fed back at once too.
+    fn neigh_query(&mut self, q: NeighQuery) {
+        let link = ipoib::links(&self.sysfs_root).ok().and_then(|links| {
+            links
+                .into_iter()
+                .find(|l| l.gid == q.gid && (l.pkey | 0x8000) == (q.pkey | 0x8000))
+        });
+        let result = match link {
+            None => {
+                self.log(
+                    Level::Verbose,
+                    format!(
+                        "no IPoIB interface on gid {} pkey {:#06x} to resolve {}",
+                        q.gid, q.pkey, q.dest
+                    ),
+                );
+                NeighResult::Unreachable
+            }
+            Some(l) => match self.neigh.lookup(l.ifindex, q.dest) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.log(
+                        Level::Basic,
+                        format!("neighbour table of {} for {}: {e}", l.name, q.dest),
+                    );
+                    NeighResult::Unreachable
+                }
+            },
+        };
+        self.feedback
+            .push_back(FabricEvent::NeighAnswer { id: q.id, result });
     }
 
     fn poll_event(&mut self) -> Option<FabricEvent> {
