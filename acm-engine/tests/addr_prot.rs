@@ -243,3 +243,28 @@ fn nodelay_warm_ups_through_the_table_count_against_max_background_resolves() {
     assert!(asked[0].contains("10.0.0.8"));
     assert_eq!(node.engine.lookup_counters().background_dropped, 1);
 }
+
+#[test]
+fn closing_the_only_client_stops_its_neighbour_lookup() {
+    let mut node = node("neigh");
+    let asked = Rc::new(Cell::new(0));
+    // The kernel never completes the entry.
+    node.neigh = table(u32::MAX, asked.clone());
+    node.input(Input::ClientRequest {
+        conn: ConnId(1),
+        bytes: &resolve_ip("10.0.0.1", "10.0.0.9"),
+    });
+    node.advance(Duration::from_millis(50));
+    let polled = asked.get();
+    assert!(polled >= 2, "asked, then asked again: {polled}");
+    node.input(Input::ClientClosed(ConnId(1)));
+    assert_eq!(node.engine.lookup_counters().cancelled, 1);
+    // No more questions for a lookup nobody waits for, and no reply to anyone.
+    node.advance(Duration::from_secs(10));
+    assert_eq!(
+        asked.get(),
+        polled,
+        "the table was asked again after the close"
+    );
+    assert!(node.replies.is_empty());
+}

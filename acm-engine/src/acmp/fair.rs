@@ -302,6 +302,16 @@ impl Acmp {
             cancelled += ep
                 .resolve_q
                 .remove_where(|w| matches!(w.dest, WaitFor::Slot(i) if gone.contains(&i)));
+            // Neighbour-table lookups of those destinations stop too (their answers
+            // and polls find the destination idle and are dropped).
+            let addrs: Vec<_> = gone
+                .iter()
+                .filter_map(|&i| ep.dests.get(i).map(|d| d.addr))
+                .collect();
+            let before = self.neigh_waits.len();
+            self.neigh_waits
+                .retain(|_, w| !(w.ep == id && addrs.contains(&w.dest)));
+            cancelled += before - self.neigh_waits.len();
             for &i in &gone {
                 if let Some(d) = ep.dests.get_mut(i) {
                     d.state = DestState::Init;
