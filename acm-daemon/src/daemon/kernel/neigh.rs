@@ -12,6 +12,7 @@
 //! tested against the kernel's layouts; the socket part needs a real IPoIB interface
 //! and is not tested here.
 
+use super::rtnl::{Attrs, RTA_HDRLEN, align4, ne_u16, ne_u32};
 use acm_engine::NeighResult;
 use acm_proto::ipoib::IpoibHwAddrRepr;
 use nix::errno::Errno;
@@ -36,7 +37,6 @@ const NLM_F_CREATE: u16 = 0x400;
 /// `struct ndmsg`: family u8, two pad bytes (u8, u16), ifindex i32, state u16,
 /// flags u8, type u8.
 const NDMSG_LEN: usize = 12;
-const RTA_HDRLEN: usize = 4;
 const NDA_DST: u16 = 1;
 const NDA_LLADDR: u16 = 2;
 const AF_INET: u8 = 2;
@@ -278,37 +278,6 @@ fn decide(entry: Entry, ours: bool) -> Step {
         Entry::Failed | Entry::Missing => Step::Resolve,
         Entry::NotIpoib | Entry::Refused(_) => Step::Answer(NeighResult::Unreachable),
     }
-}
-
-/// The `rtattr`s of an area as (type, payload); stops at the first that does not fit.
-struct Attrs<'a>(&'a [u8]);
-
-impl<'a> Iterator for Attrs<'a> {
-    type Item = (u16, &'a [u8]);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let hdr = self.0.get(..RTA_HDRLEN)?;
-        let len = usize::from(ne_u16(&hdr[0..2]));
-        if len < RTA_HDRLEN || len > self.0.len() {
-            self.0 = &[];
-            return None;
-        }
-        let item = (ne_u16(&hdr[2..4]), &self.0[RTA_HDRLEN..len]);
-        self.0 = &self.0[align4(len).min(self.0.len())..];
-        Some(item)
-    }
-}
-
-const fn align4(len: usize) -> usize {
-    len.saturating_add(3) & !3
-}
-
-fn ne_u16(b: &[u8]) -> u16 {
-    u16::from_ne_bytes([b[0], b[1]])
-}
-
-fn ne_u32(b: &[u8]) -> u32 {
-    u32::from_ne_bytes([b[0], b[1], b[2], b[3]])
 }
 
 #[cfg(test)]

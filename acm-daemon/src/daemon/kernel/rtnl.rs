@@ -40,7 +40,7 @@ const RTM_DELADDR: u16 = 21;
 const IFADDRMSG_LEN: usize = 8;
 /// `struct ifinfomsg`: family, pad (u8), type (u16), index (i32), flags, change (u32).
 const IFINFOMSG_LEN: usize = 16;
-const RTA_HDRLEN: usize = 4;
+pub(super) const RTA_HDRLEN: usize = 4;
 const IFA_ADDRESS: u16 = 1;
 const IFA_LOCAL: u16 = 2;
 const AF_INET: u8 = 2;
@@ -237,7 +237,7 @@ fn link_event(new: bool, body: &[u8]) -> Option<AddrEvent> {
 }
 
 /// The `rtattr`s of an area as (type, payload); stops at the first that does not fit.
-struct Attrs<'a>(&'a [u8]);
+pub(super) struct Attrs<'a>(pub(super) &'a [u8]);
 
 impl<'a> Iterator for Attrs<'a> {
     type Item = (u16, &'a [u8]);
@@ -255,15 +255,15 @@ impl<'a> Iterator for Attrs<'a> {
     }
 }
 
-const fn align4(len: usize) -> usize {
+pub(super) const fn align4(len: usize) -> usize {
     len.saturating_add(3) & !3
 }
 
-fn ne_u16(b: &[u8]) -> u16 {
+pub(super) fn ne_u16(b: &[u8]) -> u16 {
     u16::from_ne_bytes([b[0], b[1]])
 }
 
-fn ne_u32(b: &[u8]) -> u32 {
+pub(super) fn ne_u32(b: &[u8]) -> u32 {
     u32::from_ne_bytes([b[0], b[1], b[2], b[3]])
 }
 
