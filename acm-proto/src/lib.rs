@@ -18,6 +18,7 @@
 //! | [`grh`] | the 40-byte Global Route Header |
 //! | [`mgid`] | the multicast GID scheme of ibacm's groups |
 //! | [`netlink`] | RDMA netlink local-service (RDMA_NL_LS) requests and replies |
+//! | [`notice`] | the SA's InformInfo (trap subscription) and Notice (the trap reported) |
 //!
 //! # The wire pattern
 //!
@@ -80,6 +81,7 @@ pub mod mad;
 pub mod mcmember;
 pub mod mgid;
 pub mod netlink;
+pub mod notice;
 pub mod path_record;
 pub mod sa;
 
