@@ -24,6 +24,7 @@
 //! | `kernel_timeout` | restart | sent to the kernel once, at start |
 //! | `log_file`, `lock_file`, `server_mode`, `server_port`, `acme_plus_kernel_only` | restart | the log, lock file and listener are opened once |
 //! | `umad_debug_level`, `provider_lib_path`, `builtin_provider`, `provider` lines | restart | the providers and umad are set up once |
+//! | `provider_timeout` | restart | each provider library's wait is set when the library is wrapped, at start |
 //!
 //! The daemon's own options ([`super::DAEMON_OPTIONS`]) are the daemon's to judge.
 //!
@@ -87,6 +88,7 @@ pub fn option_changes(running: &Options, new: &Options) -> Vec<OptionChange> {
         acme_plus_kernel_only,
         provider_lib_path,
         builtin_provider,
+        provider_timeout,
         support_ips_in_addr_cfg,
         timeout_ms,
         retries,
@@ -165,6 +167,12 @@ pub fn option_changes(running: &Options, new: &Options) -> Vec<OptionChange> {
         "builtin_provider",
         yes_no(running.builtin_provider),
         yes_no(*builtin_provider),
+        Restart,
+    );
+    note(
+        "provider_timeout",
+        num(running.provider_timeout),
+        num(provider_timeout),
         Restart,
     );
     note(
