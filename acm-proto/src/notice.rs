@@ -5,8 +5,8 @@
 //! ibacm (the reference) never subscribes; ours does, so that its caches follow the
 //! fabric: traps 64/65 (a GID came into or went out of service) and 66/67 (a multicast
 //! group was created or deleted) carry the GID concerned in the Notice's data details.
-//! See docs/protocol/sa.md §8; IBTA Vol 1 §13.4.8.2 (Notice), §13.4.8.3 (InformInfo),
-//! §14.2.5.1 (the SM's traps 64–67).
+//! See docs/protocol/sa.md §8; IBTA Vol 1 §13.4.8.2 (Notice), IBTA Vol 1 §13.4.8.3
+//! (InformInfo), IBTA Vol 1 §14.2.5.1 (the SM's traps 64–67).
 
 use crate::Gid;
 use crate::error::{Layout, Result};

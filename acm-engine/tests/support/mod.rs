@@ -61,7 +61,17 @@ pub struct Node {
 }
 
 impl Node {
-    pub fn new(config: EngineConfig, sa: SaScript, route: RouteScript) -> Self {
+    /// A node as the reference runs: `sm_events` is turned off, whatever the
+    /// configuration says, so that the transcripts and replays of the real ibacm hold
+    /// (the reference never subscribes to SA events). [`Node::with_sm_events`] keeps
+    /// the option as configured.
+    pub fn new(mut config: EngineConfig, sa: SaScript, route: RouteScript) -> Self {
+        config.options.sm_events = false;
+        Self::with_sm_events(config, sa, route)
+    }
+
+    /// A node whose `sm_events` option is taken as configured.
+    pub fn with_sm_events(config: EngineConfig, sa: SaScript, route: RouteScript) -> Self {
         Self {
             engine: Engine::new(config, 0, Instant::ZERO),
             now: Instant::ZERO,
