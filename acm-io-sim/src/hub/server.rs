@@ -12,7 +12,7 @@ use crate::spec::{FabricSpec, HostId};
 use crate::topology::{PortRef, Topology};
 use acm_engine::{AddressVector, EndpointId, RecvInfo, SendToken};
 use acm_proto::notice::SmTrap;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::path::{Path, PathBuf};
@@ -143,6 +143,8 @@ pub struct Hub {
     sm_sl: u8,
     hosts: Vec<HubHost>,
     by_path: HashMap<PathBuf, HostId>,
+    /// Sockets of hosts dropped because they vanished before their DETACH came.
+    vanished: HashSet<PathBuf>,
     mcast: McastIndex,
     queue: BTreeMap<(Instant, u64), Event>,
     seq: u64,
@@ -203,6 +205,7 @@ impl Hub {
             sa: SubnetAdmin::new(),
             hosts,
             by_path: HashMap::new(),
+            vanished: HashSet::new(),
             mcast: McastIndex::new(),
             queue: BTreeMap::new(),
             seq: 0,
@@ -464,6 +467,17 @@ impl Hub {
             return;
         }
         let Some(&h) = self.by_path.get(&path) else {
+            // A host the hub already dropped says goodbye: its socket vanished while a
+            // message (a Report, say) was on its way to it, before its DETACH came.
+            if self.vanished.contains(&path) {
+                // A host the hub dropped because its socket had vanished (it was
+                // leaving when a Report or answer came for it): what it sent before
+                // its DETACH is late, not an error.
+                if matches!(msg, HostMsg::Detach) {
+                    self.vanished.remove(&path);
+                }
+                return;
+            }
             self.stats.rejected += 1;
             self.reply(
                 &path,
@@ -478,6 +492,7 @@ impl Hub {
     }
 
     fn attach(&mut self, path: &Path, name: &str) {
+        self.vanished.remove(path);
         let Some(h) = self.spec.host_index(name) else {
             self.stats.rejected += 1;
             self.log(format_args!(
@@ -873,6 +888,7 @@ impl Hub {
                         self.spec.hosts[h.index()].name,
                         path.display()
                     ));
+                    self.vanished.insert(path);
                     self.detach(h);
                     return;
                 }
