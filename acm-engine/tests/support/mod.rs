@@ -326,6 +326,10 @@ impl Fabric for Node {
         ));
         let now = self.now;
         self.sa_sent.push((now, mad.clone()));
+        // A response (a ReportResp) is sent once and answered by nobody.
+        if mad.0[3] & 0x80 != 0 {
+            return;
+        }
         match (self.sa)(&mad.0) {
             Some(resp) => {
                 let at = now + self.sa_delay;
