@@ -149,6 +149,52 @@ fn three_hardware_daemons_resolve_one_another_with_route_prot_acm() {
 
 /// On a kernel without REGISTER_AGENT2 (before 3.18) the daemon registers its SA agent
 /// with ENABLE_PKEY and REGISTER_AGENT: it joins and its SA queries are answered.
+/// SM events through umad (docs/protocol/sa.md §8): each daemon's SA agent is
+/// registered for Reports and its port subscribes to traps 64–67; when node 2 stops,
+/// its emulated HCA detaches, the hub's SM reports its GID out of service (trap 65),
+/// the emulated umad hands the unsolicited Report to node 1's agent, and node 1
+/// invalidates what it cached of node 2 and acknowledges.
+#[test]
+fn a_host_that_leaves_is_reported_through_umad_and_invalidated() {
+    let dir = TempDir::new("hw-sm-events");
+    let hub = RunningHub::start(&demo(), dir.join("hub.sock"));
+    let start = |nd: &Node| {
+        EmulatedHost::start(
+            &dir.subdir(&nd.name),
+            &hub.path,
+            &demo(),
+            &nd.name,
+            &options("sa"),
+            &addr_file(nd),
+            &[],
+            JOINED,
+        )
+    };
+    let (n1, n2) = (node(1), node(2));
+    let h1 = start(&n1);
+    let mut h2 = start(&n2);
+    h1.wait_log("subscribed to SM traps 64-67");
+    let (out, status) = acme(&h1.socket(), &["-f", "i", "-s", &n1.ip4, "-d", &n2.ip4]);
+    assert_eq!(status, 0, "{out}\nlog:\n{}", h1.log());
+    assert_eq!(field(&out, "dgid"), Some(n2.gid.as_str()), "{out}");
+
+    h2.stop();
+    h1.wait_log(&format!("SM trap 65 (GID out of service) for {}", n2.gid));
+    h1.wait_log(&format!("cache entries for {} invalidated", n2.gid));
+    let log = h1.log();
+    let line = log
+        .lines()
+        .rev()
+        .find(|l| l.contains(&format!("cache entries for {} invalidated", n2.gid)))
+        .expect("logged");
+    assert!(
+        !line.contains(": 0 cache entries"),
+        "node 2 was cached: {line}"
+    );
+    drop(h1);
+    drop(hub);
+}
+
 #[test]
 fn without_register_agent2_the_fallback_registration_reaches_the_sa() {
     let dir = TempDir::new("hw-agent1");

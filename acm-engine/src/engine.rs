@@ -117,10 +117,14 @@ impl Engine {
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let providers = self.providers.iter().filter_map(|p| p.poll_timeout()).min();
-        match (providers, self.core.kernel_waits.next_deadline()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            providers,
+            self.core.kernel_waits.next_deadline(),
+            self.core.sm_next_retry(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// The global counters (docs/daemon.md §12).
@@ -152,6 +156,7 @@ impl Engine {
 
     fn fire_timers(&mut self) {
         self.expire_kernel_waits();
+        self.core.sm_fire_retries();
         let now = self.core.now;
         for i in 0..self.providers.len() {
             if self.providers[i].poll_timeout().is_some_and(|t| t <= now) {

@@ -223,7 +223,8 @@ pub enum Input<'a> {
         /// Whether the completion was a success.
         ok: bool,
     },
-    /// An SA response arrived through umad.
+    /// An SA response arrived through umad, or an SA Report (an SM event,
+    /// docs/protocol/sa.md §8) the agent receives unasked.
     SaResponse {
         /// The port whose umad agent received it.
         port: PortId,

@@ -68,6 +68,12 @@ pub trait Provider {
     /// The port's SM was re-registered: rejoin the multicast groups.
     fn client_reregister(&mut self, _cx: &mut Ctx<'_>, _port: PortId) {}
 
+    /// The SA reported an SM event on `port` (docs/protocol/sa.md §8; only with
+    /// `sm_events yes`): a port GID came into or went out of service, or a multicast
+    /// group was created or deleted. The core has acknowledged it; a provider that
+    /// caches what the event makes stale drops it here.
+    fn sm_event(&mut self, _cx: &mut Ctx<'_>, _port: PortId, _event: &acm_proto::notice::SmTrap) {}
+
     /// A client connection closed while it had requests in a provider's hands. Its
     /// replies would be dropped anyway (the core no longer delivers them); a provider
     /// may also stop the work only that client was waiting for, and drop the client's

@@ -50,7 +50,24 @@
 //!   sender) from the group and deletes a group left empty; the response carries the
 //!   group's record as for a join. Leaving a group that does not exist or that the port
 //!   is not in is refused with 0x0200.
+//! * **InformInfo SET** (attribute 0x0003), a trap subscription
+//!   (docs/protocol/sa.md §8): a generic subscription to trap 64, 65, 66 or 67 is recorded for the sender's
+//!   port (Subscribe 1) or removed (Subscribe 0) and answered GetResp with the record;
+//!   any other InformInfo is refused with 0x0200. A port's subscriptions go when the
+//!   port goes down, and all of them at an SM failover ([`SubnetAdmin::forget_all_members`]):
+//!   hosts must subscribe again.
+//! * **ReportResp** (0x86) of a Report this SA sent: the Report is acknowledged and not
+//!   repeated; nothing is answered.
 //! * Any other attribute or method of class SA: status 0x0200, no data.
+//!
+//! # What it reports
+//!
+//! The SM's side of the traps: [`SubnetAdmin::trap`] turns an event (a port GID in or
+//! out of service, a group created or deleted; groups created and deleted by joins,
+//! leaves and port downs are queued by the SA itself, [`SubnetAdmin::take_traps`]) into
+//! one Report MAD (method 0x06, attribute Notice, a TID of the SA's) per subscriber,
+//! which the simulator delivers; a Report not acknowledged is repeated
+//! ([`SubnetAdmin::report_again`]) up to [`REPORT_TRIES`] times in all.
 //!
 //! Responses are 256 bytes: the request's SA header with the method's response bit
 //! set (GET and SET are answered with GetResp 0x81, DELETE with 0x95), the RMPP header
@@ -60,6 +77,7 @@
 use crate::topology::{PortRef, Topology};
 use acm_proto::mad::{AttrId, MAD_LEN, MadStatus, Method, MgmtClass};
 use acm_proto::mcmember::{JoinState, McCompMask, McMemberRecordRepr};
+use acm_proto::notice::{InformInfoRepr, NoticeRepr, SmTrap, TrapNumber};
 use acm_proto::path_record::{PathCompMask, PathRecordRepr};
 use acm_proto::sa::{RmppRepr, SA_HEADER_LEN, SaClassStatus, SaHeaderRepr, SaPacket};
 use acm_proto::{Gid, Mtu, Rate, Selected, Selector};
@@ -77,6 +95,17 @@ const STATUS_NO_RESOURCES: u16 = sa_error(SaClassStatus::NO_RESOURCES);
 const STATUS_REQ_INVALID: u16 = sa_error(SaClassStatus::REQ_INVALID);
 /// MAD status: ERR_NO_RECORDS in the class byte (0x0300).
 const STATUS_NO_RECORDS: u16 = sa_error(SaClassStatus::NO_RECORDS);
+
+/// How many times a Report is sent in all when it is not acknowledged.
+pub const REPORT_TRIES: u32 = 3;
+
+/// A Report sent and not acknowledged yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PendingReport {
+    to: PortRef,
+    mad: [u8; 256],
+    tries_left: u32,
+}
 
 /// The first multicast LID.
 pub const MLID_FIRST: u16 = 0xC001;
@@ -137,6 +166,12 @@ pub struct SaStats {
     pub busy: u64,
     /// MADs dropped: everything in [`SaMode::Down`], and whatever is not an SA request.
     pub dropped: u64,
+    /// InformInfo subscriptions taken (repeated ones included).
+    pub subscriptions: u64,
+    /// Reports sent, repeats included.
+    pub reports: u64,
+    /// Reports acknowledged with a ReportResp.
+    pub reports_acked: u64,
 }
 
 /// The SM/SA of the simulated subnet.
@@ -150,6 +185,14 @@ pub struct SubnetAdmin {
     /// The next MLID to try (0 before the first allocation).
     next_mlid: u16,
     stats: SaStats,
+    /// The traps each port subscribed to.
+    subs: BTreeMap<PortRef, BTreeSet<u16>>,
+    /// Group events of joins, leaves and port downs, for the simulator to report.
+    traps: Vec<SmTrap>,
+    /// Reports waiting for their ReportResp, by TID.
+    reports: BTreeMap<u64, PendingReport>,
+    /// The last Report TID.
+    report_tid: u64,
 }
 
 impl SubnetAdmin {
@@ -175,6 +218,13 @@ impl SubnetAdmin {
             self.stats.dropped += 1;
             return None;
         };
+        if hdr.mad.mgmt_class == MgmtClass::SA && hdr.mad.method == Method::REPORT_RESP {
+            if self.reports.get(&hdr.mad.tid).is_some_and(|r| r.to == from) {
+                self.reports.remove(&hdr.mad.tid);
+                self.stats.reports_acked += 1;
+            }
+            return None;
+        }
         if hdr.mad.mgmt_class != MgmtClass::SA || hdr.mad.method.is_response() {
             self.stats.dropped += 1;
             return None;
@@ -203,6 +253,8 @@ impl SubnetAdmin {
             let r = self.join(topo, from, McCompMask(hdr.comp_mask), data);
             self.count(r.is_ok(), true);
             r.map(|m| m.to_bytes().to_vec())
+        } else if attr == AttrId::INFORM_INFO && method == Method::SET {
+            self.inform(from, data).map(|r| r.to_bytes().to_vec())
         } else if attr == AttrId::MC_MEMBER_RECORD && method == Method::DELETE {
             let r = self.leave(topo, from, McCompMask(hdr.comp_mask), data);
             self.count(r.is_ok(), false);
@@ -236,24 +288,132 @@ impl SubnetAdmin {
 
     /// Drops `p` from every group, deleting groups left empty: the SM does that when a
     /// port goes down, so the host must join again when it comes back.
+    /// Its subscriptions go too (the groups deleted are queued as traps 67).
     pub fn port_down(&mut self, p: PortRef) {
         let mlids = &mut self.mlids;
+        let traps = &mut self.traps;
         self.groups.retain(|_, g| {
             g.members.remove(&p);
             let keep = !g.members.is_empty();
             if !keep {
                 mlids.remove(&g.mlid);
+                traps.push(SmTrap::McastGroupDeleted(g.mgid));
             }
             keep
         });
+        self.subs.remove(&p);
+        self.reports.retain(|_, r| r.to != p);
     }
 
     /// SM failover: the new SM knows no memberships, so every group is gone until hosts
     /// rejoin (after the client-reregister event). The MLID counter carries on, so new
-    /// groups never reuse an MLID a stale host may still be attached to.
+    /// groups never reuse an MLID a stale host may still be attached to. It knows no
+    /// subscriptions either, and repeats no Report of the old SM.
     pub fn forget_all_members(&mut self) {
         self.groups.clear();
         self.mlids.clear();
+        self.subs.clear();
+        self.reports.clear();
+    }
+
+    /// The traps `p` is subscribed to, in number order.
+    #[must_use]
+    pub fn subscriptions(&self, p: PortRef) -> Vec<u16> {
+        self.subs
+            .get(&p)
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// The group events queued by joins, leaves and port downs since the last call.
+    pub fn take_traps(&mut self) -> Vec<SmTrap> {
+        std::mem::take(&mut self.traps)
+    }
+
+    /// The Reports of `trap` for every port subscribed to it (in port order), each with
+    /// a TID of its own, from the SM at `sm_lid`/`sm_gid`; each waits for its
+    /// ReportResp. A port never hears of its own GID's event.
+    pub fn trap(
+        &mut self,
+        trap: SmTrap,
+        sm_lid: u16,
+        sm_gid: Gid,
+        topo: &Topology,
+    ) -> Vec<(u64, PortRef, [u8; 256])> {
+        if self.mode == SaMode::Down {
+            return Vec::new();
+        }
+        let notice = NoticeRepr::sm_trap(trap, sm_lid, sm_gid);
+        let number = trap.number().0;
+        let to: Vec<PortRef> = self
+            .subs
+            .iter()
+            .filter(|(p, s)| {
+                s.contains(&number) && topo.port(**p).is_some_and(|lp| lp.gid != trap.gid())
+            })
+            .map(|(p, _)| *p)
+            .collect();
+        let mut out = Vec::new();
+        for p in to {
+            self.report_tid += 1;
+            let tid = self.report_tid;
+            let hdr = SaHeaderRepr {
+                mad: acm_proto::mad::MadHeaderRepr {
+                    base_version: 1,
+                    mgmt_class: MgmtClass::SA,
+                    class_version: acm_proto::sa::SA_CLASS_VERSION,
+                    method: Method::REPORT,
+                    tid,
+                    attr_id: AttrId::NOTICE,
+                    ..acm_proto::mad::MadHeaderRepr::default()
+                },
+                ..SaHeaderRepr::default()
+            };
+            let mut mad = [0u8; MAD_LEN];
+            hdr.emit(&mut mad);
+            notice.emit(&mut mad[SA_HEADER_LEN..]);
+            self.reports.insert(
+                tid,
+                PendingReport {
+                    to: p,
+                    mad,
+                    tries_left: REPORT_TRIES - 1,
+                },
+            );
+            self.stats.reports += 1;
+            out.push((tid, p, mad));
+        }
+        out
+    }
+
+    /// The Report `tid` was not acknowledged in time: the MAD to send again, if it is
+    /// still waiting and has tries left (otherwise it is given up).
+    pub fn report_again(&mut self, tid: u64) -> Option<(PortRef, [u8; 256])> {
+        let r = self.reports.get_mut(&tid)?;
+        if r.tries_left == 0 {
+            self.reports.remove(&tid);
+            return None;
+        }
+        r.tries_left -= 1;
+        self.stats.reports += 1;
+        Some((r.to, r.mad))
+    }
+
+    /// A subscription (or its removal) from `from`.
+    fn inform(&mut self, from: PortRef, data: &[u8]) -> Result<InformInfoRepr, u16> {
+        let rec = InformInfoRepr::parse(data).map_err(|_| STATUS_REQ_INVALID)?;
+        let known = TrapNumber::SM_EVENTS.contains(&rec.trap_number);
+        if rec.is_generic != 1 || !known {
+            return Err(STATUS_REQ_INVALID);
+        }
+        let subs = self.subs.entry(from).or_default();
+        if rec.subscribe == 1 {
+            subs.insert(rec.trap_number.0);
+            self.stats.subscriptions += 1;
+        } else {
+            subs.remove(&rec.trap_number.0);
+        }
+        Ok(rec)
     }
 
     /// What the SA has done so far.
@@ -359,6 +519,7 @@ impl SubnetAdmin {
         let out = record(&g, port.gid, &rec);
         self.mlids.insert(mlid);
         self.groups.insert(rec.mgid, g);
+        self.traps.push(SmTrap::McastGroupCreated(rec.mgid));
         Ok(out)
     }
 
@@ -380,6 +541,7 @@ impl SubnetAdmin {
         if g.members.is_empty() {
             self.mlids.remove(&g.mlid);
             self.groups.remove(&rec.mgid);
+            self.traps.push(SmTrap::McastGroupDeleted(rec.mgid));
         }
         Ok(out)
     }
@@ -1069,6 +1231,80 @@ mod tests {
         m[3] = Method::DELETE.0;
         assert_eq!(status(&sa.answer(&t, p(0), &m).unwrap()), 0);
         assert_eq!(join_n(&mut sa, span + 1), (0, 0xC005));
+    }
+
+    fn inform_mad(trap: u16, subscribe: u8) -> [u8; 256] {
+        let mut rec = InformInfoRepr::subscribe(TrapNumber(trap));
+        rec.subscribe = subscribe;
+        mad(SaHeaderRepr::inform_info_set(TID), &rec.to_bytes())
+    }
+
+    #[test]
+    fn subscriptions_reports_and_their_acknowledgement() {
+        let spec = FabricSpec::generate(3, &GenOptions::default());
+        let t = topo(&spec);
+        let mut sa = SubnetAdmin::new();
+        for trap in [64, 65, 66, 67] {
+            let r = sa.answer(&t, p(0), &inform_mad(trap, 1)).unwrap();
+            assert_eq!((r[3], status(&r)), (0x81, 0), "GetResp");
+            assert_eq!(
+                &r[SA_HEADER_LEN..SA_HEADER_LEN + 36],
+                &inform_mad(trap, 1)[56..92]
+            );
+        }
+        sa.answer(&t, p(2), &inform_mad(65, 1)).unwrap();
+        assert_eq!(sa.subscriptions(p(0)), [64, 65, 66, 67]);
+        // Not one of the SM's generic traps: refused.
+        assert_eq!(
+            status(&sa.answer(&t, p(1), &inform_mad(128, 1)).unwrap()),
+            0x0200
+        );
+        assert!(sa.subscriptions(p(1)).is_empty());
+
+        // Trap 65 for host 2's GID goes to both subscribers, each with its own TID.
+        let gid = t.port(p(1)).unwrap().gid;
+        let sent = sa.trap(SmTrap::GidOutOfService(gid), 1, Gid::default(), &t);
+        assert_eq!(
+            sent.iter().map(|(_, to, _)| *to).collect::<Vec<_>>(),
+            [p(0), p(2)]
+        );
+        let (tid, _, m) = sent[0];
+        let hdr = SaHeaderRepr::parse(&m).unwrap();
+        assert_eq!(
+            (hdr.mad.method, hdr.mad.attr_id),
+            (Method::REPORT, AttrId::NOTICE)
+        );
+        let n = NoticeRepr::parse(&m[SA_HEADER_LEN..]).unwrap();
+        assert_eq!(n.sm_event(), Some(SmTrap::GidOutOfService(gid)));
+
+        // Acknowledged by its port: not repeated. Another port's ack does nothing.
+        let mut ack = m;
+        ack[3] = Method::REPORT_RESP.0;
+        assert_eq!(sa.answer(&t, p(2), &ack), None);
+        assert_eq!(sa.stats().reports_acked, 0);
+        assert_eq!(sa.answer(&t, p(0), &ack), None);
+        assert_eq!(sa.stats().reports_acked, 1);
+        assert_eq!(sa.report_again(tid), None);
+        // Not acknowledged: repeated until the tries are spent.
+        let tid2 = sent[1].0;
+        for _ in 1..REPORT_TRIES {
+            assert_eq!(sa.report_again(tid2).map(|(to, _)| to), Some(p(2)));
+        }
+        assert_eq!(sa.report_again(tid2), None);
+        assert_eq!(sa.stats().reports, 1 + u64::from(REPORT_TRIES));
+
+        // Joins create groups (trap 66); unsubscribing, a port down and a failover
+        // forget subscriptions.
+        join(&mut sa, &t, p(0), 0xFFFF, Rate::RATE_10, Mtu::MTU_2048).unwrap();
+        let mgid = AcmMgid::new(0xFFFF, Rate::RATE_10, Mtu::MTU_2048).to_gid();
+        assert_eq!(sa.take_traps(), [SmTrap::McastGroupCreated(mgid)]);
+        sa.answer(&t, p(0), &inform_mad(66, 0)).unwrap();
+        assert_eq!(sa.subscriptions(p(0)), [64, 65, 67]);
+        sa.port_down(p(0));
+        assert!(sa.subscriptions(p(0)).is_empty());
+        assert_eq!(sa.take_traps(), [SmTrap::McastGroupDeleted(mgid)]);
+        sa.forget_all_members();
+        assert!(sa.subscriptions(p(2)).is_empty());
     }
 
     #[test]

@@ -19,6 +19,7 @@
 //! | [`ipoib`] | the 20-byte IPoIB hardware address (a neighbour table's link-layer address) |
 //! | [`mgid`] | the multicast GID scheme of ibacm's groups |
 //! | [`netlink`] | RDMA netlink local-service (RDMA_NL_LS) requests and replies |
+//! | [`notice`] | the SA's InformInfo (trap subscription) and Notice (the trap reported) |
 //!
 //! # The wire pattern
 //!
@@ -82,6 +83,7 @@ pub mod mad;
 pub mod mcmember;
 pub mod mgid;
 pub mod netlink;
+pub mod notice;
 pub mod path_record;
 pub mod sa;
 

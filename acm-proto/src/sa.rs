@@ -348,6 +348,20 @@ impl SaHeaderRepr {
         Self::request(Method::SET, AttrId::MC_MEMBER_RECORD, tid, comp_mask.0)
     }
 
+    /// A trap subscription header (docs/protocol/sa.md §8): method SET, attribute
+    /// InformInfo (0x0003), no component mask.
+    #[must_use]
+    pub fn inform_info_set(tid: u64) -> Self {
+        Self::request(Method::SET, AttrId::INFORM_INFO, tid, 0)
+    }
+
+    /// The acknowledgement of an SA Report (docs/protocol/sa.md §8): method ReportResp
+    /// (0x86), attribute Notice (0x0002), the Report's own TID.
+    #[must_use]
+    pub fn report_resp(tid: u64) -> Self {
+        Self::request(Method::REPORT_RESP, AttrId::NOTICE, tid, 0)
+    }
+
     /// Parses the first 56 bytes of `buf` (anything after them is data).
     pub fn parse(buf: &[u8]) -> Result<Self> {
         let p = SaPacket::new_checked(buf)?;

@@ -1,4 +1,5 @@
-//! MAD-family parsers (common header, SA header, MCMemberRecord, ACM MAD, MGID):
+//! MAD-family parsers (common header, SA header, MCMemberRecord, InformInfo, Notice,
+//! ACM MAD, MGID):
 //! parse → emit → parse must give the same value.
 #![no_main]
 
@@ -6,6 +7,7 @@ use acm_proto::acm_mad::AcmMadRepr;
 use acm_proto::mad::MadHeaderRepr;
 use acm_proto::mcmember::McMemberRecordRepr;
 use acm_proto::mgid::AcmMgid;
+use acm_proto::notice::{InformInfoRepr, NoticeRepr};
 use acm_proto::sa::SaHeaderRepr;
 use acm_proto::Gid;
 use libfuzzer_sys::fuzz_target;
@@ -21,6 +23,13 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(r) = McMemberRecordRepr::parse(data) {
         assert_eq!(McMemberRecordRepr::parse(&r.to_bytes()), Ok(r));
+    }
+    if let Ok(r) = InformInfoRepr::parse(data) {
+        assert_eq!(InformInfoRepr::parse(&r.to_bytes()), Ok(r));
+    }
+    if let Ok(n) = NoticeRepr::parse(data) {
+        assert_eq!(NoticeRepr::parse(&n.to_bytes()), Ok(n));
+        let _ = n.sm_event();
     }
     if let Ok(m) = AcmMadRepr::parse(data) {
         let out = m.to_bytes();

@@ -280,7 +280,8 @@ fn hardware(
         || PathBuf::from(acm_io_verbs::sysfs::DEFAULT_DEV_ROOT),
         PathBuf::from,
     );
-    let hw = match backend::hw::open(&acm_io_verbs::sysfs::root_from_env(), &dev_root) {
+    let sm_events = opts.options.sm_events;
+    let hw = match backend::hw::open(&acm_io_verbs::sysfs::root_from_env(), &dev_root, sm_events) {
         Ok(hw) => hw,
         Err(e) => {
             log.log(Level::Basic, "acm_open_devices", &e);

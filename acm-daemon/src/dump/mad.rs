@@ -1,7 +1,8 @@
 //! MAD input (optionally behind a 40-byte GRH): fixed-size records, decoded by class.
 //!
-//! ACM MADs (class 0x2C) and SA MADs carrying a PathRecord or MCMemberRecord are decoded
-//! completely; for anything else the common header is decoded and the rest is shown as
+//! ACM MADs (class 0x2C) and SA MADs carrying a PathRecord, an MCMemberRecord, an
+//! InformInfo or a Notice (trap subscriptions and Reports, docs/protocol/sa.md §8) are
+//! decoded completely; for anything else the common header is decoded and the rest is shown as
 //! hex (and re-emitted from that hex, so `--roundtrip` still checks the decoded part).
 
 use super::{DumpError, Item, fields, parse_error};
@@ -10,6 +11,7 @@ use acm_proto::acm_mad::AcmMadRepr;
 use acm_proto::grh::GrhRepr;
 use acm_proto::mad::{AttrId, MAD_HEADER_LEN, MAD_LEN, MadHeaderRepr, MgmtClass};
 use acm_proto::mcmember::{MCMEMBER_RECORD_LEN, McMemberRecordRepr};
+use acm_proto::notice::{INFORM_INFO_LEN, InformInfoRepr, NOTICE_LEN, NoticeRepr};
 use acm_proto::path_record::{PATH_RECORD_LEN, PathRecordRepr};
 use acm_proto::sa::{SA_HEADER_LEN, SaHeaderRepr};
 use acm_proto::{ParseError, Reason};
@@ -89,6 +91,18 @@ fn decode_mad(mad: &[u8]) -> Result<(String, Value, Vec<u8>), ParseError> {
                 value.insert("mcmember_record".into(), fields(&r));
                 MCMEMBER_RECORD_LEN
             }
+            AttrId::INFORM_INFO => {
+                let r = InformInfoRepr::parse(data).map_err(|e| e.at_base(SA_HEADER_LEN))?;
+                r.emit(&mut out[SA_HEADER_LEN..]);
+                value.insert("inform_info".into(), fields(&r));
+                INFORM_INFO_LEN
+            }
+            AttrId::NOTICE => {
+                let r = NoticeRepr::parse(data).map_err(|e| e.at_base(SA_HEADER_LEN))?;
+                r.emit(&mut out[SA_HEADER_LEN..]);
+                value.insert("notice".into(), fields(&r));
+                NOTICE_LEN
+            }
             _ => 0,
         };
         let rest = &data[record_len..];
@@ -108,4 +122,35 @@ fn decode_mad(mad: &[u8]) -> Result<(String, Value, Vec<u8>), ParseError> {
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use acm_proto::Gid;
+    use acm_proto::mad::Method;
+    use acm_proto::notice::{SmTrap, TrapNumber};
+
+    #[test]
+    fn subscriptions_and_reports_are_decoded_and_round_trip() {
+        let gid = Gid::from_parts(0xfe80 << 48, 0x0002_c903_00a0_b002);
+        let mut report = [0u8; MAD_LEN];
+        let mut h = SaHeaderRepr::report_resp(7);
+        h.mad.method = Method::REPORT;
+        h.emit(&mut report);
+        NoticeRepr::sm_trap(SmTrap::GidOutOfService(gid), 1, Gid::default())
+            .emit(&mut report[SA_HEADER_LEN..]);
+        let (kind, value, out) = decode_mad(&report).unwrap();
+        assert_eq!(kind, "SA MAD REPORT NOTICE");
+        assert_eq!(value["notice"]["trap_number"], "GID_OUT_OF_SERVICE");
+        assert_eq!(out, report.to_vec());
+
+        let mut set = [0u8; MAD_LEN];
+        SaHeaderRepr::inform_info_set(9).emit(&mut set);
+        InformInfoRepr::subscribe(TrapNumber::MCAST_GROUP_CREATED).emit(&mut set[SA_HEADER_LEN..]);
+        let (kind, value, out) = decode_mad(&set).unwrap();
+        assert_eq!(kind, "SA MAD SET INFORM_INFO");
+        assert_eq!(value["inform_info"]["trap_number"], "MCAST_GROUP_CREATED");
+        assert_eq!(out, set.to_vec());
+    }
 }

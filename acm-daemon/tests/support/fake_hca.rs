@@ -205,6 +205,15 @@ impl EmulatedHost {
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("ibacm.log")).unwrap_or_default()
     }
+
+    /// Stops the daemon with SIGTERM and waits for it: it exits cleanly, and its
+    /// emulated HCA detaches from the hub on the way out.
+    #[allow(dead_code)]
+    pub fn stop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let _ = self.child.wait();
+    }
 }
 
 impl Drop for EmulatedHost {

@@ -62,6 +62,9 @@ pub(crate) struct Dest {
     pub(crate) route_expiry: u64,
     /// Requests waiting for this resolution, in arrival order.
     pub(crate) queue: Vec<PendingReply>,
+    /// The address binding came from the hosts preload file (the administrator's), not
+    /// from an ACM answer: an SM event re-asks its route but keeps its GID.
+    pub(crate) preloaded: bool,
 }
 
 impl Dest {
@@ -79,6 +82,7 @@ impl Dest {
             addr_expiry: u64::MAX,
             route_expiry: u64::MAX,
             queue: Vec::new(),
+            preloaded: false,
         }
     }
 }

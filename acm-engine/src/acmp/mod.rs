@@ -396,6 +396,10 @@ impl Provider for Acmp {
         }
     }
 
+    fn sm_event(&mut self, cx: &mut Ctx<'_>, port: PortId, event: &acm_proto::notice::SmTrap) {
+        self.sm_trap(cx, port, event);
+    }
+
     fn client_closed(&mut self, cx: &mut Ctx<'_>, conn: crate::ConnId) {
         self.close_client(cx, conn);
     }

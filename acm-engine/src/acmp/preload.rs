@@ -37,7 +37,7 @@ fn loopback_path(attrs: &PortAttrs, pkey: u16) -> [u8; 64] {
 /// (its GID, and its LID for LID-keyed entries), our current GID and LID, and the old
 /// tclass, reversibility and pkey. The rest of the old answer (an SLID that is no
 /// longer ours, a DLID, MTU, rate or lifetime the old SA chose) must not constrain it.
-fn requery_path(old: &[u8; 64], attrs: &PortAttrs, keep_dlid: bool) -> [u8; 64] {
+pub(super) fn requery_path(old: &[u8; 64], attrs: &PortAttrs, keep_dlid: bool) -> [u8; 64] {
     let o = PathRecordPacket::new_unchecked(&old[..]);
     let mut path = [0u8; 64];
     let mut p = PathRecordPacket::new_unchecked(&mut path[..]);
@@ -282,6 +282,7 @@ impl Acmp {
                 }
             }
             d.remote_qpn = 1;
+            d.preloaded = true;
             d.addr_expiry = Self::expiry(now, self.opts.addr_timeout);
             d.route_expiry = Self::expiry(now, self.opts.route_timeout);
             log!(

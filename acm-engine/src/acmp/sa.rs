@@ -14,6 +14,7 @@ use acm_proto::Gid;
 use acm_proto::acm_mad::{ACM_QKEY, MULTICAST_QPN};
 use acm_proto::client::Status;
 use acm_proto::mcmember::{McCompMask, McMemberRecordRepr};
+use acm_proto::notice::SmTrap;
 use acm_proto::path_record::{PathRecordPacket, PathRecordRepr};
 use acm_proto::sa::{SA_HEADER_LEN, SaHeaderRepr};
 use alloc::vec::Vec;
@@ -452,6 +453,81 @@ impl Acmp {
                 }
                 cx.complete(reply, Outcome::Query { status, path: &out });
             }
+        }
+    }
+}
+
+impl Acmp {
+    /// An SM event the SA reported on `port` (docs/protocol/sa.md §8): a GID that came
+    /// or went makes every settled entry naming it stale at once, so the next request
+    /// resolves it afresh (lookups in flight are left to finish): an address from the
+    /// hosts preload file keeps the GID the administrator gave it and has its route
+    /// asked again, as after a port change; any other entry goes back to INIT (an
+    /// address learned over ACM may now belong to another GID; a GID or LID entry is
+    /// asked for again). A deleted group that is one of an endpoint's makes the
+    /// endpoint rejoin.
+    pub(super) fn sm_trap(&mut self, cx: &mut Ctx<'_>, port: PortId, event: &SmTrap) {
+        let ids = self.eps_on(port);
+        match *event {
+            SmTrap::GidInService(gid) | SmTrap::GidOutOfService(gid) => {
+                let key = Address::gid(gid);
+                let mut stale = 0usize;
+                for id in ids {
+                    let (Some(ep), Some(attrs)) = (self.eps.get_mut(&id), self.ports.get(&port))
+                    else {
+                        continue;
+                    };
+                    let own = &ep.addrs;
+                    for d in ep.dests.iter_mut() {
+                        let settled = matches!(d.state, DestState::Ready | DestState::AddrResolved);
+                        let names = d.addr == key
+                            || PathRecordPacket::new_unchecked(&d.path[..]).dgid() == gid;
+                        if !settled || !names || own.contains(&d.addr) {
+                            continue;
+                        }
+                        stale += 1;
+                        if d.preloaded {
+                            d.state = DestState::AddrResolved;
+                            d.path = super::preload::requery_path(
+                                &d.path,
+                                attrs,
+                                d.addr.ty == acm_proto::client::AddrType::LID,
+                            );
+                        } else {
+                            d.state = DestState::Init;
+                            d.path = [0; 64];
+                        }
+                    }
+                }
+                log!(
+                    cx,
+                    Level::Basic,
+                    "acmp_sm_event",
+                    "port {}: {stale} cache entries for {gid} invalidated",
+                    port.port
+                );
+            }
+            SmTrap::McastGroupDeleted(mgid) => {
+                for id in ids {
+                    let ours = self.eps.get(&id).is_some_and(|ep| {
+                        ep.groups
+                            .iter()
+                            .any(|g| g.mgid == mgid && g.joined && g.join_tid.is_none())
+                    });
+                    if ours {
+                        log!(
+                            cx,
+                            Level::Basic,
+                            "acmp_sm_event",
+                            "port {}: group {mgid} deleted by the SM; rejoining",
+                            port.port
+                        );
+                        self.rejoin(cx, id);
+                    }
+                }
+            }
+            // Nothing is cached about a group before it exists.
+            SmTrap::McastGroupCreated(_) => {}
         }
     }
 }

@@ -410,6 +410,13 @@ pub struct Options {
     pub addr_preload: AddrPreload,
     /// `addr_data_file`: the address preload file.
     pub addr_data_file: String,
+    /// `sm_events` (not in the reference; yes by default): whether each port subscribes
+    /// with the SA to the traps that say a port GID came or went (64/65) and that a
+    /// multicast group was created or deleted (66/67), so that a Report invalidates the
+    /// cache entries concerned at once (docs/protocol/sa.md §8). With `no`, nothing is
+    /// subscribed and cached addresses and routes stay until they expire, as with the
+    /// reference.
+    pub sm_events: bool,
     /// The lines of the daemon's own options ([`DAEMON_OPTIONS`]), in file order.
     pub daemon_options: Vec<OptionLine>,
 }
@@ -449,6 +456,7 @@ impl Default for Options {
             route_data_file: String::from("/etc/rdma/ibacm_route.data"),
             addr_preload: AddrPreload::None,
             addr_data_file: String::from("/etc/rdma/ibacm_hosts.data"),
+            sm_events: true,
             daemon_options: Vec::new(),
         }
     }
@@ -823,6 +831,15 @@ impl Parser<'_> {
                 }
             }
             b"addr_data_file" => self.opts.addr_data_file = text(value),
+            b"sm_events" => {
+                if ["yes", "true", "1"].iter().any(|w| eq(value, w)) {
+                    self.opts.sm_events = true;
+                } else if ["no", "false", "0"].iter().any(|w| eq(value, w)) {
+                    self.opts.sm_events = false;
+                } else {
+                    self.unchanged(line, name, value);
+                }
+            }
             // `provider` lines (and anything else starting with "provider", as the
             // reference's keyword test reads them) are handled by `provider_line`.
             l if l.starts_with(b"provider") => {}
@@ -1147,6 +1164,7 @@ route_preload opensm_full_v1
 route_data_file /r
 addr_preload acm_hosts
 addr_data_file /h
+sm_events NO
 ";
         let (o, d) = parse(text);
         assert!(d.is_empty(), "{d:?}");
@@ -1183,9 +1201,15 @@ addr_data_file /h
             route_data_file: "/r".into(),
             addr_preload: AddrPreload::AcmHosts,
             addr_data_file: "/h".into(),
+            sm_events: false,
             daemon_options: Vec::new(),
         };
         assert_eq!(o, expected);
+        assert!(only("sm_events no\nsm_events yes").sm_events);
+        assert!(
+            only("sm_events maybe").sm_events,
+            "a bad value keeps the default"
+        );
         // And back.
         let o = only(
             "server_mode loop\nroute_prot SA\nloopback_prot LOCAL\nroute_preload no\naddr_preload None\nserver_mode Unix\n",

@@ -25,6 +25,7 @@
 //! | `log_file`, `lock_file`, `server_mode`, `server_port`, `acme_plus_kernel_only` | restart | the log, lock file and listener are opened once |
 //! | `umad_debug_level`, `provider_lib_path`, `builtin_provider`, `provider` lines | restart | the providers and umad are set up once |
 //! | `provider_timeout` | restart | read when the provider libraries are wrapped, at start |
+//! | `sm_events` | restart | the SA subscriptions are made when a port comes up, and the umad agent registered for Reports once |
 //!
 //! The daemon's own options ([`super::DAEMON_OPTIONS`]) are the daemon's to judge.
 //!
@@ -111,6 +112,7 @@ pub fn option_changes(running: &Options, new: &Options) -> Vec<OptionChange> {
         route_data_file,
         addr_preload,
         addr_data_file,
+        sm_events,
         daemon_options: _,
     } = new;
     let mut out = Vec::new();
@@ -280,6 +282,12 @@ pub fn option_changes(running: &Options, new: &Options) -> Vec<OptionChange> {
         "addr_data_file",
         text(&running.addr_data_file),
         text(addr_data_file),
+        Restart,
+    );
+    note(
+        "sm_events",
+        yes_no(running.sm_events),
+        yes_no(*sm_events),
         Restart,
     );
     out

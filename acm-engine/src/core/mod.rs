@@ -9,6 +9,7 @@ mod netlink;
 mod queries;
 mod reconfigure;
 mod sa_agent;
+mod sm_events;
 mod topology;
 
 use crate::counters::Counters;
@@ -31,6 +32,7 @@ use core::net::IpAddr;
 
 pub(crate) use client::ParkedResolve;
 pub(crate) use sa_agent::SaAgent;
+pub(crate) use sm_events::is_sub_tid;
 
 /// A local address on an endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +66,8 @@ pub(crate) struct Port {
     /// A client-reregister that arrived while the port was down.
     pub(crate) rereg_pending: bool,
     pub(crate) sa: SaAgent,
+    /// Its SA event subscriptions (docs/protocol/sa.md §8).
+    pub(crate) sm: sm_events::SmSubs,
 }
 
 /// A device.
@@ -96,6 +100,8 @@ pub(crate) struct Core {
     /// What the providers' lookup bounds did ([`crate::Engine::lookup_counters`]).
     pub(crate) lookup_counters: crate::LookupCounters,
     pub(crate) tid: u32,
+    /// The next TID of an SA event subscription (bit 31 set, docs/protocol/sa.md §8).
+    pub(crate) sub_tid: u32,
     /// Devices in discovery order (walks go in reverse).
     pub(crate) devices: Vec<Device>,
     /// Every endpoint ever made, by id; `None` once closed.
@@ -132,6 +138,7 @@ impl Core {
             counters: Counters::default(),
             lookup_counters: crate::LookupCounters::default(),
             tid: first_tid(seed),
+            sub_tid: sm_events::SUB_TID_BIT | 1,
             devices: Vec::new(),
             endpoints: Vec::new(),
             conns: SeqHashMap::default(),

@@ -104,6 +104,13 @@ impl crate::Engine {
     /// An SA response arrived on `port`: free its credit, send the next queued MAD, and
     /// hand the response to the provider that sent the request.
     pub(crate) fn sa_response(&mut self, port: crate::PortId, mad: &[u8]) {
+        // The SA's Reports come unasked on the same agent (docs/protocol/sa.md §8).
+        if mad.len() > 3
+            && acm_proto::mad::MadHeaderPacket::new_unchecked(&mad[..4]).method()
+                == acm_proto::mad::Method::REPORT
+        {
+            return self.sm_report(port, mad);
+        }
         let Some(tid) = mad.get(8..16).map(|b| {
             let mut t = [0u8; 8];
             t.copy_from_slice(b);
@@ -118,6 +125,9 @@ impl crate::Engine {
             );
             return;
         };
+        if super::is_sub_tid(tid) {
+            return self.core.sm_sub_answer(port, tid, Ok(mad));
+        }
         let Some(provider) = self.finish_sa(port, tid) else {
             crate::log::log!(
                 self.core,
@@ -132,6 +142,9 @@ impl crate::Engine {
 
     /// umad gave an SA MAD back unanswered.
     pub(crate) fn sa_failed(&mut self, port: crate::PortId, tid: u64, status: i32) {
+        if super::is_sub_tid(tid) {
+            return self.core.sm_sub_answer(port, tid, Err(status));
+        }
         let Some(provider) = self.finish_sa(port, tid) else {
             return;
         };

@@ -35,6 +35,7 @@ impl Engine {
                 endpoints: Vec::new(),
                 rereg_pending: false,
                 sa: SaAgent::default(),
+                sm: Default::default(),
             })
             .collect();
         self.core.devices.push(Device {
@@ -91,6 +92,7 @@ impl Engine {
             return;
         };
         let active = p.active;
+        let sm_change = matches!(event, PortEvent::SmChange(_));
         match event {
             PortEvent::Active(attrs) => {
                 let came_up = !active && attrs.usable();
@@ -129,7 +131,7 @@ impl Engine {
                         self.port_down(port);
                     }
                 } else if active {
-                    self.port_changed(port, attrs);
+                    self.port_changed(port, attrs, sm_change);
                 } else {
                     self.port_up(port, attrs);
                 }
@@ -148,6 +150,8 @@ impl Engine {
         if let Some(idx) = self.core.port(port).and_then(|p| p.provider) {
             self.with_provider(idx, |p, cx| p.client_reregister(cx, port));
         }
+        // The SM that asks for a reregister may have lost the subscriptions too.
+        self.core.sm_subscribe(port, "client reregister");
     }
 
     /// Brings a port into service (docs/daemon.md §2, "Port up").
@@ -205,6 +209,7 @@ impl Engine {
         }
         self.with_provider(idx, |p, cx| p.open_port(cx, port, &attrs));
         self.add_endpoints(port);
+        self.core.sm_subscribe(port, "port up");
     }
 
     /// A description of a device as it stands, for providers.
@@ -376,6 +381,7 @@ impl Engine {
         let provider = p.provider.take();
         let eps = core::mem::take(&mut p.endpoints);
         let _ = p.sa.drain();
+        self.core.sm_forget(port);
         if let Some(idx) = provider {
             self.with_provider(idx, |p, cx| p.close_port(cx, port));
         }
@@ -386,11 +392,14 @@ impl Engine {
         }
     }
 
-    /// LID, SM, GID or pkey changes on an active port.
-    fn port_changed(&mut self, port: PortId, attrs: PortAttrs) {
+    /// LID, SM, GID or pkey changes on an active port. `sm_change`: the event was
+    /// SM_CHANGE.
+    fn port_changed(&mut self, port: PortId, attrs: PortAttrs, sm_change: bool) {
         let Some(p) = self.core.port_mut(port) else {
             return;
         };
+        // A new SM knows none of the old one's subscriptions (docs/protocol/sa.md §8).
+        let renew = sm_change || p.attrs.sm_lid != attrs.sm_lid;
         p.attrs = attrs.clone();
         let Some(idx) = p.provider else { return };
         log!(
@@ -421,6 +430,9 @@ impl Engine {
             }
         }
         self.add_endpoints(port);
+        if renew {
+            self.core.sm_subscribe(port, "SM change");
+        }
     }
 
     /// Brings every endpoint's addresses in line with the address file and options as

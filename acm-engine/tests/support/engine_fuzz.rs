@@ -219,6 +219,14 @@ fn check_mad(op: &FabricOp) {
                 0x0038 => {
                     McMemberRecordRepr::parse(data).expect("an emitted MCMemberRecord parses");
                 }
+                0x0003 => {
+                    acm_proto::notice::InformInfoRepr::parse(data)
+                        .expect("an emitted InformInfo parses");
+                }
+                0x0002 => {
+                    acm_proto::notice::NoticeRepr::parse(data)
+                        .expect("an emitted ReportResp's Notice parses");
+                }
                 attr => panic!("SA MAD with attribute {attr:#06x}: {h:?}"),
             }
         }

@@ -68,7 +68,17 @@ pub struct Node {
 }
 
 impl Node {
-    pub fn new(config: EngineConfig, sa: SaScript, route: RouteScript) -> Self {
+    /// A node as the reference runs: `sm_events` is turned off, whatever the
+    /// configuration says, so that the transcripts and replays of the real ibacm hold
+    /// (the reference never subscribes to SA events). [`Node::with_sm_events`] keeps
+    /// the option as configured.
+    pub fn new(mut config: EngineConfig, sa: SaScript, route: RouteScript) -> Self {
+        config.options.sm_events = false;
+        Self::with_sm_events(config, sa, route)
+    }
+
+    /// A node whose `sm_events` option is taken as configured.
+    pub fn with_sm_events(config: EngineConfig, sa: SaScript, route: RouteScript) -> Self {
         Self {
             engine: Engine::new(config, 0, Instant::ZERO),
             now: Instant::ZERO,
@@ -325,6 +335,10 @@ impl Fabric for Node {
         ));
         let now = self.now;
         self.sa_sent.push((now, mad.clone()));
+        // A response (a ReportResp) is sent once and answered by nobody.
+        if mad.0[3] & 0x80 != 0 {
+            return;
+        }
         match (self.sa)(&mad.0) {
             Some(resp) => {
                 let at = now + self.sa_delay;

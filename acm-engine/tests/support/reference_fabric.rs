@@ -28,6 +28,9 @@ pub fn gid_of_lid(lid: u16) -> Gid {
 /// every request logs). `log_level` overrides the option when given.
 pub fn config(log_level: Option<i32>) -> EngineConfig {
     let (mut options, _) = Options::parse("ibacm_opts.cfg", OPTS);
+    // The reference never subscribes to SA events, and the captures' SA never saw a
+    // subscription (docs/protocol/sa.md §8).
+    options.sm_events = false;
     if let Some(level) = log_level {
         options.log_level = level;
     }

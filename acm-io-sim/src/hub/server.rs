@@ -1,6 +1,8 @@
 //! [`Hub`]: the fabric process. It owns the spec, the topology, the SA, every attached
 //! host's QPs and multicast attachments and its umad sends, and carries the hosts'
-//! outputs in real time.
+//! outputs in real time. Its SM reports a host's ports in service (trap 64) when the
+//! host attaches and out of service (trap 65) when it detaches, and groups created or
+//! deleted (66/67), to the ports subscribed (docs/protocol/sa.md §8).
 
 use super::HubError;
 use super::wire::{HostMsg, HostSetup, HubMsg, MAD_LEN, MAX_DATAGRAM, error_code};
@@ -9,7 +11,8 @@ use crate::sa::SubnetAdmin;
 use crate::spec::{FabricSpec, HostId};
 use crate::topology::{PortRef, Topology};
 use acm_engine::{AddressVector, EndpointId, RecvInfo, SendToken};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use acm_proto::notice::SmTrap;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::path::{Path, PathBuf};
@@ -49,6 +52,8 @@ pub struct HubStats {
     pub sa_responses: u64,
     /// SA sends that timed out after their retries.
     pub sa_failures: u64,
+    /// SA Reports (traps) sent to subscribers, repeats included.
+    pub sa_reports: u64,
 }
 
 /// One host of the spec, attached or not.
@@ -110,7 +115,18 @@ enum Event {
         tid: u64,
         attempt: u32,
     },
+    /// An SA Report (a trap, docs/protocol/sa.md §8) reaches a subscriber.
+    Report {
+        port: PortRef,
+        mad: Box<[u8; MAD_LEN]>,
+    },
+    /// The SM's wait for the ReportResp of Report `tid` ends.
+    ReportTimeout { tid: u64 },
 }
+
+/// How long the SM waits for a ReportResp before it sends a Report again (the
+/// response time our subscriptions ask for, docs/protocol/sa.md §8).
+const REPORT_RESP_WAIT: Duration = Duration::from_secs(1);
 
 /// The fabric hub: a spec's fabric on a unix datagram socket, to which separate
 /// processes attach as its hosts. See the [module docs](super) for the protocol.
@@ -127,6 +143,8 @@ pub struct Hub {
     sm_sl: u8,
     hosts: Vec<HubHost>,
     by_path: HashMap<PathBuf, HostId>,
+    /// Sockets of hosts dropped because they vanished before their DETACH came.
+    vanished: HashSet<PathBuf>,
     mcast: McastIndex,
     queue: BTreeMap<(Instant, u64), Event>,
     seq: u64,
@@ -187,6 +205,7 @@ impl Hub {
             sa: SubnetAdmin::new(),
             hosts,
             by_path: HashMap::new(),
+            vanished: HashSet::new(),
             mcast: McastIndex::new(),
             queue: BTreeMap::new(),
             seq: 0,
@@ -335,6 +354,19 @@ impl Hub {
 
     fn process(&mut self, ev: Event) {
         match ev {
+            Event::Report { port, mad } => {
+                self.stats.sa_reports += 1;
+                let msg = HubMsg::SaResponse {
+                    port: fabric::engine_port(port),
+                    mad: mad.to_vec(),
+                };
+                self.send(port.host, &msg);
+            }
+            Event::ReportTimeout { tid } => {
+                if let Some((to, mad)) = self.sa.report_again(tid) {
+                    self.report_send(tid, to, mad);
+                }
+            }
             Event::Ud {
                 host,
                 inc,
@@ -435,6 +467,17 @@ impl Hub {
             return;
         }
         let Some(&h) = self.by_path.get(&path) else {
+            // A host the hub already dropped says goodbye: its socket vanished while a
+            // message (a Report, say) was on its way to it, before its DETACH came.
+            if self.vanished.contains(&path) {
+                // A host the hub dropped because its socket had vanished (it was
+                // leaving when a Report or answer came for it): what it sent before
+                // its DETACH is late, not an error.
+                if matches!(msg, HostMsg::Detach) {
+                    self.vanished.remove(&path);
+                }
+                return;
+            }
             self.stats.rejected += 1;
             self.reply(
                 &path,
@@ -449,6 +492,7 @@ impl Hub {
     }
 
     fn attach(&mut self, path: &Path, name: &str) {
+        self.vanished.remove(path);
         let Some(h) = self.spec.host_index(name) else {
             self.stats.rejected += 1;
             self.log(format_args!(
@@ -515,6 +559,52 @@ impl Hub {
             path.display()
         ));
         self.flush(h);
+        // The host's ports come into service: trap 64 to the subscribers.
+        let traps = self
+            .host_ports(h)
+            .into_iter()
+            .filter_map(|p| self.topo.port(p).map(|lp| SmTrap::GidInService(lp.gid)))
+            .collect();
+        self.send_traps(traps);
+    }
+
+    fn host_ports(&self, h: HostId) -> Vec<PortRef> {
+        self.topo
+            .ports()
+            .filter(|(p, lp)| p.host == h && lp.ib)
+            .map(|(p, _)| p)
+            .collect()
+    }
+
+    /// Reports `traps` to their subscribers, each Report repeated until acknowledged or
+    /// its tries are spent (docs/protocol/sa.md §8).
+    fn send_traps(&mut self, traps: Vec<SmTrap>) {
+        let Some(sm) = fabric::sm_port(&self.topo, self.sm_lid) else {
+            return;
+        };
+        let sm_gid = self.topo.port(sm).map(|p| p.gid).unwrap_or_default();
+        for t in traps {
+            for (tid, to, mad) in self.sa.trap(t, self.sm_lid, sm_gid, &self.topo) {
+                self.report_send(tid, to, mad);
+            }
+        }
+    }
+
+    fn report_send(&mut self, tid: u64, to: PortRef, mad: [u8; MAD_LEN]) {
+        let Some(sm) = fabric::sm_port(&self.topo, self.sm_lid) else {
+            return;
+        };
+        let now = Instant::now();
+        let delay =
+            Duration::from_micros(self.spec.sm.response_us) + self.spec.latency(sm.host, to.host);
+        self.schedule(
+            now + delay,
+            Event::Report {
+                port: to,
+                mad: Box::new(mad),
+            },
+        );
+        self.schedule(now + REPORT_RESP_WAIT, Event::ReportTimeout { tid });
     }
 
     /// Forgets host `h`'s attachment: its QPs leave their groups, its SA sends and
@@ -538,6 +628,17 @@ impl Hub {
             self.spec.hosts[h.index()].name,
             path.display()
         ));
+        // Its ports leave the fabric as far as the SM is concerned: memberships and
+        // subscriptions go, and trap 65 (and 67 for groups left empty) is reported.
+        let mut traps = Vec::new();
+        for p in self.host_ports(h) {
+            if let Some(lp) = self.topo.port(p) {
+                traps.push(SmTrap::GidOutOfService(lp.gid));
+            }
+            self.sa.port_down(p);
+        }
+        traps.extend(self.sa.take_traps());
+        self.send_traps(traps);
     }
 
     fn host_msg(&mut self, h: HostId, msg: HostMsg) {
@@ -619,6 +720,18 @@ impl Hub {
                 mad,
             } => {
                 self.stats.sa_sends += 1;
+                // A response (the ReportResp of a Report) expects no answer: it reaches
+                // the SA once, its TID as it is.
+                if acm_proto::mad::MadHeaderPacket::new_unchecked(&mad[..])
+                    .method()
+                    .is_response()
+                {
+                    let pr = fabric::port_ref(h, port);
+                    if dest.dlid == self.sm_lid && self.topo.port(pr).is_some_and(|p| p.up) {
+                        let _ = self.sa.answer(&self.topo, pr, &mad[..]);
+                    }
+                    return;
+                }
                 let (full, send) = UmadSend::new(
                     self.hosts[h.index()].agent,
                     fabric::port_ref(h, port),
@@ -716,7 +829,10 @@ impl Hub {
         let Some(sm) = fabric::sm_port(&self.topo, self.sm_lid) else {
             return;
         };
-        let Some(resp) = self.sa.answer(&self.topo, port, mad) else {
+        let answer = self.sa.answer(&self.topo, port, mad);
+        let traps = self.sa.take_traps();
+        self.send_traps(traps);
+        let Some(resp) = answer else {
             return;
         };
         let delay = Duration::from_micros(self.spec.sm.response_us) + self.spec.latency(sm.host, h);
@@ -783,6 +899,7 @@ impl Hub {
                         self.spec.hosts[h.index()].name,
                         path.display()
                     ));
+                    self.vanished.insert(path);
                     self.detach(h);
                     return;
                 }

@@ -22,6 +22,10 @@ use std::net::IpAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
+/// How long the SM waits for a ReportResp before it sends a Report again: about the
+/// response time our subscriptions ask for (docs/protocol/sa.md §8, RespTimeValue 18).
+const REPORT_RESP_WAIT: Duration = Duration::from_secs(1);
+
 pub(crate) use crate::fabric::engine_port;
 
 pub(crate) struct SimHost {
@@ -463,17 +467,31 @@ impl Sim {
             ref mad,
             ..
         } = *send;
-        match MadHeaderPacket::new_unchecked(&mad.0[..]).attr_id() {
+        let hdr = MadHeaderPacket::new_unchecked(&mad.0[..]);
+        let attr = hdr.attr_id();
+        match attr {
             AttrId::PATH_RECORD => self.stats.sa_path_queries += 1,
             AttrId::MC_MEMBER_RECORD => self.stats.sa_joins += 1,
             _ => {}
         }
+        // A response (the ReportResp of an SA Report) expects no answer: the kernel sends
+        // it once, with its TID as it is, and forgets it.
+        if hdr.method().is_response() {
+            self.sa_oneway(h, port, dest.dlid, mad.0);
+            return;
+        }
+        // Subscriptions (docs/protocol/sa.md §8) go outside `sa_depth` (a renewal may
+        // send one while an older one is still in the kernel's hands).
+        let credited = |u: &&UmadSend| {
+            MadHeaderPacket::new_unchecked(&u.mad[..]).attr_id() != AttrId::INFORM_INFO
+        };
         let outstanding = self.hosts[h.index()]
             .umad
             .values()
             .filter(|u| u.port == port)
+            .filter(credited)
             .count() as u32;
-        if outstanding >= self.hosts[h.index()].sa_depth {
+        if attr != AttrId::INFORM_INFO && outstanding >= self.hosts[h.index()].sa_depth {
             self.inv.violate(
                 self.now,
                 format!(
@@ -501,6 +519,84 @@ impl Sim {
         );
         self.hosts[h.index()].umad.insert(full, send);
         self.sa_try(h, full);
+    }
+
+    /// A MAD the kernel sends once without waiting for an answer (a ReportResp).
+    fn sa_oneway(&mut self, h: HostId, port: PortRef, dlid: u16, mad: [u8; 256]) {
+        let up = self.topo.port(port).is_some_and(|p| p.up);
+        let Some((smh, _)) = self.sm_host() else {
+            return;
+        };
+        if !up {
+            return;
+        }
+        let inc = self.hosts[h.index()].incarnation;
+        let base = self.spec.latency(h, smh);
+        for delay in self.faults.judge(h, smh, base) {
+            let ev = Event::SaAtSm {
+                host: h,
+                inc,
+                port,
+                dlid,
+                mad: Box::new(mad),
+            };
+            self.schedule(self.now + delay, ev);
+        }
+    }
+
+    /// Reports `traps` to their subscribers (docs/protocol/sa.md §8), each Report
+    /// repeated until acknowledged or [`crate::sa::REPORT_TRIES`] are spent.
+    pub(crate) fn send_traps(&mut self, traps: Vec<acm_proto::notice::SmTrap>) {
+        let Some((_, smp)) = self.sm_host() else {
+            return;
+        };
+        let sm_gid = self.topo.port(smp).map(|p| p.gid).unwrap_or_default();
+        for t in traps {
+            for (tid, to, mad) in self.sa.trap(t, self.sm_lid, sm_gid, &self.topo) {
+                self.report_send(tid, to, mad);
+            }
+        }
+    }
+
+    fn report_send(&mut self, tid: u64, to: PortRef, mad: [u8; 256]) {
+        let Some((smh, _)) = self.sm_host() else {
+            return;
+        };
+        let base = us(self.spec.sm.response_us) + self.spec.latency(smh, to.host);
+        for delay in self.faults.judge(smh, to.host, base) {
+            self.schedule(
+                self.now + delay,
+                Event::Report {
+                    port: to,
+                    mad: Box::new(mad),
+                },
+            );
+        }
+        self.schedule(self.now + REPORT_RESP_WAIT, Event::ReportTimeout { tid });
+    }
+
+    /// A Report reaches its subscriber: the umad agent hands it to the engine.
+    pub(crate) fn report_arrival(&mut self, port: PortRef, mad: &[u8; 256]) {
+        if !self.topo.port(port).is_some_and(|p| p.up) {
+            return;
+        }
+        self.trace.add(&[18, port.host.index() as u8]);
+        self.trace.add(mad);
+        self.stats.sa_reports += 1;
+        self.input(
+            port.host,
+            acm_engine::Input::SaResponse {
+                port: engine_port(port),
+                mad,
+            },
+        );
+    }
+
+    /// No ReportResp came in time: the SM sends the Report again, if it has tries left.
+    pub(crate) fn report_timeout(&mut self, tid: u64) {
+        if let Some((to, mad)) = self.sa.report_again(tid) {
+            self.report_send(tid, to, mad);
+        }
     }
 
     fn sa_try(&mut self, h: HostId, tid: u64) {
@@ -554,7 +650,11 @@ impl Sim {
             return;
         };
         self.trace.add(&[6, h.index() as u8]);
-        let Some(resp) = self.sa.answer(&self.topo, port, mad) else {
+        let answer = self.sa.answer(&self.topo, port, mad);
+        // Groups the request created or deleted are reported to their subscribers.
+        let traps = self.sa.take_traps();
+        self.send_traps(traps);
+        let Some(resp) = answer else {
             return;
         };
         let base = us(self.spec.sm.response_us) + self.spec.latency(smh, h);

@@ -33,6 +33,8 @@ use crate::spec::{FabricSpec, HostId};
 use crate::topology::{PortRef, Topology};
 use acm_engine::{ConnId, Instant};
 use acm_engine::{EndpointId, LookupId, PortEvent, RecvInfo, SendToken};
+use acm_proto::Gid;
+use acm_proto::notice::SmTrap;
 use faults::Faults;
 use host::SimHost;
 use invariants::Invariants;
@@ -116,6 +118,10 @@ pub(crate) enum Event {
         dest: IpAddr,
         result: acm_engine::NeighResult,
     },
+    /// An SA Report (a trap, docs/protocol/sa.md §8) reaches a subscriber's umad agent.
+    Report { port: PortRef, mad: Box<[u8; 256]> },
+    /// The SM's wait for the ReportResp of Report `tid` ends.
+    ReportTimeout { tid: u64 },
 }
 
 /// One UD MAD as sent: the GRH every copy carries, the MAD, and the MAD's trace digest
@@ -145,6 +151,8 @@ pub struct Stats {
     pub sa_joins: u64,
     /// Client replies received.
     pub replies: u64,
+    /// SA Reports (traps) delivered to engines.
+    pub sa_reports: u64,
 }
 
 /// A simulated fabric and the engines on it.
@@ -561,6 +569,8 @@ impl Sim {
                 tid,
                 attempt,
             } => self.umad_timeout(host, inc, tid, attempt),
+            Event::Report { port, mad } => self.report_arrival(port, &mad),
+            Event::ReportTimeout { tid } => self.report_timeout(tid),
             Event::QpOpened { host, inc, ep, qpn } => {
                 if self.hosts[host.index()].incarnation == inc {
                     self.trace.add(&[4, host.index() as u8]);
@@ -627,10 +637,15 @@ impl Sim {
     // --- scripted changes -------------------------------------------------------------
 
     /// Takes a port down (PORT_ERR on its host; the SM drops it from every group).
+    ///
+    /// The SM reports the port's GID out of service (trap 65), and the groups it leaves
+    /// empty deleted (trap 67), to their subscribers.
     pub fn port_down(&mut self, p: PortRef) {
         self.mcast_cache.clear();
+        let mut gid = None;
         if let Some(lp) = self.topo.port_mut(p) {
             lp.up = false;
+            gid = Some(lp.gid);
         }
         self.sa.port_down(p);
         self.trace.add(&[10, p.host.index() as u8]);
@@ -641,13 +656,53 @@ impl Sim {
                 event: PortEvent::Down,
             },
         );
+        let mut traps: Vec<SmTrap> = gid.map(SmTrap::GidOutOfService).into_iter().collect();
+        traps.extend(self.sa.take_traps());
+        self.send_traps(traps);
     }
 
-    /// Brings a port back (PORT_ACTIVE).
+    /// Gives a port a new base LID and, if `gid` is given, a new GID 0 (a host that comes
+    /// back moved, or with another HCA): call it while the port is down, then
+    /// [`Sim::port_up`]. The host's IPoIB addresses on the port follow the new GID (the
+    /// engine hears them removed and added again).
+    pub fn set_port_identity(&mut self, p: PortRef, lid: u16, gid: Option<Gid>) {
+        self.mcast_cache.clear();
+        let Some(lp) = self.topo.port_mut(p) else {
+            return;
+        };
+        let old = lp.gid;
+        lp.lid = lid;
+        if let Some(g) = gid {
+            lp.gid = g;
+        }
+        let new = lp.gid;
+        self.topo.reindex();
+        self.trace.add(&[17, p.host.index() as u8]);
+        self.trace.add(&lid.to_le_bytes());
+        self.trace.add(&new.0);
+        if new == old {
+            return;
+        }
+        let h = p.host;
+        let moved: Vec<usize> = (0..self.hosts[h.index()].ips.len())
+            .filter(|&i| self.hosts[h.index()].ips[i].gid == old)
+            .collect();
+        for i in moved {
+            let addr = self.hosts[h.index()].ips[i].addr;
+            self.input(h, acm_engine::Input::LocalIpRemoved(addr));
+            self.hosts[h.index()].ips[i].gid = new;
+            let ip = self.hosts[h.index()].ips[i].clone();
+            self.input(h, acm_engine::Input::LocalIpAdded(ip));
+        }
+    }
+
+    /// Brings a port back (PORT_ACTIVE). The SM reports its GID in service (trap 64).
     pub fn port_up(&mut self, p: PortRef) {
         self.mcast_cache.clear();
+        let mut gid = None;
         if let Some(lp) = self.topo.port_mut(p) {
             lp.up = true;
+            gid = Some(lp.gid);
         }
         self.trace.add(&[11, p.host.index() as u8]);
         if let Some(attrs) = self.topo.attrs(p, self.sm_lid, self.sm_sl) {
@@ -659,6 +714,7 @@ impl Sim {
                 },
             );
         }
+        self.send_traps(gid.map(SmTrap::GidInService).into_iter().collect());
     }
 
     /// SM failover: the SM moves to the port with LID `new_lid`. The new SM knows no

@@ -59,11 +59,30 @@ pub struct UmadDevice {
 }
 
 impl UmadDevice {
+    /// Opens `path` and registers the SA client agent that also receives the SA's
+    /// Reports ([`AgentRequest::SA_REPORTS`]); when the kernel refuses that agent (the
+    /// Report method already has an agent on this port), opens it again with the plain
+    /// agent. The flag says whether Reports will arrive.
+    ///
+    /// # Errors
+    /// As [`UmadDevice::open`].
+    pub fn open_with_reports(path: &Path) -> Result<(Self, bool), UmadError> {
+        match Self::open_as(path, AgentRequest::SA_REPORTS) {
+            Ok(d) => Ok((d, true)),
+            Err(UmadError::Register { .. }) => Self::open(path).map(|d| (d, false)),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Opens `path` (non-blocking, close-on-exec) and registers the SA client agent.
     ///
     /// # Errors
     /// The node is missing or not accessible, or the kernel refuses the agent.
     pub fn open(path: &Path) -> Result<Self, UmadError> {
+        Self::open_as(path, AgentRequest::SA)
+    }
+
+    fn open_as(path: &Path, req: AgentRequest) -> Result<Self, UmadError> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -73,11 +92,10 @@ impl UmadDevice {
                 path: path.to_owned(),
                 source,
             })?;
-        let agent_id =
-            register_agent(&file, AgentRequest::SA).map_err(|source| UmadError::Register {
-                path: path.to_owned(),
-                source,
-            })?;
+        let agent_id = register_agent(&file, req).map_err(|source| UmadError::Register {
+            path: path.to_owned(),
+            source,
+        })?;
         Ok(Self {
             file,
             path: path.to_owned(),

@@ -26,8 +26,14 @@ pub const RMPP_VERSION: u8 = 1;
 /// The general services QP, where SA traffic goes.
 pub const GSI_QPN: u8 = 1;
 
-/// What to register: a client agent for one management class (no method mask, so no
-/// unsolicited MADs arrive; responses find the agent by the TID's upper half).
+/// The SA method Report (0x06): the SA's unsolicited notice of a trap a port
+/// subscribed to.
+pub const METHOD_REPORT: u8 = 0x06;
+
+/// What to register: a client agent for one management class. Responses find the agent
+/// by the TID's upper half whatever the mask; the method mask says which unsolicited
+/// (request) methods of the class and version the kernel hands to this agent (bit `n`
+/// for method `n`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AgentRequest {
     /// Management class.
@@ -36,6 +42,8 @@ pub struct AgentRequest {
     pub class_version: u8,
     /// RMPP version (0 = none).
     pub rmpp_version: u8,
+    /// Unsolicited methods received: bit `n` of the 128 for method `n`.
+    pub method_mask: u128,
 }
 
 impl AgentRequest {
@@ -48,6 +56,16 @@ impl AgentRequest {
         mgmt_class: MGMT_CLASS_SA,
         class_version: SA_CLASS_VERSION,
         rmpp_version: RMPP_VERSION,
+        method_mask: 0,
+    };
+
+    /// [`AgentRequest::SA`] that also receives the SA's Reports (method 0x06), for the
+    /// trap subscriptions the reference never makes (`sm_events`). The kernel hands an
+    /// unsolicited method of a class and version to one agent per port: another
+    /// process registered for them makes the registration fail (EINVAL).
+    pub const SA_REPORTS: Self = Self {
+        method_mask: 1 << METHOD_REPORT,
+        ..Self::SA
     };
 
     /// `struct ib_user_mad_reg_req2`: id (out) at 0, qpn u32 at 4, class at 8,
@@ -59,6 +77,9 @@ impl AgentRequest {
         b[4..8].copy_from_slice(&u32::from(GSI_QPN).to_ne_bytes());
         b[8] = self.mgmt_class;
         b[9] = self.class_version;
+        // `__u64 method_mask[2]`: methods 0–63, then 64–127.
+        b[16..24].copy_from_slice(&(self.method_mask as u64).to_ne_bytes());
+        b[24..32].copy_from_slice(&((self.method_mask >> 64) as u64).to_ne_bytes());
         b[36] = self.rmpp_version;
         b
     }
@@ -68,6 +89,11 @@ impl AgentRequest {
     #[must_use]
     pub fn reg_req(&self) -> [u8; 28] {
         let mut b = [0u8; 28];
+        // `__u32 method_mask[4]`: methods 0–31, 32–63, 64–95, 96–127.
+        for i in 0..4 {
+            let word = (self.method_mask >> (32 * i)) as u32;
+            b[4 + 4 * i..8 + 4 * i].copy_from_slice(&word.to_ne_bytes());
+        }
         b[20] = GSI_QPN;
         b[21] = self.mgmt_class;
         b[22] = self.class_version;
@@ -115,6 +141,28 @@ mod tests {
         assert_eq!(&r1[..20], &[0; 20]);
         assert_eq!(&r1[20..23], &[1, 0x03, 2]);
         assert_eq!(r1[26], 1);
+    }
+
+    #[test]
+    fn report_registration_sets_method_6_in_both_layouts() {
+        let r2 = AgentRequest::SA_REPORTS.reg_req2();
+        assert_eq!(
+            &r2[16..24],
+            &0x40u64.to_ne_bytes(),
+            "bit 6 of the first word"
+        );
+        assert_eq!(&r2[24..32], &[0; 8]);
+        let plain = AgentRequest::SA.reg_req2();
+        assert_eq!((&r2[..16], &r2[32..]), (&plain[..16], &plain[32..]));
+        let r1 = AgentRequest::SA_REPORTS.reg_req();
+        assert_eq!(&r1[4..8], &0x40u32.to_ne_bytes());
+        assert_eq!(&r1[8..20], &[0; 12]);
+        let high = AgentRequest {
+            method_mask: 1 << 100,
+            ..AgentRequest::SA
+        };
+        assert_eq!(&high.reg_req()[16..20], &(1u32 << 4).to_ne_bytes());
+        assert_eq!(&high.reg_req2()[24..32], &(1u64 << 36).to_ne_bytes());
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub struct Agent {
     pub class_version: u8,
     /// RMPP version.
     pub rmpp_version: u8,
+    /// The unsolicited methods it receives (bit `n` for method `n`).
+    pub method_mask: u128,
 }
 
 /// One open umad descriptor.
@@ -144,11 +146,13 @@ impl UmadFile {
         if mgmt_class != 0 && read_u32(a, 32) & 0xFF00_0000 != 0 {
             return Err(libc::EINVAL);
         }
+        let words = [read_u64(a, 16), read_u64(a, 24)];
         self.agents[id] = Some(Agent {
             qpn,
             mgmt_class,
             class_version: a[9],
             rmpp_version: a[36],
+            method_mask: u128::from(words[0]) | (u128::from(words[1]) << 64),
         });
         a[..4].copy_from_slice(&(id as u32).to_ne_bytes());
         if !self.already_used {
@@ -168,11 +172,15 @@ impl UmadFile {
             return Err(libc::EINVAL);
         }
         let id = self.free_id()?;
+        let method_mask = (0..4).fold(0u128, |m, i| {
+            m | (u128::from(read_u32(a, 4 + 4 * i)) << (32 * i))
+        });
         self.agents[id] = Some(Agent {
             qpn,
             mgmt_class: a[21],
             class_version: a[22],
             rmpp_version: a[26],
+            method_mask,
         });
         a[..4].copy_from_slice(&(id as u32).to_ne_bytes());
         self.already_used = true;
@@ -224,6 +232,20 @@ impl UmadFile {
         self.packet(&h, mad)
     }
 
+    /// The agent that receives an unsolicited MAD of this class, version and method,
+    /// as the kernel finds it by the registrations' method masks.
+    #[must_use]
+    pub fn agent_for(&self, mgmt_class: u8, class_version: u8, method: u8) -> Option<u32> {
+        self.agents.iter().enumerate().find_map(|(id, a)| {
+            let a = a.as_ref()?;
+            let wanted = a.mgmt_class == mgmt_class
+                && a.class_version == class_version
+                && method < 128
+                && a.method_mask & (1u128 << method) != 0;
+            wanted.then_some(id as u32)
+        })
+    }
+
     /// The packet a read returns for a send given back with `status` (ETIMEDOUT):
     /// the header as written, then the MAD header with the TID the fabric carried.
     #[must_use]
@@ -248,6 +270,12 @@ impl UmadFile {
     }
 }
 
+fn read_u64(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_ne_bytes(w)
+}
+
 fn read_u32(b: &[u8], at: usize) -> u32 {
     b.get(at..at + 4)
         .and_then(|s| <[u8; 4]>::try_from(s).ok())
@@ -268,6 +296,27 @@ mod tests {
             },
             1,
         )
+    }
+
+    #[test]
+    fn unsolicited_mads_find_the_agent_whose_mask_asks_for_them() {
+        let mut f = file();
+        let mut plain = AgentRequest::SA.reg_req2();
+        f.ioctl(IOCTL_REGISTER_AGENT2, &mut plain, false).unwrap();
+        assert_eq!(f.agent_for(0x03, 2, 0x06), None, "no mask, no Reports");
+        let mut reports = AgentRequest::SA_REPORTS.reg_req2();
+        f.ioctl(IOCTL_REGISTER_AGENT2, &mut reports, false).unwrap();
+        assert_eq!(f.agent_for(0x03, 2, 0x06), Some(1));
+        assert_eq!(f.agent_for(0x03, 1, 0x06), None, "another class version");
+        assert_eq!(f.agent_for(0x03, 2, 0x05), None, "another method");
+        let mut old = file();
+        let mut r1 = AgentRequest::SA_REPORTS.reg_req();
+        old.ioctl(IOCTL_REGISTER_AGENT, &mut r1, false).unwrap();
+        assert_eq!(
+            old.agent_for(0x03, 2, 0x06),
+            Some(0),
+            "REGISTER_AGENT's mask too"
+        );
     }
 
     #[test]

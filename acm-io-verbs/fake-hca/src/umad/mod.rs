@@ -4,7 +4,10 @@
 //! `read`, `write`, `ioctl` and `close` wrappers ([`intercept`]) add what `ib_umad`
 //! does on top ([`mod@file`]). SA sends go to the hub, which rewrites the TID's upper half
 //! (the agent's, as the kernel does), answers through its SA and gives a send back
-//! with ETIMEDOUT after its timeout × (retries + 1).
+//! with ETIMEDOUT after its timeout × (retries + 1). An SA MAD from the hub that answers
+//! no send (a Report, docs/protocol/sa.md §8) goes to the port's agent whose method
+//! mask asks for its class, version and method, as the kernel routes unsolicited MADs;
+//! responses written (a ReportResp) go to the hub once, remembered by nobody.
 
 pub mod file;
 #[cfg(not(test))]
@@ -13,6 +16,7 @@ pub mod intercept;
 use crate::fdset::FdSet;
 use crate::ffi::lock;
 use acm_engine::{Mad, PortId, SaDest, SaSend};
+use acm_io_verbs::umad::UserMadHeader;
 use file::{Outgoing, UmadFile};
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -82,20 +86,18 @@ impl Umad {
         self.pending.retain(|_, p| p.fd != fd);
     }
 
-    /// A checked write: what goes to the hub, if anything (responses go nowhere, and
-    /// a send that expects no answer is not remembered). EINVAL for a second request
-    /// with the TID of one still outstanding, as the kernel refuses duplicates.
+    /// A checked write: what goes to the hub (a send that expects no answer, a
+    /// response such as the ReportResp to an SA Report among them, is not
+    /// remembered). EINVAL for a second request with the TID of one still
+    /// outstanding, as the kernel refuses duplicates.
     pub fn write(&mut self, fd: i32, buf: &[u8]) -> Result<Option<SaSend>, i32> {
         let open = self.files.get(&fd).ok_or(libc::EBADF)?;
         let out = open.file.write(buf)?;
-        if out.is_response {
-            return Ok(None);
-        }
         let port = open.file.port;
         let serial = open.file.serial;
         let tid = u64::from_be_bytes(out.mad[8..16].try_into().unwrap_or([0; 8]));
         let key = (port, tid as u32);
-        if self.pending.contains_key(&key) {
+        if !out.is_response && self.pending.contains_key(&key) {
             return Err(libc::EINVAL);
         }
         let h = out.header;
@@ -113,7 +115,7 @@ impl Umad {
             retries: h.retries,
             mad: Mad(*out.mad),
         };
-        if h.timeout_ms > 0 {
+        if h.timeout_ms > 0 && !out.is_response {
             self.pending.insert(
                 key,
                 Pending {
@@ -170,6 +172,27 @@ pub fn sa_response(port: PortId, mad: &[u8]) {
     if let Some((fd, p)) = u.answer(port, tid, |f, sent| {
         f.received(sent.header.agent_id, &sent.header, mad)
     }) {
+        queue(fd, &p);
+        return;
+    }
+    // Not the answer to a send: an unsolicited MAD (the SA's Report), handed to the
+    // agent of this port whose method mask asks for it, if any.
+    let (class, version, method) = match mad {
+        [_, c, v, m, ..] if m & 0x80 == 0 => (*c, *v, *m),
+        _ => return,
+    };
+    let from = UserMadHeader {
+        qpn: 1,
+        qkey: acm_proto::acm_mad::ACM_QKEY,
+        lid: crate::config::current().and_then(|c| c.sm_lid).unwrap_or(1),
+        ..UserMadHeader::default()
+    };
+    let target = u.files.values().find_map(|o| {
+        let agent = (o.file.port == port && !o.file.dead)
+            .then(|| o.file.agent_for(class, version, method))??;
+        Some((o.kernel.as_raw_fd(), o.file.received(agent, &from, mad)))
+    });
+    if let Some((fd, p)) = target {
         queue(fd, &p);
     }
 }

@@ -447,6 +447,22 @@ impl Fabric for HwBackend {
             None => Err(nix::libc::ENODEV),
         };
         if let Err(status) = sent {
+            // A response (the ReportResp of an SA Report, docs/protocol/sa.md §8) has
+            // nobody waiting for it, and its TID is the SA's: handing the failure back
+            // could only match one of our own requests by accident.
+            if acm_proto::mad::MadHeaderPacket::new_unchecked(&mad.0[..])
+                .method()
+                .is_response()
+            {
+                self.log(
+                    Level::Basic,
+                    format!(
+                        "port {}: SA response tid {tid:#x} not sent: errno {status}",
+                        port.port
+                    ),
+                );
+                return;
+            }
             self.feedback
                 .push_back(FabricEvent::SaSendFailed { port, tid, status });
         }

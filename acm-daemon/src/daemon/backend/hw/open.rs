@@ -38,12 +38,14 @@ pub struct OpenedHardware {
     pub warnings: Vec<String>,
 }
 
-/// Opens everything. Devices are numbered in sysfs discovery order.
+/// Opens everything. Devices are numbered in sysfs discovery order. With `sm_events`,
+/// each port's umad agent also asks for the SA's Reports (docs/protocol/sa.md §8); a
+/// port where the kernel refuses that gets the plain agent and a warning.
 ///
 /// # Errors
 /// A one-line reason: no devices, no umad, a device that cannot be opened or queried,
 /// a umad device that cannot be opened (permissions, usually).
-pub fn open(sysfs_root: &Path, dev_root: &Path) -> Result<OpenedHardware, String> {
+pub fn open(sysfs_root: &Path, dev_root: &Path, sm_events: bool) -> Result<OpenedHardware, String> {
     // `ibacm` already probed before detaching; sysfs is read again here (a few small
     // files, once) because the lock and the log came in between and this is what the
     // devices are opened from.
@@ -67,7 +69,22 @@ pub fn open(sysfs_root: &Path, dev_root: &Path) -> Result<OpenedHardware, String
             match &p.umad {
                 Some(u) => {
                     let dev_path = u.dev_path(dev_root);
-                    let opened = UmadDevice::open(&dev_path).map_err(|e| e.to_string())?;
+                    let opened = if sm_events {
+                        let (d, reports) =
+                            UmadDevice::open_with_reports(&dev_path).map_err(|e| e.to_string())?;
+                        if !reports {
+                            warnings.push(format!(
+                                "{}: another agent receives the SA's Reports on {} port {}: \
+                                 SM events (sm_events) will not reach this port",
+                                dev_path.display(),
+                                dev.name,
+                                p.info.number
+                            ));
+                        }
+                        d
+                    } else {
+                        UmadDevice::open(&dev_path).map_err(|e| e.to_string())?
+                    };
                     umad.insert(port, opened);
                 }
                 None => warnings.push(format!(
