@@ -2,6 +2,10 @@
 //! host's QPs and multicast attachments and its umad sends, and carries the hosts'
 //! outputs in real time.
 
+mod changes;
+
+pub use changes::ChangeError;
+
 use super::HubError;
 use super::wire::{HostMsg, HostSetup, HubMsg, MAD_LEN, MAX_DATAGRAM, error_code};
 use crate::fabric::{self, FabricQp, McastIndex, QpTable, QpTables, UmadExpiry, UmadSend};
@@ -132,6 +136,8 @@ pub struct Hub {
     seq: u64,
     logging: bool,
     stats: HubStats,
+    /// HCAs removed or dead now, by host and index ([`Hub::apply`]).
+    gone: BTreeMap<(HostId, usize), changes::Gone>,
 }
 
 /// Binds a datagram socket at `path`, replacing a stale socket file nobody listens on.
@@ -192,6 +198,7 @@ impl Hub {
             seq: 0,
             logging: false,
             stats: HubStats::default(),
+            gone: BTreeMap::new(),
             spec,
         })
     }
@@ -434,6 +441,21 @@ impl Hub {
             self.attach(&path, name);
             return;
         }
+        // A change may come from any socket: a test or an operator's tool.
+        if let HostMsg::Control(c) = &msg {
+            let answer = match self.apply(c) {
+                Ok(()) => HubMsg::Done,
+                Err(e) => {
+                    self.stats.rejected += 1;
+                    HubMsg::Error {
+                        code: error_code::BAD_CHANGE,
+                        message: e.to_string(),
+                    }
+                }
+            };
+            self.reply(&path, &answer);
+            return;
+        }
         let Some(&h) = self.by_path.get(&path) else {
             self.stats.rejected += 1;
             self.reply(
@@ -515,6 +537,7 @@ impl Hub {
             path.display()
         ));
         self.flush(h);
+        self.tell_gone(h);
     }
 
     /// Forgets host `h`'s attachment: its QPs leave their groups, its SA sends and
@@ -542,7 +565,7 @@ impl Hub {
 
     fn host_msg(&mut self, h: HostId, msg: HostMsg) {
         match msg {
-            HostMsg::Attach { .. } => {}
+            HostMsg::Attach { .. } | HostMsg::Control(_) => {}
             HostMsg::Detach => self.detach(h),
             HostMsg::OpenQp {
                 ep,
@@ -552,7 +575,7 @@ impl Hub {
                 ..
             } => {
                 let pr = fabric::port_ref(h, port);
-                let qpn = if self.topo.port(pr).is_some() {
+                let qpn = if self.topo.port(pr).is_some() && !self.hca_gone(h, pr.hca) {
                     let host = &mut self.hosts[h.index()];
                     let qpn = host.reserved.remove(&ep).unwrap_or_else(|| {
                         let qpn = host.next_qpn;
