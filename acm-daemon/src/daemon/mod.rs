@@ -120,10 +120,6 @@ fn start(args: &Args, life: &mut Life) -> Result<(), Failure> {
     // Before any file exists: a stop signal during start-up then waits for the loop.
     life.signals =
         Some(StopSignals::block().map_err(|e| Failure::new(format!("cannot watch signals: {e}")))?);
-    if args.fabric == FabricArg::Hardware {
-        // Never fall back to a simulation.
-        check_hardware()?;
-    }
     raise_fd_limit();
     let fabric = match &args.fabric {
         FabricArg::Sim { file, host } => Some(load_fabric(file.as_deref(), host.as_deref())?),
@@ -142,6 +138,10 @@ fn start(args: &Args, life: &mut Life) -> Result<(), Failure> {
         }
     });
     let (opts, source) = options_source::load(args, host_opts, &run_dir).map_err(Failure::new)?;
+    if args.fabric == FabricArg::Hardware {
+        // Never fall back to a simulation.
+        check_hardware(opts.settings.wait_for_device)?;
+    }
     if args.run_dir.is_some()
         && let Err(e) = std::fs::create_dir_all(&run_dir)
     {
@@ -252,9 +252,13 @@ fn failed(log: &mut Logger, e: StartError) -> Failure {
     e.into()
 }
 
-/// Whether this build and this host can run on hardware, in one line if not.
-fn check_hardware() -> Result<(), StartError> {
+/// Whether this build and this host can run on hardware, in one line if not. A
+/// daemon told to wait for a device (`wait_for_device`) needs only the build.
+fn check_hardware(wait: bool) -> Result<(), StartError> {
     if cfg!(feature = "verbs") {
+        if wait {
+            return Ok(());
+        }
         backend::hw::probe(&acm_io_verbs::sysfs::root_from_env())
             .map(|_| ())
             .map_err(StartError::Hardware)
@@ -286,7 +290,8 @@ fn hardware(
         || PathBuf::from(acm_io_verbs::sysfs::DEFAULT_DEV_ROOT),
         PathBuf::from,
     );
-    let hw = match backend::hw::open(&acm_io_verbs::sysfs::root_from_env(), &dev_root) {
+    let wait = opts.settings.wait_for_device;
+    let hw = match backend::hw::open(&acm_io_verbs::sysfs::root_from_env(), &dev_root, wait) {
         Ok(hw) => hw,
         Err(e) => {
             log.log(Level::Basic, "acm_open_devices", &e);

@@ -140,6 +140,14 @@ pub fn apply(ev: TopologyEvent) {
     }
 }
 
+/// The hub is gone: every device is dead (still listed, as an HCA after a fatal
+/// error), so that nothing reopens it.
+pub fn all_dead() {
+    for d in lock(live()).iter_mut() {
+        d.healthy = false;
+    }
+}
+
 /// Posts an async event to every open context of device `device`.
 fn post_to_device(device: usize, event_type: i32, element: u64) {
     let contexts: Vec<usize> = lock(&STATE)
