@@ -331,3 +331,41 @@ fn a_hub_that_goes_away_is_a_fatal_device_error() {
     let (out, status) = acme(&host.socket(), &["-f", "l", "-d", "3"]);
     assert_ne!(status, 0, "resolved on a dead device:\n{out}");
 }
+
+/// An XDR port (4x at 200 Gb/s a lane, 800 Gb/s) reports its speed only in
+/// `active_speed_ex`, which `ibv_query_port` fills through the extended context's op:
+/// the daemon reads it, and its endpoint joins its native group at 800 Gb/s (rate
+/// code 23), not at an unknown rate.
+#[test]
+fn an_xdr_port_is_read_through_the_extended_port_query() {
+    let dir = TempDir::new("hw-xdr");
+    let text = std::fs::read_to_string(demo()).expect("demo fabric");
+    let node2_port = "[[hosts.hcas.ports]]\nlid = 2\n";
+    assert!(text.contains(node2_port), "the demo fabric changed");
+    let fabric = dir.join("xdr.toml");
+    std::fs::write(
+        &fabric,
+        text.replace(node2_port, &format!("{node2_port}width = 2\nspeed = 256\n")),
+    )
+    .expect("fabric file");
+    let hub = RunningHub::start(&fabric, dir.join("hub.sock"));
+    let n = node(2);
+    let host = EmulatedHost::start(
+        &dir.subdir("node2"),
+        &hub.path,
+        &fabric,
+        &n.name,
+        // Routes from groups: the endpoint also joins its port's native group, at the
+        // port's rate.
+        &options("acm"),
+        &addr_file(&n),
+        &[],
+        JOINED,
+    );
+    host.wait_log_count(JOINED, 2);
+    let log = host.log();
+    assert!(
+        log.contains("acmp_join_group: port 1 pkey 0xffff rate 23 "),
+        "{log}"
+    );
+}

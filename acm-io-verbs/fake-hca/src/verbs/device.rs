@@ -291,7 +291,7 @@ fn port_attr(p: &PortAttrs) -> ibv_port_attr {
     a.sm_sl = p.sm_sl;
     a.subnet_timeout = p.subnet_timeout;
     a.active_width = width;
-    // Codes above 0xFF only exist in active_speed_ex, which this layout lacks.
+    // Codes above 0xFF exist only in `active_speed_ex` ([`PortAttrEx`]).
     a.active_speed = u8::try_from(speed).unwrap_or(0);
     a.phys_state = if active { 5 } else { 3 };
     a.link_layer = if p.link_layer_ib { 1 } else { 2 };
@@ -314,13 +314,26 @@ fn query_port_into(ctx: *mut ibv_context, port: u8, out: *mut u8, len: usize) ->
         return libc::EINVAL;
     };
     let a = port_attr(&p);
-    let n = len.min(size_of::<ibv_port_attr>());
-    // SAFETY: the caller's structure has `len` writable bytes; `a` has at least `n`.
+    let full = PortAttrEx {
+        base: a,
+        active_speed_ex: u32::from(layout::width_speed(p.rate).1),
+    };
+    let n = len.min(size_of::<PortAttrEx>());
+    // SAFETY: the caller's structure has `len` writable bytes; `full` has at least `n`.
     unsafe {
         std::ptr::write_bytes(out, 0, len);
-        std::ptr::copy_nonoverlapping(std::ptr::addr_of!(a).cast::<u8>(), out, n);
+        std::ptr::copy_nonoverlapping(std::ptr::addr_of!(full).cast::<u8>(), out, n);
     }
     0
+}
+
+/// `ibv_port_attr` as rdma-core 47 and later lay it out (the build's headers may stop
+/// before `active_speed_ex`): a caller whose structure has room gets the extended
+/// speed, which is how XDR and later speeds are reported.
+#[repr(C)]
+struct PortAttrEx {
+    base: ibv_port_attr,
+    active_speed_ex: u32,
 }
 
 /// The context's extended `query_port` op: fills as much of the caller's structure as
