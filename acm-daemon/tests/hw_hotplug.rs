@@ -93,8 +93,8 @@ fn port(n: u16) -> PortName {
     }
 }
 
-/// Port down and up, reregistration, an SM failover, and LID, GID and pkey changes,
-/// each with what the engine does about it on the simulator.
+/// Port down and up, reregistration, an SM failover, LID, GID and pkey changes, each
+/// with what the engine does about it on the simulator; and a QP that breaks.
 #[test]
 fn port_changes_reach_hardware_daemons_as_their_hca_reports_them() {
     let dir = TempDir::new("hw-port-changes");
@@ -140,6 +140,7 @@ fn port_changes_reach_hardware_daemons_as_their_hca_reports_them() {
 
     // node2's GID changes: the new one resolves, the old one no longer does.
     let new_gid = "fe80::2:c903:a0:bbbb";
+    let changes = n2.log_count("port 1 changed");
     change(
         &hub.path,
         Control::SetGid {
@@ -147,9 +148,18 @@ fn port_changes_reach_hardware_daemons_as_their_hca_reports_them() {
             gid: acm_proto::Gid::from_parts(0xfe80 << 48, 0x0002_c903_00a0_bbbb),
         },
     );
-    n2.wait_log_count("port 1 changed", 2);
+    n2.wait_log_count("port 1 changed", changes + 1);
     assert_eq!(resolves(&n3, &["-f", "g", "-d", new_gid]), new_gid);
     fails(&n3, &["-f", "g", "-d", &gid(2)]);
+
+    // A fatal QP error: the port's endpoints are made anew and join again (with the
+    // port's new GID: until a rejoin, paths asked of the SA keep the GID the
+    // endpoint's group was joined with, as the reference's do).
+    let joined = n2.log_count(JOINED);
+    change(&hub.path, Control::QpError(port(2)));
+    n2.wait_log("QpError on port 1; recreating the port's endpoints");
+    n2.wait_log_count(JOINED, joined + 1);
+    assert_eq!(resolves(&n2, &["-f", "g", "-d", &gid(3)]), gid(3));
 
     // Partition 0x8001 reaches node2's port: its address file's name there gets an
     // endpoint.

@@ -443,7 +443,8 @@ fn next_change(client: &mut HubClient) -> acm_io_sim::hub::wire::TopologyEvent {
 /// Changes asked by a control socket reach the attached host as its HCA would report
 /// them: the event and the port's attributes after it; a removed HCA takes its QPs
 /// with it and refuses new ones until it is back; a host that attaches while its HCA
-/// is gone hears so at once; a change naming nothing is refused.
+/// is gone hears so at once; a QP error names the port's QPs; a change naming nothing
+/// is refused.
 #[test]
 fn changes_asked_at_run_time_reach_the_host_with_the_new_attributes() {
     use acm_engine::{DeviceId, EndpointId, FabricEvent, OpenQp, PortId, PortState};
@@ -586,6 +587,13 @@ fn changes_asked_at_run_time_reach_the_host_with_the_new_attributes() {
         next_event(&mut c),
         FabricEvent::QpOpened { result: Ok(_), .. }
     ));
+
+    // A QP error names each of the host's QPs on the port.
+    ctl(Control::QpError(port.clone())).unwrap();
+    assert_eq!(
+        next_change(&mut c),
+        TopologyEvent::QpFatal { ep: EndpointId(1) }
+    );
 
     let refused = |change| match ctl(change) {
         Err(HubError::Refused(m)) => m,

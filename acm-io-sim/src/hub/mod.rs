@@ -81,6 +81,7 @@
 //! | 0x26 | CLIENT_REREGISTER | port name |
 //! | 0x27 | DEVICE_REMOVE | host: str, hca u32, fatal u8 (1: dead but still listed) |
 //! | 0x28 | DEVICE_ADD | host: str, hca u32 |
+//! | 0x29 | QP_ERROR | port name (every QP of the host on the port breaks) |
 //!
 //! Hub → host:
 //!
@@ -98,6 +99,7 @@
 //! | 0x95 | PORT_CHANGED | port, event u8 (`ibv_event_type`: 9 PORT_ACTIVE, 10 PORT_ERR, 11 LID_CHANGE, 12 PKEY_CHANGE, 13 SM_CHANGE, 17 CLIENT_REREGISTER, 18 GID_CHANGE), the port's attributes now (as in ATTACHED) | — |
 //! | 0x96 | DEVICE_GONE | device u32, fatal u8 | — (also sent after ATTACHED for each HCA gone at the time) |
 //! | 0x97 | DEVICE_BACK | device (as in ATTACHED) | — |
+//! | 0x98 | QP_FATAL | ep u32 | — (the QP goes to the error state) |
 //!
 //! In ATTACHED, a device is: id u32, node GUID u64, name: str, port count u8, then per
 //! port: active u8, link layer IB u8, lid u16, lmc u8, sm_lid u16, sm_sl u8, rate u8

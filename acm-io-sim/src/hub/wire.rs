@@ -1103,6 +1103,7 @@ mod tests {
                 host: "node1".into(),
                 hca: 0,
             },
+            Control::QpError(p()),
         ];
         for c in controls {
             let m = HostMsg::Control(c);
@@ -1124,6 +1125,7 @@ mod tests {
                 fatal: false,
             }),
             HubMsg::Topology(TopologyEvent::DeviceBack(dev)),
+            HubMsg::Topology(TopologyEvent::QpFatal { ep: EndpointId(7) }),
         ];
         for m in notices {
             assert_eq!(HubMsg::decode(&m.encode()), Ok(m.clone()), "{m:?}");

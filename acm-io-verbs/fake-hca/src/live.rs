@@ -137,6 +137,7 @@ pub fn apply(ev: TopologyEvent) {
             };
             sysfs(|root| sysfs_tree::write_device(root, &all, d));
         }
+        TopologyEvent::QpFatal { ep } => crate::verbs::qp::break_qp(ep.0),
     }
 }
 

@@ -14,7 +14,7 @@ use rdma_sys::{
     ibv_comp_channel, ibv_context, ibv_cq, ibv_create_comp_channel, ibv_dealloc_pd,
     ibv_destroy_comp_channel, ibv_device_attr, ibv_free_device_list, ibv_get_async_event,
     ibv_get_cq_event, ibv_get_device_guid, ibv_get_device_list, ibv_get_device_name, ibv_gid,
-    ibv_open_device, ibv_pd, ibv_query_device, ibv_query_gid, ibv_query_pkey,
+    ibv_open_device, ibv_pd, ibv_qp, ibv_query_device, ibv_query_gid, ibv_query_pkey,
 };
 use std::ffi::CStr;
 use std::io;
@@ -299,9 +299,26 @@ impl VerbsDevice {
                 std::ptr::addr_of!((*p).element).cast::<i32>().read(),
             )
         };
+        let kind = AsyncEventKind::from_raw(raw);
+        // SAFETY: a QP or CQ event's element is the union's pointer to the QP or CQ,
+        // which stays alive at least until the event is acknowledged below; its
+        // context field is the key the endpoint was opened with.
+        let key = unsafe {
+            let element = std::ptr::addr_of!((*p).element);
+            match kind {
+                AsyncEventKind::QpError => {
+                    let qp = element.cast::<*mut ibv_qp>().read();
+                    (!qp.is_null()).then(|| (*qp).qp_context as u64)
+                }
+                AsyncEventKind::CqError => {
+                    let cq = element.cast::<*mut ibv_cq>().read();
+                    (!cq.is_null()).then(|| (*cq).cq_context as u64)
+                }
+                _ => None,
+            }
+        };
         // SAFETY: each event returned by `ibv_get_async_event` is acknowledged once.
         unsafe { ibv_ack_async_event(p) };
-        let kind = AsyncEventKind::from_raw(raw);
         Ok(Some(AsyncEvent {
             kind,
             port: if kind.is_port_event() {
@@ -309,6 +326,7 @@ impl VerbsDevice {
             } else {
                 0
             },
+            key,
         }))
     }
 

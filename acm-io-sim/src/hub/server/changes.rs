@@ -122,6 +122,18 @@ impl Hub {
                 let (h, c, ports) = self.device_named(host, *hca)?;
                 self.device_back(h, c, &ports);
             }
+            Control::QpError(p) => {
+                let r = self.port_named(p)?;
+                let eps: Vec<EndpointId> = self.hosts[r.host.index()]
+                    .qps
+                    .iter()
+                    .filter(|(_, q)| q.port == r)
+                    .map(|(&ep, _)| ep)
+                    .collect();
+                for ep in eps {
+                    self.send(r.host, &HubMsg::Topology(TopologyEvent::QpFatal { ep }));
+                }
+            }
         }
         self.log(format_args!("changed: {change:?}"));
         Ok(())

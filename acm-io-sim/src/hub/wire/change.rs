@@ -7,7 +7,7 @@
 //! follow the event with the new values.
 
 use super::{R, W, WireError, get_port_attrs, put_port_attrs};
-use acm_engine::{DeviceDesc, DeviceId, PortAttrs, PortId};
+use acm_engine::{DeviceDesc, DeviceId, EndpointId, PortAttrs, PortId};
 use acm_proto::Gid;
 
 /// Control message type codes (any socket → hub; answered by DONE or ERROR).
@@ -30,6 +30,8 @@ pub mod control_type {
     pub const DEVICE_REMOVE: u8 = 0x27;
     /// Bring a removed or dead device back (hot plug, driver reload, reset done).
     pub const DEVICE_ADD: u8 = 0x28;
+    /// Break every QP of a host on a port (a fatal QP error).
+    pub const QP_ERROR: u8 = 0x29;
     /// Hub → the control's sender: the change is made.
     pub const DONE: u8 = 0x84;
     /// Hub → host: a port changed ([`super::TopologyEvent::Port`]).
@@ -38,6 +40,8 @@ pub mod control_type {
     pub const DEVICE_GONE: u8 = 0x96;
     /// Hub → host: a device is back.
     pub const DEVICE_BACK: u8 = 0x97;
+    /// Hub → host: one of its QPs broke.
+    pub const QP_FATAL: u8 = 0x98;
 }
 
 /// One port of the fabric, by host name, HCA index in the host and port number.
@@ -107,6 +111,9 @@ pub enum Control {
         /// The HCA's index.
         hca: u32,
     },
+    /// Every QP the host has on the port breaks: it goes to the error state and its
+    /// context gets QP_FATAL (the fabric carries on).
+    QpError(PortName),
 }
 
 /// Which async event a port change raises, as `ibv_event_type` numbers it.
@@ -178,6 +185,11 @@ pub enum TopologyEvent {
     },
     /// A device is back, as described.
     DeviceBack(DeviceDesc),
+    /// The QP of this endpoint broke.
+    QpFatal {
+        /// The endpoint (the host's number for the QP at the hub).
+        ep: EndpointId,
+    },
 }
 
 fn put_port_name(w: &mut W, p: &PortName) {
@@ -228,10 +240,11 @@ impl Control {
         use control_type as t;
         let mut w;
         match self {
-            Self::PortDown(p) | Self::PortUp(p) | Self::ClientReregister(p) => {
+            Self::PortDown(p) | Self::PortUp(p) | Self::ClientReregister(p) | Self::QpError(p) => {
                 w = W::new(match self {
                     Self::PortDown(_) => t::PORT_DOWN,
                     Self::PortUp(_) => t::PORT_UP,
+                    Self::QpError(_) => t::QP_ERROR,
                     _ => t::CLIENT_REREGISTER,
                 });
                 put_port_name(&mut w, p);
@@ -282,6 +295,7 @@ impl Control {
             t::PORT_DOWN => Self::PortDown(get_port_name(r)?),
             t::PORT_UP => Self::PortUp(get_port_name(r)?),
             t::CLIENT_REREGISTER => Self::ClientReregister(get_port_name(r)?),
+            t::QP_ERROR => Self::QpError(get_port_name(r)?),
             t::SET_LID => Self::SetLid {
                 port: get_port_name(r)?,
                 lid: r.u16()?,
@@ -338,6 +352,11 @@ impl TopologyEvent {
                 put_device(&mut w, d);
                 w.finish()
             }
+            Self::QpFatal { ep } => {
+                let mut w = W::new(t::QP_FATAL);
+                w.u32(ep.0);
+                w.finish()
+            }
         }
     }
 
@@ -355,6 +374,9 @@ impl TopologyEvent {
                 fatal: r.bool("fatal")?,
             },
             t::DEVICE_BACK => Self::DeviceBack(get_device(r)?),
+            t::QP_FATAL => Self::QpFatal {
+                ep: EndpointId(r.u32()?),
+            },
             _ => return Ok(None),
         }))
     }

@@ -5,7 +5,7 @@
 //! marker as libibverbs sets it), so `ibv_query_port` works both through the compat
 //! symbol and through verbs.h's inline path that calls the context's `query_port` op.
 
-use super::state::{Context, STATE};
+use super::state::{Context, STATE, State};
 use super::{cq, qp};
 use crate::ffi::{EventPipe, guard, lock, read_record, set_errno};
 use crate::layout;
@@ -431,10 +431,15 @@ pub unsafe extern "C" fn ibv_query_pkey(
 /// One async event as it travels through the context's pipe: the event type, then
 /// the element (a port number, or a CQ or QP address).
 pub fn post_async_event(ctx: usize, event_type: i32, element: u64) {
+    post_async_event_locked(&lock(&STATE), ctx, event_type, element);
+}
+
+/// [`post_async_event`] for a caller that holds the state's lock.
+pub fn post_async_event_locked(s: &State, ctx: usize, event_type: i32, element: u64) {
     let mut rec = [0u8; 16];
     rec[..4].copy_from_slice(&event_type.to_ne_bytes());
     rec[8..].copy_from_slice(&element.to_ne_bytes());
-    if let Some(c) = lock(&STATE).contexts.get(&ctx) {
+    if let Some(c) = s.contexts.get(&ctx) {
         c.events.post(&rec);
     }
 }
@@ -443,6 +448,8 @@ pub fn post_async_event(ctx: usize, event_type: i32, element: u64) {
 pub const EVENT_DEVICE_FATAL: i32 = 8;
 /// `IBV_EVENT_CQ_ERR`.
 pub const EVENT_CQ_ERR: i32 = 0;
+/// `IBV_EVENT_QP_FATAL`.
+pub const EVENT_QP_FATAL: i32 = 1;
 /// The event types whose element is a port number: PORT_ACTIVE, PORT_ERR,
 /// LID_CHANGE, PKEY_CHANGE, SM_CHANGE, CLIENT_REREGISTER, GID_CHANGE.
 const PORT_EVENTS: [i32; 7] = [9, 10, 11, 12, 13, 17, 18];

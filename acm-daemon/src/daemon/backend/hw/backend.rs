@@ -162,6 +162,10 @@ impl HwBackend {
                     self.close_device(now, id, "fatal device error");
                     break;
                 }
+                if matches!(ev.kind, AsyncEventKind::QpError | AsyncEventKind::CqError) {
+                    self.endpoint_broke(now, ev.kind, ev.key);
+                    continue;
+                }
                 if !ev.kind.is_port_event() {
                     continue;
                 }

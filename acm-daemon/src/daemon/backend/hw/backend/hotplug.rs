@@ -1,4 +1,4 @@
-//! Devices that come and go while the daemon runs.
+//! Devices that come and go while the daemon runs, and endpoints that break.
 //!
 //! rdma-core's ibacm enumerates its devices once and exits when there is none; a
 //! device hot-added later, or reset after a fatal error (the driver removes and
@@ -8,12 +8,13 @@
 //! loop and fed to the engine as `DeviceAdded`; a device that left the listing, or
 //! raised DEVICE_FATAL, is closed — its descriptors deregistered, its QPs destroyed,
 //! its SA agents unregistered and closed — and the engine told `DeviceRemoved`. A
-//! device that comes back gets its old engine id.
+//! device that comes back gets its old engine id. A QP or CQ error event rebuilds the
+//! endpoints of the port it happened on.
 
 use super::HwBackend;
 use crate::daemon::backend::hw::open::open_device;
 use acm_engine::log::Level;
-use acm_engine::{DeviceId, EndpointId, Input, Instant, PortId};
+use acm_engine::{DeviceId, EndpointId, Input, Instant, PortEvent, PortId};
 use acm_io_verbs::sysfs;
 use mio::Interest;
 use mio::unix::SourceFd;
@@ -214,6 +215,63 @@ impl HwBackend {
         drop(dev);
         self.log(Level::Basic, format!("{name}: {why}; closed"));
         self.input(now, Input::DeviceRemoved(id));
+    }
+
+    /// An endpoint's QP or CQ broke (QP_FATAL, QP_REQ_ERR, QP_ACCESS_ERR, CQ_ERR): the
+    /// QP does no more work, and completions may be lost. Its port's endpoints are
+    /// recreated as after the port went down and came back (new QPs, groups joined
+    /// again), which is how the engine rebuilds an endpoint whole.
+    pub(super) fn endpoint_broke(
+        &mut self,
+        now: Instant,
+        kind: acm_io_verbs::event::AsyncEventKind,
+        key: Option<u64>,
+    ) {
+        let Some(ep) = key.and_then(|k| u32::try_from(k).ok()).map(EndpointId) else {
+            return;
+        };
+        let Some(e) = self.endpoints.get(&ep) else {
+            return;
+        };
+        let port = PortId {
+            device: e.device,
+            port: e.port,
+        };
+        let Some(dev) = self
+            .devices
+            .get(e.device.0 as usize)
+            .and_then(Option::as_ref)
+        else {
+            return;
+        };
+        let attrs = dev
+            .verbs
+            .query_port(port.port)
+            .map(|i| super::convert::port_attrs(&i));
+        self.log(
+            Level::Basic,
+            format!(
+                "endpoint {}: {kind:?} on port {}; recreating the port's endpoints",
+                ep.0, port.port
+            ),
+        );
+        self.input(
+            now,
+            Input::Port {
+                port,
+                event: PortEvent::Down,
+            },
+        );
+        match attrs {
+            Ok(attrs) => self.input(
+                now,
+                Input::Port {
+                    port,
+                    event: PortEvent::Active(attrs),
+                },
+            ),
+            Err(e) => self.log(Level::Basic, e.to_string()),
+        }
     }
 
     /// A port's SA agent whose reads fail for good (the device is going): closed, so
