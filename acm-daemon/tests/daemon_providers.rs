@@ -2,56 +2,24 @@
 //! fabric: a small test provider (tests/fixtures/providers/test_provider.c), compiled
 //! here with the system C compiler, resolves through the core's SA agent from its own
 //! threads and is selected by a `provider` line, by subnet prefix and by `default`;
-//! Debian's `ib_acme` checks what clients see. Broken libraries beside it are each
-//! logged with their file and reason, and the daemon serves with the others.
+//! Debian's `ib_acme` checks what clients see; on the fabric hub (`--fabric hub`) too.
+//! Broken libraries beside it are each logged with their file and reason, and the
+//! daemon serves with the others.
 
 mod support {
     // Shared with the other process tests; this file needs only a few helpers.
     #[allow(dead_code)]
     pub(crate) mod daemon;
+    // Its hub only: no emulated HCA here.
+    pub(crate) mod fake_hca;
+    pub(crate) mod test_provider;
 }
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-use support::daemon::{Daemon, TempDir, ib_acme, run_bounded};
-
-/// The reference fabric (testdata/reference-fabric): fakehost, LID 1, 10.0.0.1; LIDs 2-4
-/// exist for the SA.
-const REFERENCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/reference-fabric");
-
-const SOURCE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/fixtures/providers/test_provider.c"
-);
-
-/// Compiles the test provider with `defines` into `dir/name`.
-fn build(dir: &Path, name: &str, defines: &[&str]) -> PathBuf {
-    let out = dir.join(name);
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
-    let mut cmd = Command::new(&cc);
-    cmd.args(["-shared", "-fPIC", "-O1", "-Wall"])
-        .args(defines)
-        .arg("-o")
-        .arg(&out)
-        .arg(SOURCE)
-        .arg("-lpthread");
-    let o = run_bounded(cmd, Duration::from_secs(60));
-    assert!(
-        o.status.success(),
-        "{cc} failed (the test needs a C compiler and libibverbs-dev, libibumad-dev):\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    out
-}
-
-/// Options for fakehost with providers from `libs` and `lines` (provider lines).
-fn options(libs: &Path, lines: &str) -> String {
-    format!(
-        "log_level 2\nsupport_ips_in_addr_cfg 1\ntimeout 200\nretries 0\nprovider_lib_path {}\n{lines}",
-        libs.display()
-    )
-}
+use support::daemon::{Daemon, TempDir, run_bounded};
+use support::test_provider::{REFERENCE, RESOLVE, build, options};
 
 fn start(dir: &TempDir, opts: &str) -> Daemon {
     let fabric = format!("sim:{REFERENCE}/fabric.toml:fakehost");
@@ -61,53 +29,21 @@ fn start(dir: &TempDir, opts: &str) -> Daemon {
 
 /// Runs Debian's ib_acme against `d` with `args`; its standard output.
 fn acme(d: &Daemon, args: &[&str]) -> String {
-    let mut cmd = Command::new(ib_acme());
-    cmd.arg("-S").arg(d.socket()).args(args);
-    let o = run_bounded(cmd, Duration::from_secs(20));
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    support::test_provider::acme(&d.socket(), args)
 }
 
 fn log(dir: &TempDir) -> String {
     std::fs::read_to_string(dir.join("ibacm.log")).unwrap_or_default()
 }
 
-/// The resolve every test makes: fakehost's 10.0.0.1 to 10.0.0.2 (LID 2).
-const RESOLVE: [&str; 6] = ["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.2"];
-
 fn assert_resolved_by_test_provider(d: &mut Daemon, dir: &TempDir) {
-    let out = acme(d, &RESOLVE);
-    assert!(
-        out.contains("Path information"),
-        "{out}\n{}",
-        d.diagnostics()
+    support::test_provider::assert_resolved_by_test_provider(
+        &d.socket(),
+        &|| log(dir),
+        &|| d.diagnostics(),
+        false,
     );
-    assert!(out.contains("  dlid: 2\n"), "{out}");
-    assert!(out.contains("  slid: 1\n"), "{out}");
-    assert!(out.contains("  dgid: fe80::2:c903:a0:b002\n"), "{out}");
-    assert!(out.contains("return status 0x0"), "{out}");
-    // Its endpoint's counters come from its query_perf; the provider's name from
-    // EP_QUERY.
-    let perf = acme(d, &["-f", "i", "-s", "10.0.0.1", "-Ps"]);
-    assert!(perf.contains(",0,1,0,0,0,1,42\n"), "{perf}");
-    let eps = acme(d, &["-e", "1"]);
-    assert!(eps.contains(",1,testprov,"), "{eps}");
     d.assert_running();
-    let log = log(dir);
-    // acm_write with format arguments, from the event loop and from its own threads.
-    assert!(
-        log.contains("open_device: device 0x0002c90300a0b000, verbs absent"),
-        "{log}"
-    );
-    assert!(
-        log.contains("open_port: port 1 gid0 fe80::2:c903:a0:b001 index 0"),
-        "{log}"
-    );
-    assert!(log.contains("resolve: resolve 10.0.0.2 from "), "{log}");
-    assert!(log.contains("answer: answering id "), "{log}");
-    // acm_increment_counter reaches the global counters: one resolve counted by the core
-    // and one by the provider, one route query.
-    let global = acme(d, &["-P"]);
-    assert!(global.contains(",0,2,0,0,0,1,0\n"), "{global}");
 }
 
 #[test]
@@ -134,6 +70,26 @@ fn a_c_provider_selected_by_default_resolves_through_the_sa() {
     build(&libs, "libtestprov.so", &[]);
     let mut d = start(&dir, &options(&libs, "provider testprov default\n"));
     assert_resolved_by_test_provider(&mut d, &dir);
+}
+
+/// On the hub backend (`--fabric hub`) the engine runs the loaded providers too, as on
+/// the in-process simulator.
+#[test]
+fn a_c_provider_serves_on_the_fabric_hub() {
+    let dir = TempDir::new("prov-hub");
+    let libs = dir.subdir("libs");
+    build(&libs, "libtestprov.so", &[]);
+    let hub = support::fake_hca::RunningHub::start(
+        &Path::new(REFERENCE).join("fabric.toml"),
+        dir.join("hub.sock"),
+    );
+    let fabric = format!("hub:{}:fakehost", hub.path.display());
+    let addr = format!("{REFERENCE}/ibacm_addr.cfg");
+    let opts = options(&libs, "provider testprov default\n");
+    let mut d = Daemon::start_with(dir.path(), &fabric, &opts, &["-A", &addr]);
+    assert_resolved_by_test_provider(&mut d, &dir);
+    drop(d);
+    drop(hub);
 }
 
 #[test]
@@ -227,7 +183,7 @@ fn a_provider_that_never_answers_gets_etimedout_from_the_core() {
 fn a_late_answer_is_dropped_after_the_core_answered_etimedout() {
     let dir = TempDir::new("prov-late");
     let libs = dir.subdir("libs");
-    // Budget: 2 × 200 ms × 1 = 400 ms; the provider answers after 800 ms.
+    // Budget: provider_timeout 400 ms; the provider answers after 800 ms.
     build(&libs, "slow.so", &["-DSLOW_MS=800", "-DPROV_NAME=\"slow\""]);
     let mut d = start(&dir, &options(&libs, "provider slow default\n"));
     let out = acme(&d, &RESOLVE);

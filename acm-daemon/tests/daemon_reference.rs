@@ -75,6 +75,13 @@ impl Daemon {
     /// hub serving the reference fabric, with run-daemon.sh's files.
     #[cfg(feature = "verbs")]
     fn start_emulated(tag: &str) -> Self {
+        Self::start_emulated_with(tag, |_| String::new())
+    }
+
+    /// As [`Daemon::start_emulated`], with the options `extra` gives for the run
+    /// directory appended.
+    #[cfg(feature = "verbs")]
+    fn start_emulated_with(tag: &str, extra: impl FnOnce(&Path) -> String) -> Self {
         let dir = run_dir(tag);
         let here = repo().join("testdata/reference-fabric");
         let fabric = here.join("fabric.toml");
@@ -88,6 +95,7 @@ impl Daemon {
             dir.join("ibacm.log").display(),
             here.join("ibacm_hosts.data").display()
         ));
+        opts.push_str(&extra(&dir));
         std::fs::write(dir.join("ibacm_opts.cfg"), opts).expect("options file");
         let child = Command::new(env!("CARGO_BIN_EXE_ibacm"))
             .arg("-P")
@@ -297,6 +305,58 @@ fn debian_ib_acme_on_the_hardware_backend_with_an_emulated_hca_prints_every_case
 fn a_fresh_hardware_backend_reports_the_captured_first_perf_row() {
     require_ib_acme();
     check_case(DEBIAN_IB_ACME, &Daemon::start_emulated("hw-fresh"), FRESH);
+}
+
+/// Debian's own provider (package `ibacm`), run by our daemon instead of the built-in.
+#[cfg(feature = "verbs")]
+const DEBIAN_LIBIBACMP: &str = "/usr/lib/x86_64-linux-gnu/ibacm/libibacmp.so";
+
+/// Our hardware backend on the emulated HCA with Debian's `libibacmp.so` serving
+/// (`builtin_provider no`): the C provider opens its own verbs objects on the device's
+/// context and sends its SA queries through the core, as under the reference daemon.
+/// No mount namespace is needed: libibacmp opens no file under `/sys` or `/dev` itself
+/// (its `umad_init` does nothing), so the emulation's `ACM_SYSFS_ROOT` tree is all it
+/// sees, through the core.
+#[cfg(feature = "verbs")]
+fn start_with_libibacmp(tag: &str) -> Daemon {
+    assert!(
+        Path::new(DEBIAN_LIBIBACMP).exists(),
+        "{DEBIAN_LIBIBACMP} is missing: install Debian's `ibacm` package (.ci/run does)"
+    );
+    Daemon::start_emulated_with(tag, |dir| {
+        let libs = dir.join("providers");
+        std::fs::create_dir_all(&libs).expect("provider directory");
+        // A copy: the loader skips symbolic links, as the reference does.
+        std::fs::copy(DEBIAN_LIBIBACMP, libs.join("libibacmp.so")).expect("copy libibacmp");
+        format!(
+            "provider_lib_path {}\nbuiltin_provider no\n",
+            libs.display()
+        )
+    })
+}
+
+#[cfg(feature = "verbs")]
+#[test]
+fn debian_libibacmp_in_our_daemon_on_the_emulated_hca_prints_every_case() {
+    require_ib_acme();
+    let d = start_with_libibacmp("hw-libibacmp");
+    assert!(
+        d.log().contains("libibacmp.so: loaded provider 'ibacmp'"),
+        "{}",
+        d.log()
+    );
+    replay_on(DEBIAN_IB_ACME, &d);
+}
+
+#[cfg(feature = "verbs")]
+#[test]
+fn debian_libibacmp_in_a_fresh_daemon_reports_the_captured_first_perf_row() {
+    require_ib_acme();
+    check_case(
+        DEBIAN_IB_ACME,
+        &start_with_libibacmp("hw-libibacmp-fresh"),
+        FRESH,
+    );
 }
 
 #[test]

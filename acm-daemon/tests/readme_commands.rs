@@ -87,6 +87,10 @@ const NOT_RUN: &[(&str, &str)] = &[
         "the test suite itself, with the verbs feature (CI)",
     ),
     (
+        "cargo test -p acm-daemon --features acm-daemon/verbs --test hw_emulated_providers --test daemon_reference",
+        "the test suite itself, with the verbs feature (CI)",
+    ),
+    (
         "cargo build -p acm-fake-hca -p acm-fabric-hub -p acm-daemon --features acm-daemon/verbs",
         "a build with libibverbs; the emulated-HCA tests build what they need",
     ),

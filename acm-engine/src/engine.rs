@@ -96,6 +96,7 @@ impl Engine {
                     self.with_provider(i, |p, cx| p.wake(cx));
                 }
             }
+            Input::Reconfigure(config) => self.reconfigure(config),
         }
         self.core.check_dropped_replies();
     }

@@ -234,6 +234,12 @@ pub enum Input<'a> {
     /// own thread): every provider's [`crate::provider::Provider::wake`] runs, with a
     /// context, so it can hand that work to the core.
     ProviderWake,
+    /// The configuration files were read again (the daemon's SIGHUP): options that can
+    /// change at run time take their new values, the others keep theirs and are logged
+    /// as needing a restart ([`crate::config::reload`]), and the address file's lines
+    /// are added to and removed from the endpoints without touching the rest. The
+    /// driver checks the files first: a file with a rejected line is not handed in.
+    Reconfigure(&'a crate::config::Reconfig),
 }
 
 /// Bytes of one client reply or one owned MAD: inline up to `N` bytes, so that the

@@ -56,6 +56,24 @@ impl AddrFileSpec {
     }
 }
 
+/// The address file of a fabric hub's host: `-A PATH` when given; with `--run-dir` and
+/// no `-A`, `RUN_DIR/ibacm_addr.cfg` (generated there at the first start, read back at
+/// the next and at a reload) rather than the machine's `/etc` one; else the default.
+#[must_use]
+pub fn hub_spec(
+    addr_arg: Option<&Path>,
+    run_dir_arg: Option<&Path>,
+    run_dir: &Path,
+) -> AddrFileSpec {
+    match (addr_arg, run_dir_arg) {
+        (None, Some(_)) => AddrFileSpec {
+            path: run_dir.join(GENERATED_NAME),
+            explicit: true,
+        },
+        (a, _) => AddrFileSpec::from_arg(a),
+    }
+}
+
 /// The address file's bytes and the name its diagnostics carry (the file it was read
 /// from or written to; the configured path when it could not be saved).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -163,6 +163,11 @@ impl Logger {
         }
     }
 
+    /// Filters from now on with `max` (a reload changed `log_level`).
+    pub fn set_max_level(&mut self, max: Option<Level>) {
+        self.max = max;
+    }
+
     /// Whether lines of `level` are written (callers check before gathering costly
     /// details for a line).
     #[must_use]

@@ -36,6 +36,7 @@ pub mod options_source;
 pub mod paths;
 pub mod plugins;
 pub mod rate_limit;
+pub mod reload;
 pub mod server;
 pub mod settings;
 pub mod startup;
@@ -221,14 +222,7 @@ fn start(args: &Args, life: &mut Life) -> Result<(), Failure> {
             serve(&ctx, backend, log, epoch, life)
         }
         (FabricArg::Hub { socket, host }, _) => {
-            if !plugins.builtin_only() {
-                log.log(
-                    Level::Basic,
-                    "acm_open_providers",
-                    "the fabric hub runs only the built-in provider; provider libraries are not used",
-                );
-            }
-            match hub_backend(args, &paths, &opts, socket, host, &mut log) {
+            match hub_backend(args, &paths, &opts, socket, host, &plugins, &mut log) {
                 Ok(backend) => serve(&ctx, backend, log, epoch, life),
                 Err(e) => Err(failed(&mut log, e)),
             }
@@ -421,6 +415,13 @@ fn serve<B: Backend>(
     {
         return Err(failed(server.log_mut(), StartError::EventLoop(e)));
     }
+    server.reload_with(reload::Reloader::new(
+        args,
+        paths.dir.clone(),
+        reload::options_path(ctx.source),
+        reload::addr_path(args, &paths.dir),
+        ctx.opts,
+    ));
     server.set_allow_list(ctx.opts.settings.access.allow.clone());
     server.set_max_queued_reply_bytes(ctx.opts.settings.max_queued_reply_bytes);
     if let Some(m) = &ctx.opts.settings.metrics {
@@ -550,14 +551,22 @@ fn sim_backend(
     }
     config::warn_unknown_devices(&mut config, &devices);
     let seed = acm_io_sim::sim::seed_from_env();
-    if plugins.builtin_only() {
-        return SimBackend::new(spec, h, config, seed, label);
+    match simulated_providers(plugins) {
+        Some(factory) => SimBackend::with_providers(spec, h, config, seed, label, factory),
+        None => SimBackend::new(spec, h, config, seed, label),
     }
-    // The simulator has no verbs: C providers get a null `acm_device.verbs`.
+}
+
+/// The provider factory of an engine on a simulated fabric (`--fabric sim` or `hub`):
+/// none when the built-in runs alone; C providers get a null `acm_device.verbs` (the
+/// simulator has no verbs).
+fn simulated_providers(plugins: &plugins::Plugins) -> Option<acm_io_sim::ProviderFactory> {
+    if plugins.builtin_only() {
+        return None;
+    }
     let plugins = plugins.clone();
     let verbs = plugins::no_verbs();
-    let factory: acm_io_sim::ProviderFactory = Box::new(move |c| plugins.providers(c, &verbs));
-    SimBackend::with_providers(spec, h, config, seed, label, factory)
+    Some(Box::new(move |c| plugins.providers(c, &verbs)))
 }
 
 /// This host's engine, attached to a fabric hub.
@@ -567,18 +576,15 @@ fn hub_backend(
     opts: &LoadedOptions,
     socket: &Path,
     host: &str,
+    plugins: &plugins::Plugins,
     log: &mut Logger,
 ) -> Result<HubBackend, StartError> {
     let my_socket = paths.dir.join(format!("ibacm-hub-{host}.sock"));
-    // With --run-dir and no -A, a hub host keeps its address file in the run directory
-    // (read back at the next start) rather than reading the machine's /etc one.
-    let addr_spec = match (&args.addr_file, &args.run_dir) {
-        (None, Some(_)) => addr_file::AddrFileSpec {
-            path: paths.dir.join(addr_file::GENERATED_NAME),
-            explicit: true,
-        },
-        (a, _) => addr_file::AddrFileSpec::from_arg(a.as_deref()),
-    };
+    let addr_spec = addr_file::hub_spec(
+        args.addr_file.as_deref(),
+        args.run_dir.as_deref(),
+        &paths.dir,
+    );
     let mut lines = Vec::new();
     let backend = HubBackend::attach(
         socket,
@@ -601,6 +607,7 @@ fn hub_backend(
             config::warn_unknown_devices(&mut config, &setup.devices);
             config
         },
+        simulated_providers(plugins),
         acm_io_sim::sim::seed_from_env() ^ u64::from(std::process::id()),
         acm_engine::Instant::ZERO,
     )

@@ -133,13 +133,21 @@ pub fn load(
             (loaded, OptionsSource::DefaultFile { path, found })
         }
     };
+    place_log_file(&mut loaded, args, run_dir);
+    Ok((loaded, source))
+}
+
+/// The default log file's place (see the module's doc): `RUN_DIR/ibacm.log` unless the
+/// options or `--log-file` name one, or the daemon runs on hardware without
+/// `--run-dir`. A reload reads the options file through this too, so that an unchanged
+/// file reads as unchanged.
+pub fn place_log_file(loaded: &mut LoadedOptions, args: &Args, run_dir: &Path) {
     let keeps_machine_log = args.run_dir.is_none() && args.fabric == FabricArg::Hardware;
     let named =
         args.log_file.is_some() || names_log_file(loaded.text.as_deref().unwrap_or_default());
     if !named && !keeps_machine_log {
         loaded.options.log_file = run_dir.join("ibacm.log").display().to_string();
     }
-    Ok((loaded, source))
 }
 
 /// Whether an options file's bytes set `log_file`, by the parser's own rules (comments,

@@ -12,7 +12,8 @@
 //! (`ClientOutput::Netlink`) back to the kernel (see [`super::kernel::channel`]).
 //!
 //! The stop signals are another ([`Server::stop_on`]): the loop returns the signal, and
-//! the caller removes its files and logs the end.
+//! the caller removes its files and logs the end. SIGHUP comes the same way and makes
+//! the loop read the configuration again ([`Server::reload_with`], [`super::reload`]).
 //!
 //! When `accept` fails for want of descriptors (EMFILE, ENFILE) or memory, clients
 //! still wait in the listen queue, but the edge-triggered poller will not report the
@@ -49,6 +50,7 @@ use super::listen::{Listener, Stream};
 use super::log::{Logger, Priority};
 use super::metrics::{MetricsFile, Written};
 use super::rate_limit::{self, RateLimit};
+use super::reload::Reloader;
 use crate::metrics::DaemonSample;
 use acm_engine::HostOutput;
 use acm_engine::{ClientOutput, ConnId, Instant};
@@ -131,6 +133,8 @@ pub struct Server<B: Backend> {
     closed_unread: u64,
     /// The limit on the engine's malformed-request lines.
     malformed: RateLimit,
+    /// What SIGHUP reads again, once [`Server::reload_with`] set it.
+    reloader: Option<Reloader>,
 }
 
 impl<B: Backend> Server<B> {
@@ -180,6 +184,7 @@ impl<B: Backend> Server<B> {
                 .unwrap_or(usize::MAX),
             closed_unread: 0,
             malformed: RateLimit::default(),
+            reloader: None,
         })
     }
 
@@ -209,6 +214,12 @@ impl<B: Backend> Server<B> {
         signals.register(self.poll.registry(), SIGNALS)?;
         self.stop = Some(signals);
         Ok(())
+    }
+
+    /// Makes SIGHUP (once [`Server::stop_on`] watches the signals) read the files
+    /// `reloader` knows again and apply them.
+    pub fn reload_with(&mut self, reloader: Reloader) {
+        self.reloader = Some(reloader);
     }
 
     /// A waker that makes the loop feed the backend's engine
@@ -256,8 +267,11 @@ impl<B: Backend> Server<B> {
                     PROVIDERS => providers = true,
                     KERNEL => self.read_kernel(),
                     SIGNALS => {
-                        if let Some(sig) = self.stop.as_mut().and_then(StopSignals::take) {
-                            return Ok(sig);
+                        while let Some(sig) = self.stop.as_mut().and_then(StopSignals::take) {
+                            if sig != super::lifecycle::RELOAD_SIGNAL {
+                                return Ok(sig);
+                            }
+                            self.reload();
                         }
                     }
                     Token(t) => {
@@ -288,6 +302,36 @@ impl<B: Backend> Server<B> {
             self.bound_queued_replies();
             self.log_malformed_count(std::time::Instant::now());
             self.write_metrics();
+        }
+    }
+
+    /// Reads the configuration files again and applies them, or logs why not (see
+    /// [`super::reload`]).
+    fn reload(&mut self) {
+        let Some(reloader) = self.reloader.as_mut() else {
+            self.log
+                .log(Level::Basic, "acm_reload", "SIGHUP: nothing to reload");
+            return;
+        };
+        reloader.notify_reloading();
+        if let Some(a) = reloader.read(&mut self.log) {
+            // The log first, so that the engine's lines pass at the new level.
+            self.log.set_max_level(super::log::max_level(a.log_level));
+            let now = self.now();
+            self.backend.reconfigure(now, &a.reconfig);
+            if let Some(allow) = a.settings.allow {
+                self.allow = allow;
+            }
+            if let Some(m) = a.settings.metrics {
+                self.metrics = m.map(|m| MetricsFile::new(&m, std::time::Instant::now()));
+            }
+            if let Some(bytes) = a.settings.max_queued_reply_bytes {
+                self.set_max_queued_reply_bytes(bytes);
+            }
+            self.dispatch();
+        }
+        if let Some(r) = &self.reloader {
+            r.notify_ready();
         }
     }
 

@@ -46,7 +46,15 @@ pub mod range {
     /// `kernel_timeout` in ms: 0 leaves the kernel's wait alone; the kernel itself keeps
     /// any other value within 100 to 200,000 ms.
     pub const KERNEL_TIMEOUT: (u32, u32) = (0, 200_000);
+    /// `provider_timeout` in ms: at least 100 (a provider's answer crosses threads), at
+    /// most an hour.
+    pub const PROVIDER_TIMEOUT: (u32, u32) = (100, 3_600_000);
 }
+
+/// The default `provider_timeout`: a minute, longer than a lookup that waits behind a
+/// few others in libibacmp's queue takes with the reference's default `timeout` and
+/// `retries` (6 s each way), while a provider that hangs still frees its clients.
+pub const DEFAULT_PROVIDER_TIMEOUT_MS: u32 = 60_000;
 
 /// The default `resolve_depth` (the reference's is 1).
 ///
@@ -216,6 +224,12 @@ pub struct Options {
     /// registered. With `no`, a loaded provider library named `ibacmp` (Debian's
     /// libibacmp.so) serves in its place (docs/providers.md §1).
     pub builtin_provider: bool,
+    /// `provider_timeout` (ours, ms): how long a provider library has to answer a
+    /// request before the core answers it ETIMEDOUT (docs/providers.md §4). The
+    /// reference waits for ever; a library such as libibacmp queues its lookups behind
+    /// one another (one send outstanding per endpoint), so an answer may come several
+    /// of its own timeouts after the request.
+    pub provider_timeout: u32,
     /// `support_ips_in_addr_cfg`: whether IP literals in the address file are accepted
     /// (the engine applies it; [`crate::config::AddrFile`] keeps every line).
     pub support_ips_in_addr_cfg: bool,
@@ -294,6 +308,7 @@ impl Default for Options {
             acme_plus_kernel_only: false,
             provider_lib_path: String::from("/usr/lib/x86_64-linux-gnu/ibacm"),
             builtin_provider: true,
+            provider_timeout: DEFAULT_PROVIDER_TIMEOUT_MS,
             support_ips_in_addr_cfg: false,
             timeout_ms: 2000,
             retries: 2,
@@ -622,6 +637,11 @@ impl Parser<'_> {
             b"max_pending_per_client" => {
                 self.set_u32(line, name, value, range::MAX_PENDING_PER_CLIENT, |o| {
                     &mut o.max_pending_per_client
+                });
+            }
+            b"provider_timeout" => {
+                self.set_u32(line, name, value, range::PROVIDER_TIMEOUT, |o| {
+                    &mut o.provider_timeout
                 });
             }
             b"max_background_resolves" => {
@@ -984,6 +1004,7 @@ server_mode OPEN
 acme_plus_kernel_only YES
 provider_lib_path /opt/p
 builtin_provider NO
+provider_timeout 5000
 support_ips_in_addr_cfg 5
 timeout 100
 retries 4
@@ -1015,6 +1036,7 @@ addr_data_file /h
             acme_plus_kernel_only: true,
             provider_lib_path: "/opt/p".into(),
             builtin_provider: false,
+            provider_timeout: 5000,
             support_ips_in_addr_cfg: true,
             timeout_ms: 100,
             retries: 4,
@@ -1213,7 +1235,7 @@ addr_data_file /h
                 d[0]
             );
         }
-        let bounds: [(&str, i64, i64); 15] = [
+        let bounds: [(&str, i64, i64); 16] = [
             ("log_level", 0, 2),
             ("umad_debug_level", 0, i64::from(i32::MAX)),
             ("server_port", 1, 65535),
@@ -1228,6 +1250,7 @@ addr_data_file /h
             ("max_pending_per_client", 1, 65_536),
             ("max_background_resolves", 0, 65_536),
             ("kernel_timeout", 0, 200_000),
+            ("provider_timeout", 100, 3_600_000),
             ("timeout", 1, 600_000),
         ];
         for (name, min, max) in bounds {

@@ -7,6 +7,7 @@ mod client;
 mod kernel_wait;
 mod netlink;
 mod queries;
+mod reconfigure;
 mod sa_agent;
 mod topology;
 
@@ -118,11 +119,7 @@ pub(crate) struct Core {
 
 impl Core {
     pub(crate) fn new(config: EngineConfig, seed: u64, now: Instant, names: Vec<String>) -> Self {
-        let log_level = match config.options.log_level {
-            i32::MIN..=0 => Level::Basic,
-            1 => Level::Config,
-            _ => Level::Verbose,
-        };
+        let log_level = level_of(config.options.log_level);
         let kernel_waits = kernel_wait::KernelWaits::new(config.options.kernel_timeout);
         Self {
             now,
@@ -394,6 +391,15 @@ impl Core {
 
     pub(crate) fn ip_known(&self, addr: &IpAddr) -> bool {
         self.local_ips.iter().any(|i| &i.addr == addr)
+    }
+}
+
+/// The engine's log level for the `log_level` option.
+pub(crate) const fn level_of(log_level: i32) -> Level {
+    match log_level {
+        i32::MIN..=0 => Level::Basic,
+        1 => Level::Config,
+        _ => Level::Verbose,
     }
 }
 

@@ -79,6 +79,16 @@ impl Sim {
         self.input(h, Input::ProviderWake);
     }
 
+    /// The driven host's configuration files were read again (the daemon's SIGHUP):
+    /// [`Input::Reconfigure`] to its engine now.
+    ///
+    /// # Panics
+    /// Without a driven host.
+    pub fn driver_reconfigure(&mut self, config: &acm_engine::config::Reconfig) {
+        let h = self.driven();
+        self.input(h, Input::Reconfigure(config));
+    }
+
     /// Driver connection `conn` is gone.
     ///
     /// # Panics

@@ -160,7 +160,9 @@ impl ProviderLibrary {
             .map(drop)
     }
 
-    /// `query_perf`: the endpoint's counters, as many as the provider reports.
+    /// `query_perf`: the endpoint's counters, as many as the provider reports, in host
+    /// order. Providers write them big-endian (the PERF_QUERY reply's order, which the
+    /// reference core copies them into unchanged; libibacmp converts with `htobe64`).
     ///
     /// # Errors
     /// The callback is missing.
@@ -172,6 +174,9 @@ impl ProviderLibrary {
         let mut count: u8 = 0;
         // SAFETY: `values` has room for 255 counters, the most `count` can report.
         unsafe { f(ep.0, values.as_mut_ptr(), &raw mut count) };
-        Ok(values[..usize::from(count)].to_vec())
+        Ok(values[..usize::from(count)]
+            .iter()
+            .map(|&v| u64::from_be(v))
+            .collect())
     }
 }

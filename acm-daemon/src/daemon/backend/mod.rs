@@ -61,6 +61,10 @@ pub trait Backend {
     /// This host's engine, for the metrics file's counters and cache sizes.
     fn engine(&self) -> &acm_engine::Engine;
 
+    /// The configuration files were read again (SIGHUP, [`super::reload`]): feed the
+    /// engine [`acm_engine::Input::Reconfigure`].
+    fn reconfigure(&mut self, now: Instant, config: &acm_engine::config::Reconfig);
+
     /// A C provider plugin handed work to the core from one of its threads (the event
     /// loop's waker fired): feed the engine [`acm_engine::Input::ProviderWake`].
     /// Backends that run no plugins ignore it.

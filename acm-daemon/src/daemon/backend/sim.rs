@@ -88,6 +88,11 @@ impl Backend for SimBackend {
         self.sim.driver_wake();
     }
 
+    fn reconfigure(&mut self, now: Instant, config: &acm_engine::config::Reconfig) {
+        self.sim.run_until(now);
+        self.sim.driver_reconfigure(config);
+    }
+
     fn netlink(&mut self, _now: Instant, _bytes: &[u8]) {
         // The kernel has no simulated devices, so it never asks about them.
     }

@@ -21,9 +21,6 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The shortest time a provider is given to answer.
-const MIN_BUDGET: Duration = Duration::from_millis(100);
-
 /// The providers this daemon runs (cheap to clone: the libraries are shared).
 #[derive(Clone)]
 pub struct Plugins {
@@ -142,14 +139,13 @@ impl Plugins {
     }
 }
 
-/// How long a library has to answer a request before the core answers ETIMEDOUT: an
-/// address lookup and a route lookup, each with the options' timeout and retries
-/// (`2 × timeout × (retries + 1)`), at least 100 ms.
+/// How long a library has to answer a request before the core answers ETIMEDOUT: the
+/// option `provider_timeout`. Not derived from `timeout` and `retries`: a provider may
+/// queue a lookup behind others (libibacmp keeps one send outstanding per endpoint),
+/// so its answer can come several of its own timeouts after the request.
 #[must_use]
 pub fn budget(config: &EngineConfig) -> Duration {
-    let o = &config.options;
-    let ms = 2 * u64::from(o.timeout_ms) * (u64::from(o.retries) + 1);
-    Duration::from_millis(ms).max(MIN_BUDGET)
+    Duration::from_millis(u64::from(config.options.provider_timeout))
 }
 
 /// A lookup for backends without verbs: every device's context is null.
@@ -163,14 +159,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_budget_covers_an_address_and_a_route_lookup() {
+    fn the_budget_is_the_provider_timeout_option() {
         let mut c = EngineConfig::default();
-        c.options.timeout_ms = 2000;
-        c.options.retries = 2;
-        assert_eq!(budget(&c), Duration::from_secs(12));
-        c.options.timeout_ms = 10;
-        c.options.retries = 0;
-        assert_eq!(budget(&c), MIN_BUDGET);
+        assert_eq!(budget(&c), Duration::from_secs(60));
+        c.options.provider_timeout = 400;
+        assert_eq!(budget(&c), Duration::from_millis(400));
     }
 
     #[test]

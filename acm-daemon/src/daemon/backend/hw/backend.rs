@@ -525,6 +525,10 @@ impl Backend for HwBackend {
         self.input(now, Input::ClientClosed(conn));
     }
 
+    fn reconfigure(&mut self, now: Instant, config: &acm_engine::config::Reconfig) {
+        self.input(now, Input::Reconfigure(config));
+    }
+
     fn netlink(&mut self, now: Instant, bytes: &[u8]) {
         self.input(now, Input::Netlink(bytes));
     }
