@@ -24,6 +24,7 @@
 //! | `kernel_timeout` | restart | sent to the kernel once, at start |
 //! | `log_file`, `lock_file`, `server_mode`, `server_port`, `acme_plus_kernel_only` | restart | the log, lock file and listener are opened once |
 //! | `umad_debug_level`, `provider_lib_path`, `builtin_provider`, `provider` lines | restart | the providers and umad are set up once |
+//! | `provider_timeout` | restart | each provider library's adapter is built with it, once |
 //!
 //! The daemon's own options ([`super::DAEMON_OPTIONS`]) are the daemon's to judge.
 //!
@@ -109,6 +110,7 @@ pub fn option_changes(running: &Options, new: &Options) -> Vec<OptionChange> {
         route_data_file,
         addr_preload,
         addr_data_file,
+        provider_timeout,
         daemon_options: _,
     } = new;
     let mut out = Vec::new();
@@ -277,6 +279,12 @@ pub fn option_changes(running: &Options, new: &Options) -> Vec<OptionChange> {
         "addr_data_file",
         text(&running.addr_data_file),
         text(addr_data_file),
+        Restart,
+    );
+    note(
+        "provider_timeout",
+        num(running.provider_timeout),
+        num(provider_timeout),
         Restart,
     );
     out

@@ -140,10 +140,7 @@ impl HwBackend {
     /// Async events of every open device.
     fn device_events(&mut self, now: Instant) {
         for d in 0..self.devices.len() {
-            loop {
-                let Some(dev) = &self.devices[d] else {
-                    break;
-                };
+            while let Some(dev) = &self.devices[d] {
                 let ev = match dev.verbs.next_async_event() {
                     Ok(Some(ev)) => ev,
                     Ok(None) => break,
@@ -193,10 +190,7 @@ impl HwBackend {
     /// Completions of every endpoint whose CQ raised an event.
     fn completions(&mut self, now: Instant) {
         for d in 0..self.devices.len() {
-            loop {
-                let Some(dev) = &self.devices[d] else {
-                    break;
-                };
+            while let Some(dev) = &self.devices[d] {
                 let key = match dev.verbs.next_completion_event() {
                     Ok(Some(k)) => k,
                     Ok(None) => break,
