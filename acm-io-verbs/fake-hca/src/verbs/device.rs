@@ -157,6 +157,20 @@ pub unsafe extern "C" fn ibv_get_device_guid(dev: *mut ibv_device) -> u64 {
     })
 }
 
+/// The device's kernel index (its place in the hub's setup), or -1 for a structure
+/// that is not one of ours. libibverbs reads it from a part of its own device
+/// structure that ours lack, so it must be answered here (librdmacm asks for every
+/// device it lists).
+///
+/// # Safety
+/// `dev` comes from the device list.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_get_device_index(dev: *mut ibv_device) -> c_int {
+    guard("ibv_get_device_index", -1, || {
+        device_index(dev).map_or(-1, |i| c_int::try_from(i).unwrap_or(-1))
+    })
+}
+
 /// Opens a context: an extended context whose ops carry the data path.
 ///
 /// # Safety
