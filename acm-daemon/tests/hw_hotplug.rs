@@ -171,6 +171,20 @@ fn port_changes_reach_hardware_daemons_as_their_hca_reports_them() {
         },
     );
     n2.wait_log("creating endpoint for pkey 0x8001");
+    // node3's port joins the partition too: its name there resolves node2's, on the
+    // new partition, to node2's current GID.
+    change(
+        &hub.path,
+        Control::SetPkeys {
+            port: port(3),
+            pkeys: vec![0xFFFF, 0x8001],
+        },
+    );
+    n3.wait_log("creating endpoint for pkey 0x8001");
+    let (out, status) = acme(&n3, &["-f", "n", "-s", "node3-p1", "-d", "node2-p1"]);
+    assert_eq!(status, 0, "{out}\nlog:\n{}", n3.log());
+    assert_eq!(field(&out, "dgid").as_deref(), Some(new_gid), "{out}");
+    assert_eq!(field(&out, "pkey").as_deref(), Some("0x8001"), "{out}");
 }
 
 /// A device that dies is closed whole (its umad descriptors are not read again) and
