@@ -107,9 +107,15 @@ fn port_changes_reach_hardware_daemons_as_their_hca_reports_them() {
     change(&hub.path, Control::PortDown(port(2)));
     n2.wait_log("port 1 down");
     fails(&n2, &["-f", "l", "-d", "1"]);
+    // Its peers' ACM requests no longer reach it: node3 cannot learn its name.
+    fails(&n3, &["-f", "n", "-s", "node3", "-d", "node2"]);
     change(&hub.path, Control::PortUp(port(2)));
     n2.wait_log_count(JOINED, 2);
     assert_eq!(resolves(&n2, &["-f", "l", "-d", "1"]), gid(1));
+    assert_eq!(
+        resolves(&n3, &["-f", "n", "-s", "node3", "-d", "node2"]),
+        gid(2)
+    );
 
     change(&hub.path, Control::ClientReregister(port(2)));
     n2.wait_log("client reregister on port 1");
@@ -171,8 +177,10 @@ fn port_changes_reach_hardware_daemons_as_their_hca_reports_them() {
         },
     );
     n2.wait_log("creating endpoint for pkey 0x8001");
+    n2.wait_log_count(JOINED, joined + 2);
     // node3's port joins the partition too: its name there resolves node2's, on the
-    // new partition, to node2's current GID.
+    // new partition, to node2's current GID, once its endpoint there joined.
+    let joined3 = n3.log_count(JOINED);
     change(
         &hub.path,
         Control::SetPkeys {
@@ -181,6 +189,7 @@ fn port_changes_reach_hardware_daemons_as_their_hca_reports_them() {
         },
     );
     n3.wait_log("creating endpoint for pkey 0x8001");
+    n3.wait_log_count(JOINED, joined3 + 1);
     let (out, status) = acme(&n3, &["-f", "n", "-s", "node3-p1", "-d", "node2-p1"]);
     assert_eq!(status, 0, "{out}\nlog:\n{}", n3.log());
     assert_eq!(field(&out, "dgid").as_deref(), Some(new_gid), "{out}");
