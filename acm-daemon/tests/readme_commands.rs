@@ -83,7 +83,7 @@ const NOT_RUN: &[(&str, &str)] = &[
         "needs two hosts with InfiniBand",
     ),
     (
-        "cargo test -p acm-daemon --features acm-daemon/verbs --test daemon_reference --test hw_emulated_fabric",
+        "cargo test -p acm-daemon --features acm-daemon/verbs --test daemon_reference --test hw_emulated_fabric --test hw_hotplug --test hw_emulated_providers --test hw_rdmacm",
         "the test suite itself, with the verbs feature (CI)",
     ),
     (
