@@ -318,21 +318,19 @@ fn hardware(
     let now = acm_engine::Instant::from_nanos(
         u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX),
     );
+    // Each open device's verbs context, for `acm_device.verbs`: filled and kept
+    // current by the backend as devices come and go.
+    let contexts = backend::hw::ProviderContexts::default();
     let engine = if ctx.plugins.builtin_only() {
         acm_engine::Engine::new(config, seed, now)
     } else {
-        // Each device's verbs context, for `acm_device.verbs`.
-        let contexts: std::collections::HashMap<String, _> = hw
-            .devices
-            .iter()
-            .map(|d| (d.desc.name.clone(), d.verbs.provider_handle()))
-            .collect();
+        let shared = std::rc::Rc::clone(&contexts);
         let verbs: plugins::adapter::VerbsLookup =
-            std::rc::Rc::new(move |name: &str| contexts.get(name).cloned());
+            std::rc::Rc::new(move |name: &str| shared.borrow().get(name).cloned());
         let providers = ctx.plugins.providers(&config, &verbs);
         acm_engine::Engine::with_providers(config, seed, now, providers)
     };
-    let backend = backend::hw::HwBackend::new(hw, engine, now);
+    let backend = backend::hw::HwBackend::new(hw, engine, now, contexts);
     serve(ctx, backend, log, epoch, life)
 }
 

@@ -24,16 +24,26 @@ use acm_engine::{
     FabricEvent, LocalIp, McastGroup, OpenQp, RecvInfo, SaSend, SendToken, SourceQuery, UdSend,
 };
 use acm_io_verbs::event::AsyncEventKind;
+use acm_io_verbs::provider::VerbsHandle;
 use acm_io_verbs::umad::UmadDevice;
 use acm_io_verbs::verbs::{Completion, UdConfig, UdEndpoint};
 use acm_proto::acm_mad::ACM_QKEY;
 use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::io;
 use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd};
 use std::path::PathBuf;
+use std::rc::Rc;
+
+/// The verbs context of each open device, by name, for the C providers'
+/// `acm_device.verbs` ([`crate::daemon::plugins::adapter::VerbsLookup`] reads it when
+/// a provider is told of a device). The backend keeps it current: a device opened
+/// after start, or opened again after it died, is there with its new context before
+/// the engine hears of it, and a closed one leaves it.
+pub type ProviderContexts = Rc<RefCell<HashMap<String, VerbsHandle>>>;
 
 /// An endpoint's queue pair and the port it lives on.
 struct HwEndpoint {
@@ -63,6 +73,8 @@ pub struct HwBackend {
     scan: hotplug::Scan,
     /// The addresses the engine has been told about, for resyncs.
     local_ips: BTreeSet<IpAddr>,
+    /// The open devices' verbs contexts, shared with the C providers' adapters.
+    contexts: ProviderContexts,
     /// What carrying out an operation reported at once, fed back by the driver.
     feedback: VecDeque<FabricEvent>,
     out: VecDeque<HostOutput>,
@@ -71,9 +83,15 @@ pub struct HwBackend {
 
 impl HwBackend {
     /// Brings the engine up on the opened hardware: the host's IPoIB addresses first,
-    /// then every device (its active ports come up at once).
+    /// then every device (its active ports come up at once). `contexts` is kept
+    /// current with the open devices' verbs contexts (the providers' lookup reads it).
     #[must_use]
-    pub fn new(hw: OpenedHardware, engine: Engine, now: Instant) -> Self {
+    pub fn new(
+        hw: OpenedHardware,
+        engine: Engine,
+        now: Instant,
+        contexts: ProviderContexts,
+    ) -> Self {
         let names: Vec<String> = hw
             .devices
             .iter()
@@ -96,6 +114,7 @@ impl HwBackend {
             registry: None,
             scan: hotplug::Scan::new(now),
             local_ips: BTreeSet::new(),
+            contexts,
             feedback: VecDeque::new(),
             out: VecDeque::new(),
             label,
@@ -108,6 +127,12 @@ impl HwBackend {
             b.input(now, Input::LocalIpAdded(ip));
         }
         let descs: Vec<_> = b.devices.iter().flatten().map(|d| d.desc.clone()).collect();
+        {
+            let mut contexts = b.contexts.borrow_mut();
+            for d in b.devices.iter().flatten() {
+                contexts.insert(d.desc.name.clone(), d.verbs.provider_handle());
+            }
+        }
         for desc in descs {
             b.input(now, Input::DeviceAdded(desc));
         }

@@ -171,6 +171,10 @@ impl HwBackend {
         }
         self.log(Level::Basic, format!("{}: device added", dev.name));
         let desc = opened.device.desc.clone();
+        // Before the engine tells the providers: they get this context, not a dead one.
+        self.contexts
+            .borrow_mut()
+            .insert(desc.name.clone(), opened.device.verbs.provider_handle());
         self.umad.extend(opened.umad);
         self.devices[id.0 as usize] = Some(opened.device);
         self.input(now, Input::DeviceAdded(desc));
@@ -212,6 +216,9 @@ impl HwBackend {
             self.umad.remove(&p);
         }
         let name = dev.desc.name.clone();
+        // A provider still holding the context keeps it open until the engine has told
+        // it the device is gone.
+        self.contexts.borrow_mut().remove(&name);
         drop(dev);
         self.log(Level::Basic, format!("{name}: {why}; closed"));
         self.input(now, Input::DeviceRemoved(id));
