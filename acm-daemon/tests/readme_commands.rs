@@ -114,6 +114,14 @@ const NOT_RUN: &[(&str, &str)] = &[
         "ib_acme -S /tmp/node1/ibacm-unix.sock -f l -d 2",
         "the emulated-host walkthrough (as above)",
     ),
+    (
+        "target/debug/acm-fabric-hub change --socket /tmp/fabric.sock port-down node1",
+        "the emulated-host walkthrough; acm-io-sim/fabric-hub/tests/binary.rs runs the subcommand",
+    ),
+    (
+        "target/debug/acm-fabric-hub change --socket /tmp/fabric.sock port-up node1",
+        "the emulated-host walkthrough (as above)",
+    ),
 ];
 
 /// The commands of README.md's ```sh blocks, continuation lines joined and trailing
