@@ -74,7 +74,7 @@ pub struct AsyncEvent {
     /// The port, for port events; 0 otherwise.
     pub port: u8,
     /// For QP and CQ events, the key the endpoint owning the QP or CQ was opened with
-    /// ([`crate::verbs::UdConfig::key`]).
+    /// (`UdConfig::key` of the `verbs` module, which only the `verbs` feature builds).
     pub key: Option<u64>,
 }
 
