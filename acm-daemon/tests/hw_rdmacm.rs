@@ -9,10 +9,10 @@
 //! once it has listed a device), as node1, a host with no daemon: two processes
 //! cannot attach as one host.
 //!
-//! The namespace is made with `unshare -m` as root, and with `unshare -Urm` (a user
-//! namespace in which the user is root) otherwise. Where neither can be made (no
-//! `unshare`, user namespaces disabled) the test prints why and returns without
-//! running.
+//! The namespaces (mount and PID) are made with `unshare -mpf` as root, and with
+//! `unshare -Urmpf` (a user namespace in which the user is root) otherwise. Where
+//! neither can be made (no `unshare`, user namespaces disabled) the test prints why
+//! and returns without running.
 
 #![cfg(feature = "verbs")]
 
@@ -38,12 +38,23 @@ fn gid(n: u16) -> String {
 }
 
 /// The `unshare` flags that give this user a private mount namespace in which it
-/// may mount.
+/// may mount, and a PID namespace whose first process is the script: when `unshare`
+/// is killed (the test's time limit), the script is killed, and with it every process
+/// of the namespace, the daemon too.
 fn unshare_flags() -> &'static [&'static str] {
     if nix::unistd::geteuid().is_root() {
-        &["-m", "--propagation", "private"]
+        &["-m", "-p", "-f", "--kill-child", "--propagation", "private"]
     } else {
-        &["-U", "-r", "-m", "--propagation", "private"]
+        &[
+            "-U",
+            "-r",
+            "-m",
+            "-p",
+            "-f",
+            "--kill-child",
+            "--propagation",
+            "private",
+        ]
     }
 }
 
