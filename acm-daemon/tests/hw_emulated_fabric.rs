@@ -243,7 +243,7 @@ fn to_sa(lid: u16, timeout_ms: u32, retries: u32, mad: &[u8]) -> MadSend<'_> {
 /// The umad descriptor as the kernel's: one packet per read, EINVAL for a buffer
 /// shorter than the header or than the packet (which stays queued), answers with the
 /// TID's upper half rewritten, and a send nobody answers given back with ETIMEDOUT
-/// and only its MAD header. Runs in a child process of this test binary, preloaded
+/// and only its MAD header, no sooner than its timeout × (retries + 1). Runs in a child process of this test binary, preloaded
 /// with the emulated HCA.
 fn umad_probe(dev: &Path) {
     let mut u = UmadDevice::open(&dev.join("umad0")).expect("open and register");
@@ -262,11 +262,18 @@ fn umad_probe(dev: &Path) {
     assert_ne!(tid >> 32, 0, "the agent's half, written by the kernel");
     assert!(u.recv().expect("read").is_none(), "one packet per read");
 
+    let sent = std::time::Instant::now();
     u.send(&to_sa(99, 50, 1, &sa_get(0x22)))
         .expect("send to nobody");
     wait_readable(&u);
     let m = u.recv().expect("read").expect("the send given back");
     assert_eq!(m.header.status, 110, "ETIMEDOUT");
+    // Two tries of 50 ms each, as the kernel's timeout × (retries + 1).
+    assert!(
+        sent.elapsed() >= std::time::Duration::from_millis(100),
+        "given back after {:?}",
+        sent.elapsed()
+    );
     assert_eq!(m.mad.len(), 24, "only the MAD header comes back");
     assert_eq!(
         u64::from_be_bytes(m.mad[8..16].try_into().unwrap()) as u32,
