@@ -240,3 +240,67 @@ fn a_c_provider_gets_the_verbs_context_of_devices_that_come_later_or_come_back()
     drop(host);
     drop(hub);
 }
+
+/// Debian's libibacmp in a daemon started before its HCA (`wait_for_device 1`): the
+/// device that appears is given to it with its verbs context, on which libibacmp opens
+/// its own; it joins, and node2's built-in provider finds node1 by ACM multicast,
+/// which libibacmp answers.
+#[test]
+fn debian_libibacmp_serves_a_device_that_appears_after_start() {
+    assert!(
+        Path::new(DEBIAN_LIBIBACMP).exists(),
+        "{DEBIAN_LIBIBACMP} is missing: install Debian's `ibacm` package (.ci/run does)"
+    );
+    let dir = TempDir::new("hwprov-late");
+    let libs = dir.subdir("libs");
+    std::fs::copy(DEBIAN_LIBIBACMP, libs.join("libibacmp.so")).expect("copy libibacmp");
+    let hub = RunningHub::start(&demo(), dir.join("hub.sock"));
+    let common = "log_level 2\nsupport_ips_in_addr_cfg 1\naddr_prot acm\nroute_prot acm\n\
+                  timeout 500\nretries 2\n";
+    let addr = |n: u16| format!("node{n} mlx5_0 1 default\n10.0.0.{n} mlx5_0 1 default\n");
+    let c = EmulatedHost::start_unplugged(
+        &dir.subdir("node1"),
+        &hub.path,
+        &demo(),
+        "node1",
+        &format!(
+            "{common}provider_lib_path {}\nbuiltin_provider no\nwait_for_device 1\n",
+            libs.display()
+        ),
+        &addr(1),
+        &[],
+        "waiting for an InfiniBand device",
+        &["mlx5_0"],
+    );
+    let n2 = EmulatedHost::start(
+        &dir.subdir("node2"),
+        &hub.path,
+        &demo(),
+        "node2",
+        common,
+        &addr(2),
+        &[],
+        "join successful",
+    );
+    write_sysfs(&demo(), "node1", &c.sysfs());
+    c.wait_log("mlx5_0: device added");
+    c.wait_log("acmp_process_join_resp: join successful");
+    let out = resolved(
+        &n2.socket(),
+        &["-f", "n", "-s", "node2", "-d", "node1"],
+        "node2 → node1 by name",
+        &|| format!("node2:\n{}\nnode1:\n{}", n2.log(), c.log()),
+    );
+    assert!(out.contains("  dgid: fe80::2:c903:a0:b001\n"), "{out}");
+    let out = resolved(
+        &c.socket(),
+        &["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.2"],
+        "node1 → node2 by IPv4",
+        &|| c.log(),
+    );
+    assert!(out.contains("  dlid: 2\n"), "{out}");
+    assert!(c.log().contains("acmp_process_addr_req"), "{}", c.log());
+    drop(n2);
+    drop(c);
+    drop(hub);
+}
