@@ -289,7 +289,7 @@ fn to_sa(lid: u16, timeout_ms: u32, retries: u32, mad: &[u8]) -> MadSend<'_> {
 /// The umad descriptor as the kernel's: one packet per read, EINVAL for a buffer
 /// shorter than the header or than the packet (which stays queued), answers with the
 /// TID's upper half rewritten, and a send nobody answers given back with ETIMEDOUT
-/// and only its MAD header. Runs in a child process of this test binary, preloaded
+/// and only its MAD header, no sooner than its timeout × (retries + 1). Runs in a child process of this test binary, preloaded
 /// with the emulated HCA.
 fn umad_probe(dev: &Path) {
     let mut u = UmadDevice::open(&dev.join("umad0")).expect("open and register");
@@ -308,11 +308,18 @@ fn umad_probe(dev: &Path) {
     assert_ne!(tid >> 32, 0, "the agent's half, written by the kernel");
     assert!(u.recv().expect("read").is_none(), "one packet per read");
 
+    let sent = std::time::Instant::now();
     u.send(&to_sa(99, 50, 1, &sa_get(0x22)))
         .expect("send to nobody");
     wait_readable(&u);
     let m = u.recv().expect("read").expect("the send given back");
     assert_eq!(m.header.status, 110, "ETIMEDOUT");
+    // Two tries of 50 ms each, as the kernel's timeout × (retries + 1).
+    assert!(
+        sent.elapsed() >= std::time::Duration::from_millis(100),
+        "given back after {:?}",
+        sent.elapsed()
+    );
     assert_eq!(m.mad.len(), 24, "only the MAD header comes back");
     assert_eq!(
         u64::from_be_bytes(m.mad[8..16].try_into().unwrap()) as u32,
@@ -376,4 +383,42 @@ fn a_hub_that_goes_away_is_a_fatal_device_error() {
     host.wait_log("mlx5_0: fatal device error");
     let (out, status) = acme(&host.socket(), &["-f", "l", "-d", "3"]);
     assert_ne!(status, 0, "resolved on a dead device:\n{out}");
+}
+
+/// An XDR port (4x at 200 Gb/s a lane, 800 Gb/s) reports its speed only in
+/// `active_speed_ex`, which `ibv_query_port` fills through the extended context's op:
+/// the daemon reads it, and its endpoint joins its native group at 800 Gb/s (rate
+/// code 23), not at an unknown rate.
+#[test]
+fn an_xdr_port_is_read_through_the_extended_port_query() {
+    let dir = TempDir::new("hw-xdr");
+    let text = std::fs::read_to_string(demo()).expect("demo fabric");
+    let node2_port = "[[hosts.hcas.ports]]\nlid = 2\n";
+    assert!(text.contains(node2_port), "the demo fabric changed");
+    let fabric = dir.join("xdr.toml");
+    std::fs::write(
+        &fabric,
+        text.replace(node2_port, &format!("{node2_port}width = 2\nspeed = 256\n")),
+    )
+    .expect("fabric file");
+    let hub = RunningHub::start(&fabric, dir.join("hub.sock"));
+    let n = node(2);
+    let host = EmulatedHost::start(
+        &dir.subdir("node2"),
+        &hub.path,
+        &fabric,
+        &n.name,
+        // Routes from groups: the endpoint also joins its port's native group, at the
+        // port's rate.
+        &options("acm"),
+        &addr_file(&n),
+        &[],
+        JOINED,
+    );
+    host.wait_log_count(JOINED, 2);
+    let log = host.log();
+    assert!(
+        log.contains("acmp_join_group: port 1 pkey 0xffff rate 23 "),
+        "{log}"
+    );
 }

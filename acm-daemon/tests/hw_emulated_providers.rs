@@ -15,10 +15,11 @@ mod support {
     pub(crate) mod test_provider;
 }
 
+use acm_io_sim::hub::wire::Control;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use support::daemon::{DEADLINE, TempDir, ib_acme, run_bounded};
-use support::fake_hca::{EmulatedHost, RunningHub};
+use support::fake_hca::{EmulatedHost, RunningHub, change, write_sysfs};
 use support::test_provider::{REFERENCE, assert_resolved_by_test_provider, build, options};
 
 /// What the test provider logs once fakehost's last address is added.
@@ -169,6 +170,136 @@ fn debian_libibacmp_and_the_builtin_provider_resolve_each_other_over_acm() {
     assert!(log.contains("acmp_process_addr_req"), "{log}");
     assert!(log.contains("acmp_process_addr_resp"), "{log}");
     drop(n3);
+    drop(n2);
+    drop(c);
+    drop(hub);
+}
+
+/// A C provider is told of every device, including one that appears after start and
+/// one that dies and comes back, each time with the device's current verbs context:
+/// the test provider queries it (node GUID, port LID) and serves the endpoint.
+#[test]
+fn a_c_provider_gets_the_verbs_context_of_devices_that_come_later_or_come_back() {
+    let dir = TempDir::new("hwprov-hotplug");
+    let libs = dir.subdir("libs");
+    build(&libs, "libtestprov.so", &["-DVERBS", "-libverbs"]);
+    let hub = hub(&dir);
+    let fabric = Path::new(REFERENCE).join("fabric.toml");
+    let addr = std::fs::read_to_string(Path::new(REFERENCE).join("ibacm_addr.cfg"))
+        .expect("the reference address file");
+    let host = EmulatedHost::start_unplugged(
+        &dir.subdir("fakehost"),
+        &hub.path,
+        &fabric,
+        "fakehost",
+        &format!(
+            "{}wait_for_device 1\n",
+            options(&libs, "provider testprov 0xfe80000000000000\n")
+        ),
+        &addr,
+        &[],
+        "waiting for an InfiniBand device",
+        &["fakeib0"],
+    );
+    let queried = "open_port: verbs port 1 lid 1";
+    // The driver loads.
+    write_sysfs(&fabric, "fakehost", &host.sysfs());
+    host.wait_log("fakeib0: device added");
+    host.wait_log(READY);
+    host.wait_log(queried);
+    assert_resolved_by_test_provider(&host.socket(), &|| host.log(), &|| host.log(), true);
+
+    // It dies and comes back: a new context, which the provider is given.
+    let device = |fatal| Control::DeviceRemove {
+        host: "fakehost".into(),
+        hca: 0,
+        fatal,
+    };
+    change(&hub.path, device(true));
+    host.wait_log("fakeib0: fatal device error; closed");
+    change(
+        &hub.path,
+        Control::DeviceAdd {
+            host: "fakehost".into(),
+            hca: 0,
+        },
+    );
+    host.wait_log_count("fakeib0: device added", 2);
+    host.wait_log_count(queried, 2);
+    let log = host.log();
+    assert_eq!(
+        log.matches("open_device: verbs node guid 0x0002c90300a0b000, 1 ports")
+            .count(),
+        2,
+        "{log}"
+    );
+    assert!(!log.contains("query_device failed"), "{log}");
+    assert!(!log.contains("query_port failed"), "{log}");
+    let out = support::test_provider::acme(&host.socket(), &support::test_provider::RESOLVE);
+    assert!(out.contains("  dlid: 2\n"), "{out}\n{}", host.log());
+    drop(host);
+    drop(hub);
+}
+
+/// Debian's libibacmp in a daemon started before its HCA (`wait_for_device 1`): the
+/// device that appears is given to it with its verbs context, on which libibacmp opens
+/// its own; it joins, and node2's built-in provider finds node1 by ACM multicast,
+/// which libibacmp answers.
+#[test]
+fn debian_libibacmp_serves_a_device_that_appears_after_start() {
+    assert!(
+        Path::new(DEBIAN_LIBIBACMP).exists(),
+        "{DEBIAN_LIBIBACMP} is missing: install Debian's `ibacm` package (.ci/run does)"
+    );
+    let dir = TempDir::new("hwprov-late");
+    let libs = dir.subdir("libs");
+    std::fs::copy(DEBIAN_LIBIBACMP, libs.join("libibacmp.so")).expect("copy libibacmp");
+    let hub = RunningHub::start(&demo(), dir.join("hub.sock"));
+    let common = "log_level 2\nsupport_ips_in_addr_cfg 1\naddr_prot acm\nroute_prot acm\n\
+                  timeout 500\nretries 2\n";
+    let addr = |n: u16| format!("node{n} mlx5_0 1 default\n10.0.0.{n} mlx5_0 1 default\n");
+    let c = EmulatedHost::start_unplugged(
+        &dir.subdir("node1"),
+        &hub.path,
+        &demo(),
+        "node1",
+        &format!(
+            "{common}provider_lib_path {}\nbuiltin_provider no\nwait_for_device 1\n",
+            libs.display()
+        ),
+        &addr(1),
+        &[],
+        "waiting for an InfiniBand device",
+        &["mlx5_0"],
+    );
+    let n2 = EmulatedHost::start(
+        &dir.subdir("node2"),
+        &hub.path,
+        &demo(),
+        "node2",
+        common,
+        &addr(2),
+        &[],
+        "join successful",
+    );
+    write_sysfs(&demo(), "node1", &c.sysfs());
+    c.wait_log("mlx5_0: device added");
+    c.wait_log("acmp_process_join_resp: join successful");
+    let out = resolved(
+        &n2.socket(),
+        &["-f", "n", "-s", "node2", "-d", "node1"],
+        "node2 → node1 by name",
+        &|| format!("node2:\n{}\nnode1:\n{}", n2.log(), c.log()),
+    );
+    assert!(out.contains("  dgid: fe80::2:c903:a0:b001\n"), "{out}");
+    let out = resolved(
+        &c.socket(),
+        &["-f", "i", "-s", "10.0.0.1", "-d", "10.0.0.2"],
+        "node1 → node2 by IPv4",
+        &|| c.log(),
+    );
+    assert!(out.contains("  dlid: 2\n"), "{out}");
+    assert!(c.log().contains("acmp_process_addr_req"), "{}", c.log());
     drop(n2);
     drop(c);
     drop(hub);

@@ -83,7 +83,7 @@ const NOT_RUN: &[(&str, &str)] = &[
         "needs two hosts with InfiniBand",
     ),
     (
-        "cargo test -p acm-daemon --features acm-daemon/verbs --test daemon_reference --test hw_emulated_fabric",
+        "cargo test -p acm-daemon --features acm-daemon/verbs --test daemon_reference --test hw_emulated_fabric --test hw_hotplug --test hw_emulated_providers --test hw_rdmacm",
         "the test suite itself, with the verbs feature (CI)",
     ),
     (
@@ -112,6 +112,14 @@ const NOT_RUN: &[(&str, &str)] = &[
     ),
     (
         "ib_acme -S /tmp/node1/ibacm-unix.sock -f l -d 2",
+        "the emulated-host walkthrough (as above)",
+    ),
+    (
+        "target/debug/acm-fabric-hub change --socket /tmp/fabric.sock port-down node1",
+        "the emulated-host walkthrough; acm-io-sim/fabric-hub/tests/binary.rs runs the subcommand",
+    ),
+    (
+        "target/debug/acm-fabric-hub change --socket /tmp/fabric.sock port-up node1",
         "the emulated-host walkthrough (as above)",
     ),
 ];

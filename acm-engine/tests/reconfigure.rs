@@ -153,7 +153,7 @@ fn lines_for_a_device_port_or_pkey_the_host_lacks_are_logged_with_their_line() {
     reload(&mut node, reference::OPTS, Some(&text));
     let logs = node.logs.join("\n");
     for want in [
-        "config: ibacm_addr.cfg:6: no device mlx9_9; 'ghost' is not used",
+        "config: ibacm_addr.cfg:6: no device mlx9_9; 'ghost' is not used until it appears",
         "config: ibacm_addr.cfg:7: device fakeib0 has no port 2; 'port2' is not used",
         "config: ibacm_addr.cfg:8: port 1 of device fakeib0 has no pkey 0x7777; 'nokey' is not used",
         "config: reloaded: 0 addresses added, 0 removed",

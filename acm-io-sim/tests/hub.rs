@@ -481,3 +481,196 @@ fn the_hub_answers_neighbour_questions_from_the_spec() {
     let stats = hub.stop();
     assert_eq!(stats.rejected, 0, "{stats:?}");
 }
+
+/// The next change of the host's ports or devices, skipping fabric events.
+fn next_change(client: &mut HubClient) -> acm_io_sim::hub::wire::TopologyEvent {
+    let deadline = WallInstant::now() + Duration::from_secs(5);
+    loop {
+        let left = deadline.saturating_duration_since(WallInstant::now());
+        match client.recv_incoming(left).expect("the hub answers") {
+            Some(acm_io_sim::hub::Incoming::Topology(ev)) => return ev,
+            Some(acm_io_sim::hub::Incoming::Fabric(_)) => {}
+            None => panic!("no change within 5 s"),
+        }
+    }
+}
+
+/// Changes asked by a control socket reach the attached host as its HCA would report
+/// them: the event and the port's attributes after it; a removed HCA takes its QPs
+/// with it and refuses new ones until it is back; a host that attaches while its HCA
+/// is gone hears so at once; a QP error names the port's QPs; a change naming nothing
+/// is refused.
+#[test]
+fn changes_asked_at_run_time_reach_the_host_with_the_new_attributes() {
+    use acm_engine::{DeviceId, EndpointId, FabricEvent, OpenQp, PortId, PortState};
+    use acm_io_sim::hub::control;
+    use acm_io_sim::hub::wire::{Control, PortChange, PortName, TopologyEvent};
+    let dir = TempDir::new("changes");
+    let hub = RunningHub::start(demo(), dir.path("hub.sock"));
+    let (mut c, _) = HubClient::attach(&hub.path, dir.path("a.sock"), "node2").unwrap();
+    let ctl = |change: Control| control::change(&hub.path, &dir.path("ctl.sock"), &change);
+    let port = PortName {
+        host: "node2".into(),
+        hca: 0,
+        port: 1,
+    };
+    let pid = PortId {
+        device: DeviceId(0),
+        port: 1,
+    };
+    let port_event = |ev| match ev {
+        TopologyEvent::Port {
+            port,
+            change,
+            attrs,
+        } => {
+            assert_eq!(port, pid);
+            (change, attrs)
+        }
+        other => panic!("not a port change: {other:?}"),
+    };
+
+    ctl(Control::PortDown(port.clone())).unwrap();
+    let (change, attrs) = port_event(next_change(&mut c));
+    assert_eq!((change, attrs.state), (PortChange::Error, PortState::Down));
+    ctl(Control::PortUp(port.clone())).unwrap();
+    let (change, attrs) = port_event(next_change(&mut c));
+    assert_eq!(
+        (change, attrs.state),
+        (PortChange::Active, PortState::Active)
+    );
+    ctl(Control::SetLid {
+        port: port.clone(),
+        lid: 0x22,
+        lmc: 1,
+    })
+    .unwrap();
+    let (change, attrs) = port_event(next_change(&mut c));
+    assert_eq!(
+        (change, attrs.lid, attrs.lmc),
+        (PortChange::LidChange, 0x22, 1)
+    );
+    ctl(Control::SetPkeys {
+        port: port.clone(),
+        pkeys: vec![0xFFFF, 0x8002],
+    })
+    .unwrap();
+    let (change, attrs) = port_event(next_change(&mut c));
+    assert_eq!(
+        (change, attrs.pkeys),
+        (PortChange::PkeyChange, vec![0xFFFF, 0x8002])
+    );
+    let gid = acm_proto::Gid::from_parts(0xfe80 << 48, 0x99);
+    ctl(Control::SetGid {
+        port: port.clone(),
+        gid,
+    })
+    .unwrap();
+    let (change, attrs) = port_event(next_change(&mut c));
+    assert_eq!((change, attrs.gids[0]), (PortChange::GidChange, gid));
+    // node3's port (LID 3) becomes the SM: SM_CHANGE with the new SM LID, then
+    // CLIENT_REREGISTER.
+    ctl(Control::SmMove { lid: 3 }).unwrap();
+    let (change, attrs) = port_event(next_change(&mut c));
+    assert_eq!((change, attrs.sm_lid), (PortChange::SmChange, 3));
+    let (change, _) = port_event(next_change(&mut c));
+    assert_eq!(change, PortChange::ClientReregister);
+    ctl(Control::ClientReregister(port.clone())).unwrap();
+    assert_eq!(
+        port_event(next_change(&mut c)).0,
+        PortChange::ClientReregister
+    );
+
+    let open = OpenQp {
+        ep: EndpointId(1),
+        port: pid,
+        pkey: 0xFFFF,
+        pkey_index: 0,
+        recv_depth: 4,
+        send_depth: 1,
+    };
+    c.open_qp(&open).unwrap();
+    assert!(matches!(
+        next_event(&mut c),
+        FabricEvent::QpOpened { result: Ok(_), .. }
+    ));
+    let remove = Control::DeviceRemove {
+        host: "node2".into(),
+        hca: 0,
+        fatal: false,
+    };
+    ctl(remove).unwrap();
+    assert_eq!(
+        next_change(&mut c),
+        TopologyEvent::DeviceGone {
+            device: DeviceId(0),
+            fatal: false
+        }
+    );
+    c.open_qp(&open).unwrap();
+    assert!(matches!(
+        next_event(&mut c),
+        FabricEvent::QpOpened {
+            result: Err(()),
+            ..
+        }
+    ));
+    // Attaching again while the HCA is gone: ATTACHED shows its port down, then the
+    // notice follows.
+    drop(c);
+    let (mut c, setup) = HubClient::attach(&hub.path, dir.path("b.sock"), "node2").unwrap();
+    assert_eq!(setup.devices[0].ports[0].state, PortState::Down);
+    assert!(matches!(
+        next_change(&mut c),
+        TopologyEvent::DeviceGone { fatal: false, .. }
+    ));
+    ctl(Control::DeviceAdd {
+        host: "node2".into(),
+        hca: 0,
+    })
+    .unwrap();
+    match next_change(&mut c) {
+        TopologyEvent::DeviceBack(d) => {
+            assert_eq!((d.id, d.name.as_str()), (DeviceId(0), "mlx5_0"));
+            assert_eq!(d.ports[0].state, PortState::Active, "up as it was");
+            assert_eq!(d.ports[0].lid, 0x22, "with its changes");
+        }
+        other => panic!("not DEVICE_BACK: {other:?}"),
+    }
+    c.open_qp(&open).unwrap();
+    assert!(matches!(
+        next_event(&mut c),
+        FabricEvent::QpOpened { result: Ok(_), .. }
+    ));
+
+    // A QP error names each of the host's QPs on the port.
+    ctl(Control::QpError(port.clone())).unwrap();
+    assert_eq!(
+        next_change(&mut c),
+        TopologyEvent::QpFatal { ep: EndpointId(1) }
+    );
+
+    let refused = |change| match ctl(change) {
+        Err(HubError::Refused(m)) => m,
+        other => panic!("not refused: {other:?}"),
+    };
+    assert_eq!(
+        refused(Control::PortDown(PortName {
+            host: "nobody".into(),
+            hca: 0,
+            port: 1
+        })),
+        "no host \"nobody\" in the fabric"
+    );
+    assert_eq!(
+        refused(Control::PortDown(PortName { port: 2, ..port })),
+        "host node2 has no HCA 0 port 2"
+    );
+    assert_eq!(refused(Control::SmMove { lid: 999 }), "no port has LID 999");
+    assert!(
+        !dir.path("ctl.sock").exists(),
+        "the control socket is removed"
+    );
+    drop(c);
+    hub.stop();
+}

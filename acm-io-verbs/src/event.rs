@@ -22,7 +22,12 @@ pub enum AsyncEventKind {
     ClientReregister,
     /// IBV_EVENT_GID_CHANGE.
     GidChange,
-    /// Any other event number (QP, CQ and SRQ events among them).
+    /// IBV_EVENT_QP_FATAL, IBV_EVENT_QP_REQ_ERR or IBV_EVENT_QP_ACCESS_ERR: the QP
+    /// went to the error state and does no more work.
+    QpError,
+    /// IBV_EVENT_CQ_ERR: the CQ overran; completions were lost.
+    CqError,
+    /// Any other event number (SRQ and path-migration events among them).
     Other(i32),
 }
 
@@ -31,6 +36,8 @@ impl AsyncEventKind {
     #[must_use]
     pub fn from_raw(n: i32) -> Self {
         match n {
+            0 => Self::CqError,
+            1..=3 => Self::QpError,
             8 => Self::DeviceFatal,
             9 => Self::PortActive,
             10 => Self::PortError,
@@ -66,6 +73,9 @@ pub struct AsyncEvent {
     pub kind: AsyncEventKind,
     /// The port, for port events; 0 otherwise.
     pub port: u8,
+    /// For QP and CQ events, the key the endpoint owning the QP or CQ was opened with
+    /// (`UdConfig::key` of the `verbs` module, which only the `verbs` feature builds).
+    pub key: Option<u64>,
 }
 
 #[cfg(test)]
@@ -83,8 +93,12 @@ mod tests {
         assert_eq!(AsyncEventKind::from_raw(8), AsyncEventKind::DeviceFatal);
         assert!(!AsyncEventKind::DeviceFatal.is_port_event());
         assert!(AsyncEventKind::GidChange.is_port_event());
-        // A QP event, and a number from a future kernel, are carried as they are.
-        assert_eq!(AsyncEventKind::from_raw(1), AsyncEventKind::Other(1));
+        // QP and CQ errors are told apart; a number from a future kernel is carried
+        // as it is.
+        assert_eq!(AsyncEventKind::from_raw(0), AsyncEventKind::CqError);
+        assert_eq!(AsyncEventKind::from_raw(1), AsyncEventKind::QpError);
+        assert_eq!(AsyncEventKind::from_raw(3), AsyncEventKind::QpError);
+        assert_eq!(AsyncEventKind::from_raw(4), AsyncEventKind::Other(4));
         assert_eq!(AsyncEventKind::from_raw(99), AsyncEventKind::Other(99));
         assert!(!AsyncEventKind::Other(99).is_port_event());
     }

@@ -121,10 +121,6 @@ fn start(args: &Args, life: &mut Life) -> Result<(), Failure> {
     // Before any file exists: a stop signal during start-up then waits for the loop.
     life.signals =
         Some(StopSignals::block().map_err(|e| Failure::new(format!("cannot watch signals: {e}")))?);
-    if args.fabric == FabricArg::Hardware {
-        // Never fall back to a simulation.
-        check_hardware()?;
-    }
     raise_fd_limit();
     let fabric = match &args.fabric {
         FabricArg::Sim { file, host } => Some(load_fabric(file.as_deref(), host.as_deref())?),
@@ -143,6 +139,10 @@ fn start(args: &Args, life: &mut Life) -> Result<(), Failure> {
         }
     });
     let (opts, source) = options_source::load(args, host_opts, &run_dir).map_err(Failure::new)?;
+    if args.fabric == FabricArg::Hardware {
+        // Never fall back to a simulation.
+        check_hardware(opts.settings.wait_for_device)?;
+    }
     if args.run_dir.is_some()
         && let Err(e) = std::fs::create_dir_all(&run_dir)
     {
@@ -246,9 +246,13 @@ fn failed(log: &mut Logger, e: StartError) -> Failure {
     e.into()
 }
 
-/// Whether this build and this host can run on hardware, in one line if not.
-fn check_hardware() -> Result<(), StartError> {
+/// Whether this build and this host can run on hardware, in one line if not. A
+/// daemon told to wait for a device (`wait_for_device`) needs only the build.
+fn check_hardware(wait: bool) -> Result<(), StartError> {
     if cfg!(feature = "verbs") {
+        if wait {
+            return Ok(());
+        }
         backend::hw::probe(&acm_io_verbs::sysfs::root_from_env())
             .map(|_| ())
             .map_err(StartError::Hardware)
@@ -280,8 +284,14 @@ fn hardware(
         || PathBuf::from(acm_io_verbs::sysfs::DEFAULT_DEV_ROOT),
         PathBuf::from,
     );
+    let wait = opts.settings.wait_for_device;
     let sm_events = opts.options.sm_events;
-    let hw = match backend::hw::open(&acm_io_verbs::sysfs::root_from_env(), &dev_root, sm_events) {
+    let hw = match backend::hw::open(
+        &acm_io_verbs::sysfs::root_from_env(),
+        &dev_root,
+        wait,
+        sm_events,
+    ) {
         Ok(hw) => hw,
         Err(e) => {
             log.log(Level::Basic, "acm_open_devices", &e);
@@ -314,21 +324,19 @@ fn hardware(
     let now = acm_engine::Instant::from_nanos(
         u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX),
     );
+    // Each open device's verbs context, for `acm_device.verbs`: filled and kept
+    // current by the backend as devices come and go.
+    let contexts = backend::hw::ProviderContexts::default();
     let engine = if ctx.plugins.builtin_only() {
         acm_engine::Engine::new(config, seed, now)
     } else {
-        // Each device's verbs context, for `acm_device.verbs`.
-        let contexts: std::collections::HashMap<String, _> = hw
-            .devices
-            .iter()
-            .map(|d| (d.desc.name.clone(), d.verbs.provider_handle()))
-            .collect();
+        let shared = std::rc::Rc::clone(&contexts);
         let verbs: plugins::adapter::VerbsLookup =
-            std::rc::Rc::new(move |name: &str| contexts.get(name).cloned());
+            std::rc::Rc::new(move |name: &str| shared.borrow().get(name).cloned());
         let providers = ctx.plugins.providers(&config, &verbs);
         acm_engine::Engine::with_providers(config, seed, now, providers)
     };
-    let backend = backend::hw::HwBackend::new(hw, engine, now);
+    let backend = backend::hw::HwBackend::new(hw, engine, now, contexts);
     serve(ctx, backend, log, epoch, life)
 }
 

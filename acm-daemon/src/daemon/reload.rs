@@ -25,7 +25,7 @@
 //!   `metrics_interval` and `max_queued_reply_bytes` apply at once (new clients are
 //!   checked against the new lists; clients already connected stay);
 //!   `server_socket_mode` and `server_socket_group` need a restart, as the socket
-//!   exists already. The command line still overrides the files.
+//!   exists already, and so does `wait_for_device`, read only by a start. The command line still overrides the files.
 //! - **systemd.** Under `--systemd`, `RELOADING=1` is sent before the files are read
 //!   and `READY=1` after (`ExecReload=` in ibacm.service sends the SIGHUP).
 
@@ -267,19 +267,33 @@ impl Reloader {
                 },
             metrics,
             max_queued_reply_bytes,
+            wait_for_device,
         } = new;
-        let socket = [
-            ("server_socket_mode", old.access.socket.mode != *mode),
-            ("server_socket_group", old.access.socket.group != *group),
+        let at_start = [
+            (
+                "server_socket_mode",
+                old.access.socket.mode != *mode,
+                "the socket exists already",
+            ),
+            (
+                "server_socket_group",
+                old.access.socket.group != *group,
+                "the socket exists already",
+            ),
+            (
+                "wait_for_device",
+                old.wait_for_device != *wait_for_device,
+                "it only decides whether a start without a device waits",
+            ),
         ];
-        for (name, changed) in socket {
+        for (name, changed, why) in at_start {
             if changed {
                 log.log_with(
                     Level::Basic,
                     Priority::Warning,
                     ORIGIN,
                     &format!(
-                        "{}: {name} changed: needs a restart (the socket exists already)",
+                        "{}: {name} changed: needs a restart ({why})",
                         lines.place(name)
                     ),
                 );
@@ -316,8 +330,10 @@ impl Reloader {
             );
         }
         let socket = self.settings.access.socket.clone();
+        let wait = self.settings.wait_for_device;
         self.settings = new.clone();
         self.settings.access.socket = socket;
+        self.settings.wait_for_device = wait;
         SettingsDelta {
             allow,
             metrics,
@@ -463,5 +479,47 @@ mod tests {
             "{:?}",
             log.lines()
         );
+    }
+
+    #[test]
+    fn wait_for_device_and_the_socket_mode_need_a_restart_and_keep_their_values() {
+        let dir = TestDir::new("reload-start-only");
+        let mut r = reloader(
+            &dir,
+            "wait_for_device 0
+",
+        );
+        std::fs::write(
+            dir.join("o.cfg"),
+            "wait_for_device 1
+server_socket_mode 0600
+",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("a.cfg"),
+            "n1 mlx5_0 1 default
+",
+        )
+        .unwrap();
+        let mut log = Logger::memory(Some(Level::Basic));
+        assert!(r.read(&mut log).is_some());
+        let lines = log.lines().join("\n");
+        let o = dir.join("o.cfg");
+        assert!(
+            lines.contains(&format!(
+                "{}:1: wait_for_device changed: needs a restart",
+                o.display()
+            )),
+            "{lines}"
+        );
+        assert!(
+            lines.contains(&format!(
+                "{}:2: server_socket_mode changed: needs a restart",
+                o.display()
+            )),
+            "{lines}"
+        );
+        assert!(!r.settings.wait_for_device);
     }
 }

@@ -17,6 +17,7 @@
 //! | `metrics_file` | `--metrics-file` | none | write metrics there, in the Prometheus text format |
 //! | `metrics_interval` | `--metrics-interval` | 15 | seconds between two writes of the metrics file |
 //! | `max_queued_reply_bytes` | `--max-queued-reply-bytes` | 67108864 (64 MiB) | replies queued for all clients together beyond which the ones not reading are closed |
+//! | `wait_for_device` | `--systemd` turns it on | 0 | on hardware, start without an InfiniBand device and wait for one, rather than exit |
 //!
 //! A command-line list replaces the file's list of the same kind.
 
@@ -68,6 +69,10 @@ pub struct Settings {
     /// Replies queued for all clients together, in bytes, beyond which the clients
     /// with the most queued are closed.
     pub max_queued_reply_bytes: u64,
+    /// On hardware, start without an InfiniBand device and serve the first that
+    /// appears, rather than exit (`--systemd` turns it on too: a unit started before
+    /// the driver is loaded must not fail).
+    pub wait_for_device: bool,
 }
 
 impl Default for Settings {
@@ -76,6 +81,7 @@ impl Default for Settings {
             access: AccessConfig::default(),
             metrics: None,
             max_queued_reply_bytes: DEFAULT_MAX_QUEUED_REPLY_BYTES,
+            wait_for_device: false,
         }
     }
 }
@@ -204,6 +210,9 @@ impl Settings {
                 "metrics_interval" => {
                     interval = parse_interval(one(v).map_err(err)?).map_err(err)?;
                 }
+                "wait_for_device" => {
+                    s.wait_for_device = parse_switch(one(v).map_err(err)?).map_err(err)?;
+                }
                 _ => {
                     s.max_queued_reply_bytes =
                         parse_queued_bytes(one(v).map_err(err)?).map_err(err)?;
@@ -241,6 +250,7 @@ impl Settings {
         if let Some(n) = args.max_queued_reply_bytes {
             s.max_queued_reply_bytes = n;
         }
+        s.wait_for_device |= args.systemd;
         if !s.access.allow.is_open()
             && server_mode != ServerMode::Unix
             && let Some((origin, option)) = allow_origin
@@ -280,6 +290,9 @@ impl Settings {
         if let Some(m) = &self.metrics {
             lines.push(format!("metrics_file {}", m.path.display()));
             lines.push(format!("metrics_interval {} s", m.interval.as_secs()));
+        }
+        if self.wait_for_device {
+            lines.push("wait_for_device 1".to_owned());
         }
         if self.max_queued_reply_bytes != DEFAULT_MAX_QUEUED_REPLY_BYTES {
             lines.push(format!(
@@ -353,6 +366,18 @@ pub fn parse_interval(v: &str) -> Result<u32, String> {
         .ok_or_else(|| {
             format!("expected whole seconds from 1 to {MAX_METRICS_INTERVAL}, not '{v}'")
         })
+}
+
+/// A switch: `1`, `yes` or `true` for on, `0`, `no` or `false` for off.
+///
+/// # Errors
+/// Anything else.
+pub fn parse_switch(v: &str) -> Result<bool, String> {
+    match v.to_ascii_lowercase().as_str() {
+        "1" | "yes" | "true" => Ok(true),
+        "0" | "no" | "false" => Ok(false),
+        _ => Err(format!("expected 1 or 0 (yes or no), not '{v}'")),
+    }
 }
 
 /// `max_queued_reply_bytes`' value: whole bytes, from one connection's backlog to
@@ -492,6 +517,20 @@ max_queued_reply_bytes 1048576
         let d = from("", &[]).unwrap();
         assert_eq!(d.max_queued_reply_bytes, DEFAULT_MAX_QUEUED_REPLY_BYTES);
         assert!(d.log_lines().is_empty(), "a default is not logged");
+    }
+
+    #[test]
+    fn waiting_for_a_device_is_asked_by_the_file_or_by_systemd() {
+        assert!(!from("", &[]).unwrap().wait_for_device);
+        let s = from("wait_for_device yes\n", &[]).unwrap();
+        assert!(s.wait_for_device);
+        assert_eq!(s.log_lines(), ["wait_for_device 1"]);
+        assert!(!from("wait_for_device 0\n", &[]).unwrap().wait_for_device);
+        assert!(from("", &["--systemd"]).unwrap().wait_for_device);
+        assert_eq!(
+            error("wait_for_device maybe\n", &[]),
+            "opts.cfg:1: wait_for_device: expected 1 or 0 (yes or no), not 'maybe'"
+        );
     }
 
     #[test]

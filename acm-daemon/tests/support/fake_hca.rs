@@ -128,6 +128,31 @@ pub struct EmulatedHost {
 /// How long a daemon may take to listen and to join its groups.
 const START_LIMIT: Duration = Duration::from_secs(20);
 
+/// Makes a change of the hub's fabric (the hub answers once the hosts concerned have
+/// been told), from a control socket beside the hub's.
+pub fn change(hub: &Path, change: acm_io_sim::hub::wire::Control) {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let me = hub.with_file_name(format!("control-{n}.sock"));
+    if let Err(e) = acm_io_sim::hub::control::change(hub, &me, &change) {
+        panic!("the hub refused {change:?}: {e}");
+    }
+}
+
+/// Removes device `device` from the sysfs tree at `sysfs`, as when its driver is not
+/// loaded yet: its directory and its umad nodes.
+pub fn unplug_sysfs(sysfs: &Path, device: &str) {
+    let ib = sysfs.join("class/infiniband");
+    std::fs::remove_dir_all(ib.join(device)).expect("device directory");
+    let mad = sysfs.join("class/infiniband_mad");
+    for e in std::fs::read_dir(&mad).expect("umad class").flatten() {
+        let ibdev = std::fs::read_to_string(e.path().join("ibdev")).unwrap_or_default();
+        if ibdev.trim() == device {
+            std::fs::remove_dir_all(e.path()).expect("umad node");
+        }
+    }
+}
+
 impl EmulatedHost {
     /// Starts host `host` of the fabric at `fabric` (served by the hub at `hub`) in
     /// `dir`, with `options` (the log file is added) and the address file `addr_file`,
@@ -144,8 +169,28 @@ impl EmulatedHost {
         env: &[(&str, &str)],
         ready: &str,
     ) -> Self {
+        Self::start_unplugged(dir, hub, fabric, host, options, addr_file, env, ready, &[])
+    }
+
+    /// [`EmulatedHost::start`] with the devices `unplugged` missing from the host's
+    /// sysfs tree (the daemon then finds them when they are written back).
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_unplugged(
+        dir: &Path,
+        hub: &Path,
+        fabric: &Path,
+        host: &str,
+        options: &str,
+        addr_file: &str,
+        env: &[(&str, &str)],
+        ready: &str,
+        unplugged: &[&str],
+    ) -> Self {
         let (sysfs, dev) = (dir.join("sys"), dir.join("dev"));
         write_sysfs(fabric, host, &sysfs);
+        for d in unplugged {
+            unplug_sysfs(&sysfs, d);
+        }
         std::fs::create_dir_all(&dev).expect("dev dir");
         let log = dir.join("ibacm.log");
         let opts = dir.join("ibacm_opts.cfg");
@@ -194,6 +239,34 @@ impl EmulatedHost {
             );
             thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// How many times the log says `what` so far.
+    pub fn log_count(&self, what: &str) -> usize {
+        self.log().matches(what).count()
+    }
+
+    /// Waits (up to 20 s) until the log says `what` at least `n` times.
+    pub fn wait_log_count(&self, what: &str, n: usize) {
+        let deadline = std::time::Instant::now() + START_LIMIT;
+        while self.log_count(what) < n {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the daemon did not log {what:?} {n} times in {START_LIMIT:?}; log:\n{}",
+                self.log()
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The host's sysfs tree.
+    pub fn sysfs(&self) -> PathBuf {
+        self.dir.join("sys")
+    }
+
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// The daemon's unix socket.

@@ -198,7 +198,10 @@ impl AddrFile {
                     &self.file,
                     l.line,
                     Severity::Warning,
-                    format!("no device {}; '{}' is not used", l.device, l.text),
+                    format!(
+                        "no device {}; '{}' is not used until it appears",
+                        l.device, l.text
+                    ),
                 )
             })
             .collect()

@@ -287,7 +287,7 @@ pub struct ProviderRule {
 /// uses them still works with it. Their values are checked by the daemon, which also
 /// looks names up in the user and group databases, so [`Options::parse`] only collects
 /// them ([`Options::daemon_options`]).
-pub const DAEMON_OPTIONS: [&str; 7] = [
+pub const DAEMON_OPTIONS: [&str; 8] = [
     "server_socket_group",
     "server_socket_mode",
     "allow_users",
@@ -295,6 +295,7 @@ pub const DAEMON_OPTIONS: [&str; 7] = [
     "metrics_file",
     "metrics_interval",
     "max_queued_reply_bytes",
+    "wait_for_device",
 ];
 
 /// One line of a [`DAEMON_OPTIONS`] option, as written, so that the daemon can check it

@@ -82,3 +82,96 @@ fn the_binary_serves_a_fabric_file() {
     assert!(log.contains("host node2 (index 1) attached from"), "{log}");
     assert!(log.contains("host node2 detached"), "{log}");
 }
+
+/// The next topology change the hub tells `client` (fabric events skipped).
+fn next_change(client: &mut HubClient) -> acm_io_sim::hub::wire::TopologyEvent {
+    let deadline = WallInstant::now() + Duration::from_secs(5);
+    loop {
+        let left = deadline.saturating_duration_since(WallInstant::now());
+        match client.recv_incoming(left).expect("the hub answers") {
+            Some(acm_io_sim::hub::Incoming::Topology(ev)) => return ev,
+            Some(acm_io_sim::hub::Incoming::Fabric(_)) => {}
+            None => panic!("no change within 5 s"),
+        }
+    }
+}
+
+/// `acm-fabric-hub change` asks a running hub for a change, which reaches the attached
+/// host; one naming nothing is refused with the hub's reason and exit status 1.
+#[test]
+fn the_change_subcommand_changes_a_running_hubs_fabric() {
+    use acm_io_sim::hub::wire::{PortChange, TopologyEvent};
+    use std::process::{Command, Stdio};
+    let dir = TempDir::new("change");
+    let hub_path = dir.path("hub.sock");
+    let fabric = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/fabrics/demo.toml"
+    );
+    let bin = env!("CARGO_BIN_EXE_acm-fabric-hub");
+    let mut child = Command::new(bin)
+        .arg("--fabric")
+        .arg(fabric)
+        .arg("--socket")
+        .arg(&hub_path)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start acm-fabric-hub");
+    let started = WallInstant::now();
+    while !hub_path.exists() && started.elapsed() < Duration::from_secs(5) {
+        thread::sleep(Duration::from_millis(10));
+    }
+    let change = |args: &[&str]| {
+        Command::new(bin)
+            .arg("change")
+            .arg("--socket")
+            .arg(&hub_path)
+            .args(args)
+            .output()
+            .expect("run acm-fabric-hub change")
+    };
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let (mut client, _) =
+            HubClient::attach(&hub_path, dir.path("n2.sock"), "node2").expect("attach");
+        let out = change(&["set-lid", "node2", "66"]);
+        assert!(out.status.success(), "{out:?}");
+        match next_change(&mut client) {
+            TopologyEvent::Port { change, attrs, .. } => {
+                assert_eq!((change, attrs.lid), (PortChange::LidChange, 66));
+            }
+            other => panic!("{other:?}"),
+        }
+        let out = change(&["port-down", "node2", "--port", "1"]);
+        assert!(out.status.success(), "{out:?}");
+        match next_change(&mut client) {
+            TopologyEvent::Port { change, .. } => assert_eq!(change, PortChange::Error),
+            other => panic!("{other:?}"),
+        }
+        let out = change(&["device-remove", "node2", "--fatal"]);
+        assert!(out.status.success(), "{out:?}");
+        assert!(matches!(
+            next_change(&mut client),
+            TopologyEvent::DeviceGone { fatal: true, .. }
+        ));
+        let out = change(&["port-up", "node9"]);
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.starts_with("acm-fabric-hub: "), "{err}");
+        assert!(err.contains("node9"), "{err}");
+        let out = change(&["set-pkeys", "node2", "0xffff", "zz"]);
+        assert_eq!(out.status.code(), Some(2), "a bad pkey is a usage error");
+        client.detach().expect("detach");
+    }));
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+    let left: Vec<_> = std::fs::read_dir(&dir.0)
+        .expect("the test directory")
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().contains("change"))
+        .collect();
+    assert!(left.is_empty(), "control sockets left behind: {left:?}");
+}

@@ -4,7 +4,7 @@
 
 use super::HubError;
 use super::server::bind_fresh;
-use super::wire::{HostMsg, HostSetup, HubMsg, MAX_DATAGRAM};
+use super::wire::{HostMsg, HostSetup, HubMsg, MAX_DATAGRAM, TopologyEvent};
 use crate::fabric;
 use acm_engine::{
     EndpointId, FabricEvent, MadBytes, McastGroup, NeighQuery, OpenQp, SaSend, SourceQuery, UdSend,
@@ -21,6 +21,19 @@ pub const ATTACH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a send to the hub may block (the hub's queue is full) before it fails.
 const SEND_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the hub sends a host: the engine's fabric events, and changes of the host's
+/// ports and devices (which an emulated HCA turns into async events).
+// Fabric events are nearly all of the traffic and go straight on to the engine; a box
+// would be one allocation per event to shrink the rare topology change.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Incoming {
+    /// A fabric event for the engine.
+    Fabric(FabricEvent),
+    /// A port or device of this host changed.
+    Topology(TopologyEvent),
+}
 
 /// One host attached to a hub: see the [module docs](super).
 #[derive(Debug)]
@@ -241,14 +254,32 @@ impl HubClient {
     }
 
     /// The next event: a locally answered lookup at once, else whatever the hub sends
-    /// within `timeout` (`None` when nothing came).
+    /// within `timeout` (`None` when nothing came). Changes of the host's ports and
+    /// devices are skipped: an engine fed by this client learns nothing from them
+    /// (use [`HubClient::recv_incoming`] to see them).
     ///
     /// # Errors
     /// [`HubError::Closed`] when the hub ended the attachment; a socket error; a
     /// datagram that does not decode.
     pub fn recv_event(&mut self, timeout: Duration) -> Result<Option<FabricEvent>, HubError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.recv_incoming(left)? {
+                Some(Incoming::Fabric(ev)) => return Ok(Some(ev)),
+                Some(Incoming::Topology(_)) => {}
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// [`HubClient::recv_event`], with the changes of the host's ports and devices.
+    ///
+    /// # Errors
+    /// As for [`HubClient::recv_event`].
+    pub fn recv_incoming(&mut self, timeout: Duration) -> Result<Option<Incoming>, HubError> {
         if let Some(i) = self.local.pop_front() {
-            return Ok(Some(i));
+            return Ok(Some(Incoming::Fabric(i)));
         }
         let deadline = Instant::now() + timeout;
         loop {
@@ -275,14 +306,15 @@ impl HubClient {
                     FabricEvent::SaSendFailed { port, tid, status }
                 }
                 HubMsg::NeighAnswer { id, result } => FabricEvent::NeighAnswer { id, result },
+                HubMsg::Topology(ev) => return Ok(Some(Incoming::Topology(ev))),
                 HubMsg::Bye { reason } => {
                     self.detached = true;
                     return Err(HubError::Closed(reason));
                 }
                 HubMsg::Error { message, .. } => return Err(HubError::Refused(message)),
-                HubMsg::Attached(_) => continue,
+                HubMsg::Attached(_) | HubMsg::Done => continue,
             };
-            return Ok(Some(input));
+            return Ok(Some(Incoming::Fabric(input)));
         }
     }
 

@@ -15,8 +15,13 @@
 //! receive, and umad SA sends with the kernel's TID rewrite, per-try timeout and
 //! retries. Unlike [`crate::Sim`] it runs in **real time and is not deterministic**:
 //! it is for multi-process integration tests. Link latencies and the SA's response
-//! time are the spec's, on the wall clock; no faults are injected; the topology does
-//! not change while the hub runs.
+//! time are the spec's, on the wall clock; no link faults are injected. The topology
+//! changes only when asked ([`Hub::apply`], or a control message from any socket,
+//! [`control::change`]): ports down and up, LID, pkey and GID changes, an SM failover,
+//! client reregistration, HCAs removed, dead and back, with the simulator's rules.
+//! Each attached host concerned gets a notice with the port's new attributes, which
+//! an emulated HCA turns into async events; an engine attached through
+//! [`HubHost`] ignores them.
 //!
 //! # Source-address lookups
 //!
@@ -62,6 +67,23 @@
 //! | 0x16 | CREATE_QP | ep u32 | — (answered by QP_OPENED; for emulated verbs, whose QPs are numbered before they have a port) |
 //! | 0x17 | NEIGH_QUERY | id u64, gid (16 bytes), pkey u16, address (as in ATTACHED) | `NeighQuery` (answered by NEIGH_ANSWER, from the spec at once: `fabric::ipoib_neighbour`) |
 //!
+//! Control messages, from any socket (attached or not), answered by DONE or by ERROR
+//! with code 5 ([`wire::error_code::BAD_CHANGE`]); a port name is a host name (str), an
+//! HCA index u32 and a port number u8 ([`wire::Control`]):
+//!
+//! | type | name | body |
+//! |---|---|---|
+//! | 0x20 | PORT_DOWN | port name |
+//! | 0x21 | PORT_UP | port name |
+//! | 0x22 | SET_LID | port name, lid u16, lmc u8 |
+//! | 0x23 | SET_PKEYS | port name, count u16, the pkeys (u16 each) |
+//! | 0x24 | SET_GID | port name, GID 0 (16 bytes) |
+//! | 0x25 | SM_MOVE | the new SM's lid u16 |
+//! | 0x26 | CLIENT_REREGISTER | port name |
+//! | 0x27 | DEVICE_REMOVE | host: str, hca u32, fatal u8 (1: dead but still listed) |
+//! | 0x28 | DEVICE_ADD | host: str, hca u32 |
+//! | 0x29 | QP_ERROR | port name (every QP of the host on the port breaks) |
+//!
 //! Hub → host:
 //!
 //! | type | name | body | engine input |
@@ -74,7 +96,12 @@
 //! | 0x92 | UD_SEND_DONE | ep u32, token u64, ok u8 | `UdSendDone` |
 //! | 0x93 | SA_RESPONSE | port, mad (the rest of the body) | `SaResponse` |
 //! | 0x94 | SA_SEND_FAILED | port, tid u64, status i32 | `SaSendFailed` |
-//! | 0x95 | NEIGH_ANSWER | id u64, result u8 (0 found, 1 incomplete, 2 unreachable), qpn u32, gid (16 bytes) | `NeighAnswer` |
+//! | 0x84 | DONE | — | — (a control message was carried out) |
+//! | 0x95 | PORT_CHANGED | port, event u8 (`ibv_event_type`: 9 PORT_ACTIVE, 10 PORT_ERR, 11 LID_CHANGE, 12 PKEY_CHANGE, 13 SM_CHANGE, 17 CLIENT_REREGISTER, 18 GID_CHANGE), the port's attributes now (as in ATTACHED) | — |
+//! | 0x96 | DEVICE_GONE | device u32, fatal u8 | — (also sent after ATTACHED for each HCA gone at the time) |
+//! | 0x97 | DEVICE_BACK | device (as in ATTACHED) | — |
+//! | 0x98 | QP_FATAL | ep u32 | — (the QP goes to the error state) |
+//! | 0x99 | NEIGH_ANSWER | id u64, result u8 (0 found, 1 incomplete, 2 unreachable), qpn u32, gid (16 bytes) | `NeighAnswer` |
 //!
 //! In ATTACHED, a device is: id u32, node GUID u64, name: str, port count u8, then per
 //! port: active u8, link layer IB u8, lid u16, lmc u8, sm_lid u16, sm_sl u8, rate u8
@@ -105,15 +132,16 @@
 //! * The hub never blocks on a slow host: a message its socket does not take within
 //!   2 ms waits in the host's outbox and is retried; a host that leaves 4096 messages
 //!   unread, or whose socket is gone, is detached.
-
+//!
 mod client;
+pub mod control;
 mod host;
 mod server;
 pub mod wire;
 
-pub use client::{ATTACH_TIMEOUT, HubClient};
+pub use client::{ATTACH_TIMEOUT, HubClient, Incoming};
 pub use host::HubHost;
-pub use server::{Hub, HubStats};
+pub use server::{ChangeError, Hub, HubStats};
 pub use wire::{HostSetup, WireError};
 
 use std::io;

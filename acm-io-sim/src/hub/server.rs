@@ -4,6 +4,10 @@
 //! host attaches and out of service (trap 65) when it detaches, and groups created or
 //! deleted (66/67), to the ports subscribed (docs/protocol/sa.md §8).
 
+mod changes;
+
+pub use changes::ChangeError;
+
 use super::HubError;
 use super::wire::{HostMsg, HostSetup, HubMsg, MAD_LEN, MAX_DATAGRAM, error_code};
 use crate::fabric::{self, FabricQp, McastIndex, QpTable, QpTables, UmadExpiry, UmadSend};
@@ -150,6 +154,8 @@ pub struct Hub {
     seq: u64,
     logging: bool,
     stats: HubStats,
+    /// HCAs removed or dead now, by host and index ([`Hub::apply`]).
+    gone: BTreeMap<(HostId, usize), changes::Gone>,
 }
 
 /// Binds a datagram socket at `path`, replacing a stale socket file nobody listens on.
@@ -211,6 +217,7 @@ impl Hub {
             seq: 0,
             logging: false,
             stats: HubStats::default(),
+            gone: BTreeMap::new(),
             spec,
         })
     }
@@ -466,6 +473,21 @@ impl Hub {
             self.attach(&path, name);
             return;
         }
+        // A change may come from any socket: a test or an operator's tool.
+        if let HostMsg::Control(c) = &msg {
+            let answer = match self.apply(c) {
+                Ok(()) => HubMsg::Done,
+                Err(e) => {
+                    self.stats.rejected += 1;
+                    HubMsg::Error {
+                        code: error_code::BAD_CHANGE,
+                        message: e.to_string(),
+                    }
+                }
+            };
+            self.reply(&path, &answer);
+            return;
+        }
         let Some(&h) = self.by_path.get(&path) else {
             // A host the hub already dropped says goodbye: its socket vanished while a
             // message (a Report, say) was on its way to it, before its DETACH came.
@@ -559,6 +581,7 @@ impl Hub {
             path.display()
         ));
         self.flush(h);
+        self.tell_gone(h);
         // The host's ports come into service: trap 64 to the subscribers.
         let traps = self
             .host_ports(h)
@@ -643,7 +666,7 @@ impl Hub {
 
     fn host_msg(&mut self, h: HostId, msg: HostMsg) {
         match msg {
-            HostMsg::Attach { .. } => {}
+            HostMsg::Attach { .. } | HostMsg::Control(_) => {}
             HostMsg::Detach => self.detach(h),
             HostMsg::OpenQp {
                 ep,
@@ -653,7 +676,7 @@ impl Hub {
                 ..
             } => {
                 let pr = fabric::port_ref(h, port);
-                let qpn = if self.topo.port(pr).is_some() {
+                let qpn = if self.topo.port(pr).is_some() && !self.hca_gone(h, pr.hca) {
                     let host = &mut self.hosts[h.index()];
                     let qpn = host.reserved.remove(&ep).unwrap_or_else(|| {
                         let qpn = host.next_qpn;

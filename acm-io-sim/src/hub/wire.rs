@@ -12,6 +12,9 @@ use acm_engine::{NeighId, NeighResult};
 use acm_proto::{Gid, Mtu, Rate};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+mod change;
+pub use change::{Control, PortChange, PortName, TopologyEvent, control_type};
+
 /// The protocol version every header carries.
 pub const VERSION: u8 = 1;
 
@@ -66,7 +69,7 @@ pub mod msg_type {
     /// Hub → host: `Input::SaSendFailed`.
     pub const SA_SEND_FAILED: u8 = 0x94;
     /// Hub → host: `Input::NeighAnswer`.
-    pub const NEIGH_ANSWER: u8 = 0x95;
+    pub const NEIGH_ANSWER: u8 = 0x99;
 }
 
 /// Codes of [`HubMsg::Error`].
@@ -79,6 +82,8 @@ pub mod error_code {
     pub const MALFORMED: u16 = 3;
     /// The host's setup does not fit in one datagram.
     pub const TOO_LARGE: u16 = 4;
+    /// A control message the fabric cannot carry out (an unknown host, HCA or port).
+    pub const BAD_CHANGE: u16 = 5;
 }
 
 /// Why a datagram did not decode.
@@ -356,6 +361,8 @@ pub enum HostMsg {
         /// The MAD.
         mad: Box<[u8; MAD_LEN]>,
     },
+    /// A change of the fabric ([`control_type`]), from any socket, attached or not.
+    Control(Control),
 }
 
 impl HostMsg {
@@ -370,6 +377,7 @@ impl HostMsg {
                 w.finish()
             }
             Self::Detach => W::new(t::DETACH).finish(),
+            Self::Control(c) => c.encode(),
             Self::OpenQp {
                 ep,
                 port,
@@ -540,7 +548,10 @@ impl HostMsg {
                 retries: r.u32()?,
                 mad: r.mad()?,
             },
-            other => return Err(WireError::UnknownType(other)),
+            other => match Control::decode(other, &mut r)? {
+                Some(c) => Self::Control(c),
+                None => return Err(WireError::UnknownType(other)),
+            },
         };
         r.end()?;
         Ok(msg)
@@ -636,6 +647,10 @@ pub enum HubMsg {
         /// The entry.
         result: NeighResult,
     },
+    /// A control message was carried out.
+    Done,
+    /// A port or device of this host changed.
+    Topology(TopologyEvent),
 }
 
 fn put_port_attrs(w: &mut W, a: &PortAttrs) {
@@ -755,14 +770,7 @@ impl HubMsg {
                 w.str(&s.name);
                 w.u16(s.devices.len().min(usize::from(u16::MAX)) as u16);
                 for d in s.devices.iter().take(usize::from(u16::MAX)) {
-                    w.u32(d.id.0);
-                    w.u64(d.guid);
-                    w.str(&d.name);
-                    let ports = &d.ports[..d.ports.len().min(255)];
-                    w.u8(ports.len() as u8);
-                    for p in ports {
-                        put_port_attrs(&mut w, p);
-                    }
+                    change::put_device(&mut w, d);
                 }
                 w.u16(s.ips.len().min(usize::from(u16::MAX)) as u16);
                 for ip in s.ips.iter().take(usize::from(u16::MAX)) {
@@ -833,6 +841,8 @@ impl HubMsg {
                 w.gid(&gid);
                 w.finish()
             }
+            Self::Done => W::new(control_type::DONE).finish(),
+            Self::Topology(ev) => ev.encode(),
         }
     }
 
@@ -852,19 +862,7 @@ impl HubMsg {
                 let n = r.u16()?;
                 let mut devices = Vec::with_capacity(usize::from(n));
                 for _ in 0..n {
-                    let id = DeviceId(r.u32()?);
-                    let guid = r.u64()?;
-                    let dname = r.str("device name")?;
-                    let np = r.u8()?;
-                    let ports = (0..np)
-                        .map(|_| get_port_attrs(&mut r))
-                        .collect::<Result<_, _>>()?;
-                    devices.push(DeviceDesc {
-                        id,
-                        name: dname,
-                        guid,
-                        ports,
-                    });
+                    devices.push(change::get_device(&mut r)?);
                 }
                 let n = r.u16()?;
                 let ips = (0..n).map(|_| get_ip(&mut r)).collect::<Result<_, _>>()?;
@@ -931,7 +929,11 @@ impl HubMsg {
                 };
                 Self::NeighAnswer { id, result }
             }
-            other => return Err(WireError::UnknownType(other)),
+            control_type::DONE => Self::Done,
+            other => match TopologyEvent::decode(other, &mut r)? {
+                Some(ev) => Self::Topology(ev),
+                None => return Err(WireError::UnknownType(other)),
+            },
         };
         r.end()?;
         Ok(msg)
@@ -1158,6 +1160,76 @@ mod tests {
             let d = m.encode();
             assert_eq!(HubMsg::decode(&d), Ok(m.clone()), "{m:?}");
         }
+    }
+
+    #[test]
+    fn topology_changes_round_trip() {
+        let p = || PortName {
+            host: "node2".into(),
+            hca: 1,
+            port: 2,
+        };
+        let controls = vec![
+            Control::PortDown(p()),
+            Control::PortUp(p()),
+            Control::SetLid {
+                port: p(),
+                lid: 0x77,
+                lmc: 2,
+            },
+            Control::SetPkeys {
+                port: p(),
+                pkeys: vec![0xFFFF, 0x8001],
+            },
+            Control::SetGid {
+                port: p(),
+                gid: Gid::from_parts(0xfe80 << 48, 9),
+            },
+            Control::SmMove { lid: 3 },
+            Control::ClientReregister(p()),
+            Control::DeviceRemove {
+                host: "node1".into(),
+                hca: 0,
+                fatal: true,
+            },
+            Control::DeviceAdd {
+                host: "node1".into(),
+                hca: 0,
+            },
+            Control::QpError(p()),
+        ];
+        for c in controls {
+            let m = HostMsg::Control(c);
+            assert_eq!(HostMsg::decode(&m.encode()), Ok(m.clone()), "{m:?}");
+        }
+        let Some(HubMsg::Attached(setup)) = hub_msgs().into_iter().next() else {
+            unreachable!("the first message is ATTACHED")
+        };
+        let dev = setup.devices[0].clone();
+        let notices = vec![
+            HubMsg::Done,
+            HubMsg::Topology(TopologyEvent::Port {
+                port: port(),
+                change: PortChange::GidChange,
+                attrs: dev.ports[0].clone(),
+            }),
+            HubMsg::Topology(TopologyEvent::DeviceGone {
+                device: DeviceId(1),
+                fatal: false,
+            }),
+            HubMsg::Topology(TopologyEvent::DeviceBack(dev)),
+            HubMsg::Topology(TopologyEvent::QpFatal { ep: EndpointId(7) }),
+        ];
+        for m in notices {
+            assert_eq!(HubMsg::decode(&m.encode()), Ok(m.clone()), "{m:?}");
+        }
+        let mut bad = HubMsg::Topology(TopologyEvent::DeviceGone {
+            device: DeviceId(0),
+            fatal: true,
+        })
+        .encode();
+        bad[12] = 7;
+        assert_eq!(HubMsg::decode(&bad), Err(WireError::BadField("fatal")));
     }
 
     #[test]

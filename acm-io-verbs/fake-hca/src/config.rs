@@ -21,6 +21,12 @@ pub const DAEMON_DEV_ROOT_ENV: &str = "ACM_DEV_ROOT";
 /// Set to `1` to answer `IB_USER_MAD_REGISTER_AGENT2` with ENOTTY, as kernels before
 /// 3.18 (which lack it) do, so that the fallback to `REGISTER_AGENT` is exercised.
 pub const NO_AGENT2_ENV: &str = "ACM_FAKE_HCA_NO_AGENT2";
+/// The host's sysfs tree, which the library updates when a device comes or goes or a
+/// port changes (default: `$ACM_SYSFS_ROOT`, the daemon's setting); only a tree the
+/// generator wrote is ever changed.
+pub const SYSFS_ROOT_ENV: &str = "ACM_FAKE_HCA_SYSFS_ROOT";
+/// The daemon's sysfs setting, the default of [`SYSFS_ROOT_ENV`].
+pub const DAEMON_SYSFS_ROOT_ENV: &str = "ACM_SYSFS_ROOT";
 /// A LID every port reports as its SM's instead of the fabric's: SA MADs sent there
 /// reach no SA, so every query comes back from umad with ETIMEDOUT (a stale SM LID,
 /// as after an SM moved).
@@ -41,6 +47,8 @@ pub struct Config {
     pub no_agent2: bool,
     /// The SM LID ports report instead of the fabric's.
     pub sm_lid: Option<u16>,
+    /// The host's sysfs tree, kept up to date with topology changes.
+    pub sysfs_root: Option<PathBuf>,
 }
 
 impl Config {
@@ -62,6 +70,9 @@ impl Config {
             .map_or_else(|| PathBuf::from("/dev/infiniband"), PathBuf::from);
         let no_agent2 = var(NO_AGENT2_ENV).is_some_and(|v| v == "1");
         let sm_lid = var(SM_LID_ENV).and_then(|v| v.to_str()?.parse().ok());
+        let sysfs_root = var(SYSFS_ROOT_ENV)
+            .or_else(|| var(DAEMON_SYSFS_ROOT_ENV))
+            .map(PathBuf::from);
         Some(Self {
             hub,
             host,
@@ -69,6 +80,7 @@ impl Config {
             dev_root,
             no_agent2,
             sm_lid,
+            sysfs_root,
         })
     }
 
@@ -116,23 +128,26 @@ mod tests {
         assert_eq!(c.dev_root, PathBuf::from("/t/dev"));
         assert!(!c.no_agent2);
         assert_eq!(c.sm_lid, None);
+        assert_eq!(c.sysfs_root, None);
         let c = with(&[
             (HUB_ENV, "/t/hub.sock"),
             (HOST_ENV, "node1"),
             (SOCKET_ENV, "/s/me.sock"),
             (DEV_ROOT_ENV, "/d"),
             (DAEMON_DEV_ROOT_ENV, "/t/dev"),
+            (DAEMON_SYSFS_ROOT_ENV, "/t/sys"),
             (NO_AGENT2_ENV, "1"),
             (SM_LID_ENV, "77"),
         ])
         .unwrap();
         assert_eq!(
-            (c.socket, c.dev_root, c.no_agent2, c.sm_lid),
+            (c.socket, c.dev_root, c.no_agent2, c.sm_lid, c.sysfs_root),
             (
                 PathBuf::from("/s/me.sock"),
                 PathBuf::from("/d"),
                 true,
-                Some(77)
+                Some(77),
+                Some(PathBuf::from("/t/sys"))
             )
         );
     }

@@ -25,9 +25,15 @@ pub fn event(ev: FabricEvent) {
     }
 }
 
+/// A change of the host's ports or devices.
+pub fn topology(ev: acm_io_sim::hub::wire::TopologyEvent) {
+    crate::live::apply(ev);
+}
+
 /// The hub ended the attachment: every open context gets a fatal device error and
 /// every umad descriptor fails from now on, as when an HCA dies.
 pub fn hub_gone() {
+    crate::live::all_dead();
     let contexts: Vec<usize> = lock(&STATE).contexts.keys().copied().collect();
     for ctx in contexts {
         post_async_event(ctx, EVENT_DEVICE_FATAL, 0);

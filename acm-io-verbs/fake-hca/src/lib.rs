@@ -17,7 +17,9 @@
 //! - [`umad`]: `/dev/infiniband/umad<N>` and the `open`, `read`, `write`, `ioctl`
 //!   and `close` wrappers it needs;
 //! - [`link`]: the hub connection and its thread; [`deliver`]: what the hub sends,
-//!   to the verbs objects and umad descriptors;
+//!   to the verbs objects and umad descriptors; [`live`]: the host's devices as they
+//!   are now, after the hub's topology changes (async events, sysfs, umad);
+//! - [`sysfs_tree`]: the host's sysfs tree, shared with the generator;
 //! - [`net`]: the host's IP routing, for a program that asks the kernel which source
 //!   address it would use (`connect` and `getsockname` of a datagram socket);
 //! - [`layout`]: what the library and the sysfs generator agree on.
@@ -33,6 +35,8 @@ pub mod fdset;
 pub mod ffi;
 pub mod layout;
 pub mod link;
+pub mod live;
 pub mod net;
+pub mod sysfs_tree;
 pub mod umad;
 pub mod verbs;

@@ -8,7 +8,7 @@
 use crate::config::Config;
 use crate::ffi::{EventPipe, lock};
 use acm_io_sim::hub::wire::HostMsg;
-use acm_io_sim::hub::{HostSetup, HubClient, HubError};
+use acm_io_sim::hub::{HostSetup, HubClient, HubError, Incoming};
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -163,8 +163,9 @@ fn run(mut client: HubClient, wake: &std::os::fd::OwnedFd, commands: &Receiver<C
             }
         }
         loop {
-            match client.recv_event(Duration::ZERO) {
-                Ok(Some(ev)) => crate::deliver::event(ev),
+            match client.recv_incoming(Duration::ZERO) {
+                Ok(Some(Incoming::Fabric(ev))) => crate::deliver::event(ev),
+                Ok(Some(Incoming::Topology(ev))) => crate::deliver::topology(ev),
                 Ok(None) => break,
                 Err(HubError::Closed(reason)) => {
                     eprintln!("acm-fake-hca: the hub ended the attachment: {reason}");

@@ -198,6 +198,17 @@ impl UmadDevice {
     }
 }
 
+/// The agent is unregistered before the descriptor closes: closing alone would drop
+/// it too, but saying so keeps the kernel's bookkeeping and ours in step when a
+/// device's agents go one by one (hot removal). A device already gone refuses, which
+/// changes nothing.
+impl Drop for UmadDevice {
+    fn drop(&mut self) {
+        let mut id = Aligned(self.agent_id.to_ne_bytes());
+        let _ = ioctl_bytes(&self.file, register::IOCTL_UNREGISTER_AGENT, &mut id.0);
+    }
+}
+
 impl AsFd for UmadDevice {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.file.as_fd()

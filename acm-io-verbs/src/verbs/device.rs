@@ -10,12 +10,11 @@ use crate::event::{AsyncEvent, AsyncEventKind};
 use crate::port::{LinkLayer, PortInfo, PortState};
 use acm_proto::Gid;
 use rdma_sys::{
-    ___ibv_query_port, ibv_ack_async_event, ibv_ack_cq_events, ibv_alloc_pd, ibv_async_event,
-    ibv_close_device, ibv_comp_channel, ibv_context, ibv_cq, ibv_create_comp_channel,
-    ibv_dealloc_pd, ibv_destroy_comp_channel, ibv_device_attr, ibv_free_device_list,
-    ibv_get_async_event, ibv_get_cq_event, ibv_get_device_guid, ibv_get_device_list,
-    ibv_get_device_name, ibv_gid, ibv_open_device, ibv_pd, ibv_port_attr, ibv_query_device,
-    ibv_query_gid, ibv_query_pkey,
+    ibv_ack_async_event, ibv_ack_cq_events, ibv_alloc_pd, ibv_async_event, ibv_close_device,
+    ibv_comp_channel, ibv_context, ibv_cq, ibv_create_comp_channel, ibv_dealloc_pd,
+    ibv_destroy_comp_channel, ibv_device_attr, ibv_free_device_list, ibv_get_async_event,
+    ibv_get_cq_event, ibv_get_device_guid, ibv_get_device_list, ibv_get_device_name, ibv_gid,
+    ibv_open_device, ibv_pd, ibv_qp, ibv_query_device, ibv_query_gid, ibv_query_pkey,
 };
 use std::ffi::CStr;
 use std::io;
@@ -203,15 +202,10 @@ impl VerbsDevice {
     /// The port query failed.
     pub fn query_port(&self, port: u8) -> Result<PortInfo, VerbsError> {
         let ctx = self.inner.ctx.as_ptr();
-        let mut attr = MaybeUninit::<ibv_port_attr>::zeroed();
-        // SAFETY: `ctx` is open; `attr` is a zeroed, writable port attribute structure
-        // whose size the call passes to the provider.
-        let r = unsafe { ___ibv_query_port(ctx, port, attr.as_mut_ptr()) };
-        if r != 0 {
-            return Err(call_error(self.name(), "ibv_query_port", r));
-        }
-        // SAFETY: plain data, zero-initialised and filled by the successful query.
-        let a = unsafe { attr.assume_init() };
+        // SAFETY: `ctx` is open.
+        let ex = unsafe { super::port_query::query_port(ctx, port) }
+            .map_err(|r| call_error(self.name(), "ibv_query_port", r))?;
+        let a = ex.base;
         let mut gids = Vec::new();
         for i in 0..a.gid_tbl_len.max(0) {
             let mut g = ibv_gid { raw: [0; 16] };
@@ -249,7 +243,7 @@ impl VerbsDevice {
             sm_lid: a.sm_lid,
             sm_sl: a.sm_sl,
             active_width: a.active_width,
-            active_speed: u16::from(a.active_speed),
+            active_speed: ex.speed(),
             active_mtu: Some(a.active_mtu as u8),
             subnet_timeout: Some(a.subnet_timeout),
             gids,
@@ -305,9 +299,26 @@ impl VerbsDevice {
                 std::ptr::addr_of!((*p).element).cast::<i32>().read(),
             )
         };
+        let kind = AsyncEventKind::from_raw(raw);
+        // SAFETY: a QP or CQ event's element is the union's pointer to the QP or CQ,
+        // which stays alive at least until the event is acknowledged below; its
+        // context field is the key the endpoint was opened with.
+        let key = unsafe {
+            let element = std::ptr::addr_of!((*p).element);
+            match kind {
+                AsyncEventKind::QpError => {
+                    let qp = element.cast::<*mut ibv_qp>().read();
+                    (!qp.is_null()).then(|| (*qp).qp_context as u64)
+                }
+                AsyncEventKind::CqError => {
+                    let cq = element.cast::<*mut ibv_cq>().read();
+                    (!cq.is_null()).then(|| (*cq).cq_context as u64)
+                }
+                _ => None,
+            }
+        };
         // SAFETY: each event returned by `ibv_get_async_event` is acknowledged once.
         unsafe { ibv_ack_async_event(p) };
-        let kind = AsyncEventKind::from_raw(raw);
         Ok(Some(AsyncEvent {
             kind,
             port: if kind.is_port_event() {
@@ -315,6 +326,7 @@ impl VerbsDevice {
             } else {
                 0
             },
+            key,
         }))
     }
 

@@ -9,6 +9,7 @@
 
 mod device;
 mod error;
+mod port_query;
 mod ud;
 
 pub use device::{DeviceEntry, VerbsDevice, list_devices};

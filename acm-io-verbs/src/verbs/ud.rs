@@ -186,7 +186,8 @@ impl UdEndpoint {
         let mr = NonNull::new(mr).ok_or_else(|| call_error(&name, "ibv_reg_mr", -1))?;
         partial.mr = Some(mr);
         let mut init = ibv_qp_init_attr {
-            qp_context: std::ptr::null_mut(),
+            // Handed back by the QP's async events, as the CQ's is by completions.
+            qp_context: cfg.key as *mut libc::c_void,
             send_cq: cq.as_ptr(),
             recv_cq: cq.as_ptr(),
             srq: std::ptr::null_mut(),

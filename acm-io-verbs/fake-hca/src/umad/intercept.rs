@@ -81,6 +81,11 @@ fn open_umad(index: u32, flags: c_int) -> c_int {
         set_errno(libc::ENOENT);
         return -1;
     };
+    // The nodes of a removed or dead HCA are gone with it.
+    if !crate::live::healthy(port.device.0 as usize) {
+        set_errno(libc::ENODEV);
+        return -1;
+    }
     let mut fds = [0; 2];
     // SAFETY: `fds` has room for the two descriptors.
     let r = unsafe {

@@ -207,6 +207,23 @@ pub fn sa_send_failed(port: PortId, tid: u64, status: i32) {
     }
 }
 
+/// Device `device` was removed or died: its descriptors fail from now on and their
+/// readers are woken, as the kernel's do when the HCA goes.
+pub fn device_dead(device: acm_engine::DeviceId) {
+    let mut u = lock(&UMAD);
+    u.pending.retain(|(port, _), _| port.device != device);
+    for o in u
+        .files
+        .values_mut()
+        .filter(|o| o.file.port.device == device)
+    {
+        o.file.dead = true;
+        // SAFETY: the kernel end is open; shutting its writing side down makes the
+        // application's reads return at once.
+        unsafe { libc::shutdown(o.kernel.as_raw_fd(), libc::SHUT_WR) };
+    }
+}
+
 /// The device is gone: every descriptor fails from now on, as the kernel's do when
 /// the port is removed, and readers are woken.
 pub fn all_dead() {

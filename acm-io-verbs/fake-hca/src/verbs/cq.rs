@@ -1,7 +1,7 @@
 //! Completion queues: creation, the `poll_cq` and `req_notify_cq` ops, and CQ events
 //! on the completion channel.
 
-use super::device::{EVENT_CQ_ERR, context_device, post_async_event};
+use super::device::{EVENT_CQ_ERR, context_device, post_async_event_locked};
 use super::state::{Cq, STATE, State, Wc};
 use crate::ffi::{guard, lock, read_record, set_errno};
 use rdma_sys::{ibv_comp_channel, ibv_context, ibv_cq, ibv_wc, ibv_wc_flags};
@@ -86,8 +86,9 @@ pub fn push(s: &mut State, cq: usize, wc: Wc) {
         return;
     };
     if c.wcs.len() >= c.cqe {
+        // The caller holds the state's lock: post without taking it again.
         let ctx = c.context;
-        post_async_event(ctx, EVENT_CQ_ERR, cq as u64);
+        post_async_event_locked(s, ctx, EVENT_CQ_ERR, cq as u64);
         return;
     }
     c.wcs.push_back(wc);

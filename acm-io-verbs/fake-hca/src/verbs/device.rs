@@ -5,7 +5,7 @@
 //! marker as libibverbs sets it), so `ibv_query_port` works both through the compat
 //! symbol and through verbs.h's inline path that calls the context's `query_port` op.
 
-use super::state::{Context, STATE};
+use super::state::{Context, STATE, State};
 use super::{cq, qp};
 use crate::ffi::{EventPipe, guard, lock, read_record, set_errno};
 use crate::layout;
@@ -15,18 +15,17 @@ use rdma_sys::{
     ibv_async_event, ibv_context, ibv_device, ibv_device_attr, ibv_gid, ibv_node_type,
     ibv_port_attr, ibv_transport_type, verbs_context,
 };
+use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_void};
 use std::mem::{offset_of, size_of};
 use std::os::fd::AsRawFd;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
-/// The device structures handed out, and the NULL-terminated list of them. Built once
-/// from the hub's setup and never freed (applications keep device pointers past
-/// `ibv_free_device_list`, as libibverbs allows).
+/// The device structures handed out, one per device of the hub's setup. Built once and
+/// never freed (applications keep device pointers past `ibv_free_device_list`, as
+/// libibverbs allows); a device that leaves and comes back keeps its structure.
 struct DeviceList {
     devices: Vec<*mut ibv_device>,
-    /// `devices` plus a NULL.
-    list: Vec<*mut ibv_device>,
 }
 
 // SAFETY: the structures are written once, before the list is published, and only
@@ -64,9 +63,7 @@ fn device_list() -> &'static DeviceList {
                 Box::into_raw(Box::new(dev))
             })
             .collect();
-        let mut list = devices.clone();
-        list.push(std::ptr::null_mut());
-        DeviceList { devices, list }
+        DeviceList { devices }
     })
 }
 
@@ -87,11 +84,16 @@ pub fn context_device(ctx: *mut ibv_context) -> Option<usize> {
     lock(&STATE).contexts.get(&(ctx as usize)).map(|c| c.device)
 }
 
-/// Port `port` (from 1) of device `device`.
-pub fn port_attrs(device: usize, port: u8) -> Option<&'static PortAttrs> {
-    let d = descs().get(device)?;
-    d.ports.get(usize::from(port).checked_sub(1)?)
+/// Port `port` (from 1) of device `device` now (`None` once the device is removed or
+/// dead).
+pub fn port_attrs(device: usize, port: u8) -> Option<PortAttrs> {
+    crate::live::port_attrs(device, port)
 }
+
+/// The NULL-terminated arrays handed out by [`ibv_get_device_list`] and not freed
+/// yet, by address: the list follows devices that come and go, so each call gets its
+/// own (the structures it points to live forever).
+static LISTS: Mutex<BTreeMap<usize, Vec<usize>>> = Mutex::new(BTreeMap::new());
 
 /// The listed devices.
 ///
@@ -100,21 +102,34 @@ pub fn port_attrs(device: usize, port: u8) -> Option<&'static PortAttrs> {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_get_device_list(num: *mut c_int) -> *mut *mut ibv_device {
     guard("ibv_get_device_list", std::ptr::null_mut(), || {
-        let l = device_list();
+        let all = &device_list().devices;
+        let mut list: Vec<usize> = crate::live::listed()
+            .into_iter()
+            .filter_map(|i| all.get(i).map(|&d| d as usize))
+            .collect();
         if !num.is_null() {
             // SAFETY: the caller passed a writable int.
-            unsafe { *num = l.devices.len() as c_int };
+            unsafe { *num = list.len() as c_int };
         }
-        l.list.as_ptr().cast_mut()
+        list.push(0);
+        // A pointer and a usize have one size and alignment on every target libibverbs
+        // runs on, and address 0 is NULL: the vector is the C array of pointers.
+        let ptr = list.as_ptr().cast_mut().cast::<*mut ibv_device>();
+        lock(&LISTS).insert(ptr as usize, list);
+        ptr
     })
 }
 
-/// Nothing to free: the list lives as long as the process.
+/// Frees a list [`ibv_get_device_list`] handed out (not the devices it names).
 ///
 /// # Safety
-/// Any pointer.
+/// `list` came from [`ibv_get_device_list`] and is freed once.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn ibv_free_device_list(_list: *mut *mut ibv_device) {}
+pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
+    guard("ibv_free_device_list", (), || {
+        lock(&LISTS).remove(&(list as usize));
+    });
+}
 
 /// The device's name.
 ///
@@ -142,6 +157,20 @@ pub unsafe extern "C" fn ibv_get_device_guid(dev: *mut ibv_device) -> u64 {
     })
 }
 
+/// The device's kernel index (its place in the hub's setup), or -1 for a structure
+/// that is not one of ours. libibverbs reads it from a part of its own device
+/// structure that ours lack, so it must be answered here (librdmacm asks for every
+/// device it lists).
+///
+/// # Safety
+/// `dev` comes from the device list.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_get_device_index(dev: *mut ibv_device) -> c_int {
+    guard("ibv_get_device_index", -1, || {
+        device_index(dev).map_or(-1, |i| c_int::try_from(i).unwrap_or(-1))
+    })
+}
+
 /// Opens a context: an extended context whose ops carry the data path.
 ///
 /// # Safety
@@ -149,7 +178,8 @@ pub unsafe extern "C" fn ibv_get_device_guid(dev: *mut ibv_device) -> u64 {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_context {
     guard("ibv_open_device", std::ptr::null_mut(), || {
-        let Some(index) = device_index(dev) else {
+        // A removed or dead HCA cannot be opened until it is back.
+        let Some(index) = device_index(dev).filter(|&i| crate::live::healthy(i)) else {
             set_errno(libc::ENODEV);
             return std::ptr::null_mut();
         };
@@ -275,7 +305,7 @@ fn port_attr(p: &PortAttrs) -> ibv_port_attr {
     a.sm_sl = p.sm_sl;
     a.subnet_timeout = p.subnet_timeout;
     a.active_width = width;
-    // Codes above 0xFF only exist in active_speed_ex, which this layout lacks.
+    // Codes above 0xFF exist only in `active_speed_ex` ([`PortAttrEx`]).
     a.active_speed = u8::try_from(speed).unwrap_or(0);
     a.phys_state = if active { 5 } else { 3 };
     a.link_layer = if p.link_layer_ib { 1 } else { 2 };
@@ -287,17 +317,37 @@ fn port_attr(p: &PortAttrs) -> ibv_port_attr {
 const COMPAT_PORT_ATTR_LEN: usize = offset_of!(ibv_port_attr, port_cap_flags2);
 
 fn query_port_into(ctx: *mut ibv_context, port: u8, out: *mut u8, len: usize) -> c_int {
-    let Some(p) = context_device(ctx).and_then(|d| port_attrs(d, port)) else {
+    let Some(d) = context_device(ctx) else {
         return libc::EINVAL;
     };
-    let a = port_attr(p);
-    let n = len.min(size_of::<ibv_port_attr>());
-    // SAFETY: the caller's structure has `len` writable bytes; `a` has at least `n`.
+    // A dead device's context answers nothing, as a real one after a fatal error.
+    if !crate::live::healthy(d) {
+        return libc::EIO;
+    }
+    let Some(p) = port_attrs(d, port) else {
+        return libc::EINVAL;
+    };
+    let a = port_attr(&p);
+    let full = PortAttrEx {
+        base: a,
+        active_speed_ex: u32::from(layout::width_speed(p.rate).1),
+    };
+    let n = len.min(size_of::<PortAttrEx>());
+    // SAFETY: the caller's structure has `len` writable bytes; `full` has at least `n`.
     unsafe {
         std::ptr::write_bytes(out, 0, len);
-        std::ptr::copy_nonoverlapping(std::ptr::addr_of!(a).cast::<u8>(), out, n);
+        std::ptr::copy_nonoverlapping(std::ptr::addr_of!(full).cast::<u8>(), out, n);
     }
     0
+}
+
+/// `ibv_port_attr` as rdma-core 47 and later lay it out (the build's headers may stop
+/// before `active_speed_ex`): a caller whose structure has room gets the extended
+/// speed, which is how XDR and later speeds are reported.
+#[repr(C)]
+struct PortAttrEx {
+    base: ibv_port_attr,
+    active_speed_ex: u32,
 }
 
 /// The context's extended `query_port` op: fills as much of the caller's structure as
@@ -395,10 +445,15 @@ pub unsafe extern "C" fn ibv_query_pkey(
 /// One async event as it travels through the context's pipe: the event type, then
 /// the element (a port number, or a CQ or QP address).
 pub fn post_async_event(ctx: usize, event_type: i32, element: u64) {
+    post_async_event_locked(&lock(&STATE), ctx, event_type, element);
+}
+
+/// [`post_async_event`] for a caller that holds the state's lock.
+pub fn post_async_event_locked(s: &State, ctx: usize, event_type: i32, element: u64) {
     let mut rec = [0u8; 16];
     rec[..4].copy_from_slice(&event_type.to_ne_bytes());
     rec[8..].copy_from_slice(&element.to_ne_bytes());
-    if let Some(c) = lock(&STATE).contexts.get(&ctx) {
+    if let Some(c) = s.contexts.get(&ctx) {
         c.events.post(&rec);
     }
 }
@@ -407,6 +462,8 @@ pub fn post_async_event(ctx: usize, event_type: i32, element: u64) {
 pub const EVENT_DEVICE_FATAL: i32 = 8;
 /// `IBV_EVENT_CQ_ERR`.
 pub const EVENT_CQ_ERR: i32 = 0;
+/// `IBV_EVENT_QP_FATAL`.
+pub const EVENT_QP_FATAL: i32 = 1;
 /// The event types whose element is a port number: PORT_ACTIVE, PORT_ERR,
 /// LID_CHANGE, PKEY_CHANGE, SM_CHANGE, CLIENT_REREGISTER, GID_CHANGE.
 const PORT_EVENTS: [i32; 7] = [9, 10, 11, 12, 13, 17, 18];

@@ -300,6 +300,23 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, 
     })
 }
 
+/// The QP of endpoint `ep` breaks (the hub said so): it goes to the error state,
+/// flushing its receives, and its context gets QP_FATAL naming it.
+pub fn break_qp(ep: u32) {
+    let mut s = lock(&STATE);
+    let Some(&qp) = s.by_ep.get(&ep) else {
+        return;
+    };
+    let Some(q) = s.qps.get(&qp) else {
+        return;
+    };
+    let (port, pkey_index, cq) = (q.port, q.pkey_index, q.recv_cq);
+    apply(&mut s, qp, QpState::Err, port, pkey_index, 0, 0);
+    if let Some(ctx) = s.cqs.get(&cq).map(|c| c.context) {
+        super::device::post_async_event_locked(&s, ctx, super::device::EVENT_QP_FATAL, qp as u64);
+    }
+}
+
 /// Records a transition; ERR flushes the posted receives, RESET drops them.
 fn apply(s: &mut State, qp: usize, to: QpState, port: u8, pkey_index: u16, m: u32, qkey: u32) {
     let Some(q) = s.qps.get_mut(&qp) else { return };

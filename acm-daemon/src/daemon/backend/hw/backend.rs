@@ -6,7 +6,10 @@
 //! send completions, SA responses, async port events, address changes) into engine
 //! inputs. Every descriptor is registered with the event loop under the backend's one
 //! token; [`Backend::advance`] drains them all, so nothing depends on which one woke
-//! the loop.
+//! the loop. Devices come and go while it runs ([`hotplug`]): each is opened,
+//! registered, closed and deregistered on its own.
+
+mod hotplug;
 
 use super::convert;
 use super::open::{HwDevice, OpenedHardware};
@@ -22,19 +25,30 @@ use acm_engine::{
     SourceQuery, UdSend,
 };
 use acm_io_verbs::event::AsyncEventKind;
+use acm_io_verbs::provider::VerbsHandle;
 use acm_io_verbs::umad::UmadDevice;
 use acm_io_verbs::verbs::{Completion, UdConfig, UdEndpoint};
 use acm_proto::acm_mad::ACM_QKEY;
 use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::io;
 use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd};
 use std::path::PathBuf;
+use std::rc::Rc;
+
+/// The verbs context of each open device, by name, for the C providers'
+/// `acm_device.verbs` ([`crate::daemon::plugins::adapter::VerbsLookup`] reads it when
+/// a provider is told of a device). The backend keeps it current: a device opened
+/// after start, or opened again after it died, is there with its new context before
+/// the engine hears of it, and a closed one leaves it.
+pub type ProviderContexts = Rc<RefCell<HashMap<String, VerbsHandle>>>;
 
 /// An endpoint's queue pair and the port it lives on.
 struct HwEndpoint {
+    device: DeviceId,
     port: u8,
     qp: UdEndpoint,
 }
@@ -42,13 +56,28 @@ struct HwEndpoint {
 /// This host's engine on its InfiniBand hardware.
 pub struct HwBackend {
     engine: Engine,
-    devices: Vec<HwDevice>,
+    /// By engine [`DeviceId`]: the open devices, `None` while one is closed (removed,
+    /// dead, or not reopened yet).
+    devices: Vec<Option<HwDevice>>,
+    /// The device name of every `DeviceId` handed out: a device that comes back gets
+    /// its old id.
+    names: Vec<String>,
     umad: BTreeMap<PortId, UmadDevice>,
     endpoints: BTreeMap<EndpointId, HwEndpoint>,
     routes: Option<RouteMonitor>,
     sysfs_root: PathBuf,
+    dev_root: PathBuf,
+    /// Whether the SA agents of devices opened later ask for Reports.
+    sm_events: bool,
+    /// The event loop's registry (a clone) and the backend's token, for the
+    /// descriptors of devices opened and closed after start.
+    registry: Option<(Registry, Token)>,
+    /// Device scans: when the next is due, and what the last one found.
+    scan: hotplug::Scan,
     /// The addresses the engine has been told about, for resyncs.
     local_ips: BTreeSet<IpAddr>,
+    /// The open devices' verbs contexts, shared with the C providers' adapters.
+    contexts: ProviderContexts,
     /// What carrying out an operation reported at once, fed back by the driver.
     feedback: VecDeque<FabricEvent>,
     /// The kernel's IPoIB neighbour table (`addr_prot neigh`).
@@ -59,25 +88,39 @@ pub struct HwBackend {
 
 impl HwBackend {
     /// Brings the engine up on the opened hardware: the host's IPoIB addresses first,
-    /// then every device (its active ports come up at once).
+    /// then every device (its active ports come up at once). `contexts` is kept
+    /// current with the open devices' verbs contexts (the providers' lookup reads it).
     #[must_use]
-    pub fn new(hw: OpenedHardware, engine: Engine, now: Instant) -> Self {
-        let label = format!(
-            "InfiniBand: {}",
-            hw.devices
-                .iter()
-                .map(|d| d.verbs.name().to_owned())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+    pub fn new(
+        hw: OpenedHardware,
+        engine: Engine,
+        now: Instant,
+        contexts: ProviderContexts,
+    ) -> Self {
+        let names: Vec<String> = hw
+            .devices
+            .iter()
+            .map(|d| d.verbs.name().to_owned())
+            .collect();
+        let label = if names.is_empty() {
+            "InfiniBand: no device yet".to_owned()
+        } else {
+            format!("InfiniBand: {}", names.join(", "))
+        };
         let mut b = Self {
             engine,
-            devices: hw.devices,
+            devices: hw.devices.into_iter().map(Some).collect(),
+            names,
             umad: hw.umad,
             endpoints: BTreeMap::new(),
             routes: hw.routes,
             sysfs_root: hw.sysfs_root,
+            dev_root: hw.dev_root,
+            sm_events: hw.sm_events,
+            registry: None,
+            scan: hotplug::Scan::new(now),
             local_ips: BTreeSet::new(),
+            contexts,
             feedback: VecDeque::new(),
             neigh: neigh::NeighTable::default(),
             out: VecDeque::new(),
@@ -90,7 +133,13 @@ impl HwBackend {
             b.local_ips.insert(ip.addr);
             b.input(now, Input::LocalIpAdded(ip));
         }
-        let descs: Vec<_> = b.devices.iter().map(|d| d.desc.clone()).collect();
+        let descs: Vec<_> = b.devices.iter().flatten().map(|d| d.desc.clone()).collect();
+        {
+            let mut contexts = b.contexts.borrow_mut();
+            for d in b.devices.iter().flatten() {
+                contexts.insert(d.desc.name.clone(), d.verbs.provider_handle());
+            }
+        }
         for desc in descs {
             b.input(now, Input::DeviceAdded(desc));
         }
@@ -120,18 +169,15 @@ impl HwBackend {
         }
     }
 
-    /// Async events of every device.
+    /// Async events of every open device.
     fn device_events(&mut self, now: Instant) {
         for d in 0..self.devices.len() {
-            loop {
-                if self.devices[d].dead {
-                    break;
-                }
-                let ev = match self.devices[d].verbs.next_async_event() {
+            while let Some(dev) = &self.devices[d] {
+                let ev = match dev.verbs.next_async_event() {
                     Ok(Some(ev)) => ev,
                     Ok(None) => break,
                     Err(e) => {
-                        let name = self.devices[d].verbs.name().to_owned();
+                        let name = dev.verbs.name().to_owned();
                         self.log(
                             Level::Basic,
                             format!("{name}: async event read failed: {e}"),
@@ -141,10 +187,12 @@ impl HwBackend {
                 };
                 let id = DeviceId(d as u32);
                 if ev.kind == AsyncEventKind::DeviceFatal {
-                    self.devices[d].dead = true;
-                    let name = self.devices[d].verbs.name().to_owned();
-                    self.log(Level::Basic, format!("{name}: fatal device error"));
-                    self.input(now, Input::DeviceRemoved(id));
+                    // Closed now; the scans reopen it when it is back.
+                    self.close_device(now, id, "fatal device error");
+                    break;
+                }
+                if matches!(ev.kind, AsyncEventKind::QpError | AsyncEventKind::CqError) {
+                    self.endpoint_broke(now, ev.kind, ev.key);
                     continue;
                 }
                 if !ev.kind.is_port_event() {
@@ -152,7 +200,7 @@ impl HwBackend {
                 }
                 let attrs = match ev.kind {
                     AsyncEventKind::PortError | AsyncEventKind::ClientReregister => None,
-                    _ => match self.devices[d].verbs.query_port(ev.port) {
+                    _ => match dev.verbs.query_port(ev.port) {
                         Ok(info) => Some(convert::port_attrs(&info)),
                         Err(e) => {
                             self.log(Level::Basic, e.to_string());
@@ -174,12 +222,12 @@ impl HwBackend {
     /// Completions of every endpoint whose CQ raised an event.
     fn completions(&mut self, now: Instant) {
         for d in 0..self.devices.len() {
-            loop {
-                let key = match self.devices[d].verbs.next_completion_event() {
+            while let Some(dev) = &self.devices[d] {
+                let key = match dev.verbs.next_completion_event() {
                     Ok(Some(k)) => k,
                     Ok(None) => break,
                     Err(e) => {
-                        let name = self.devices[d].verbs.name().to_owned();
+                        let name = dev.verbs.name().to_owned();
                         self.log(
                             Level::Basic,
                             format!("{name}: completion event read failed: {e}"),
@@ -249,7 +297,16 @@ impl HwBackend {
                     Ok(None) => break,
                     Err(e) => {
                         let path = u.path().display().to_string();
-                        self.log(Level::Basic, format!("{path}: read failed: {e}"));
+                        let gone =
+                            matches!(e.raw_os_error(), Some(nix::libc::EIO | nix::libc::ENODEV));
+                        if gone {
+                            // The device is going (its DEVICE_FATAL or its removal
+                            // closes the rest): not read again.
+                            self.close_umad(port);
+                            self.log(Level::Basic, format!("{path}: device gone ({e}); closed"));
+                        } else {
+                            self.log(Level::Basic, format!("{path}: read failed: {e}"));
+                        }
                         break;
                     }
                 }
@@ -343,7 +400,7 @@ impl Fabric for HwBackend {
             send_depth,
         } = qp;
         let device = port.device.0 as usize;
-        let result = match self.devices.get(device) {
+        let result = match self.devices.get(device).and_then(Option::as_ref) {
             Some(d) => UdEndpoint::open(
                 &d.verbs,
                 UdConfig {
@@ -364,6 +421,7 @@ impl Fabric for HwBackend {
                 self.endpoints.insert(
                     ep,
                     HwEndpoint {
+                        device: port.device,
                         port: port.port,
                         qp,
                     },
@@ -520,7 +578,7 @@ impl Backend for HwBackend {
 
     fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
         let mut fds = Vec::new();
-        for d in &self.devices {
+        for d in self.devices.iter().flatten() {
             fds.push(d.verbs.async_fd().as_raw_fd());
             fds.push(d.verbs.completion_fd().as_raw_fd());
         }
@@ -531,6 +589,7 @@ impl Backend for HwBackend {
         for fd in fds {
             registry.register(&mut SourceFd(&fd), token, Interest::READABLE)?;
         }
+        self.registry = Some((registry.try_clone()?, token));
         Ok(())
     }
 
@@ -562,6 +621,9 @@ impl Backend for HwBackend {
             self.sa_traffic(now);
             self.address_changes(now);
         }
+        if self.scan.due(now) {
+            self.rescan(now);
+        }
         self.input(now, Input::Tick);
         Ok(())
     }
@@ -571,7 +633,8 @@ impl Backend for HwBackend {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.engine.poll_timeout()
+        let scan = self.scan.next();
+        Some(self.engine.poll_timeout().map_or(scan, |t| t.min(scan)))
     }
 
     fn engine(&self) -> &Engine {

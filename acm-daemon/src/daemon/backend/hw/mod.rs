@@ -12,7 +12,7 @@ pub mod convert;
 mod open;
 
 #[cfg(feature = "verbs")]
-pub use backend::HwBackend;
+pub use backend::{HwBackend, ProviderContexts};
 #[cfg(feature = "verbs")]
 pub use open::{HwDevice, OpenedHardware, open};
 
