@@ -103,7 +103,11 @@ impl Engine {
     /// When the engine next needs [`Input::Tick`] (or any input), if ever.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.providers.iter().filter_map(|p| p.poll_timeout()).min()
+        let providers = self.providers.iter().filter_map(|p| p.poll_timeout()).min();
+        match (providers, self.core.sa_next_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The global counters (docs/daemon.md §12).
@@ -135,6 +139,7 @@ impl Engine {
 
     fn fire_timers(&mut self) {
         let now = self.core.now;
+        self.core.sa_release_due();
         for i in 0..self.providers.len() {
             if self.providers[i].poll_timeout().is_some_and(|t| t <= now) {
                 self.with_provider(i, |p, cx| p.handle_timeout(cx));

@@ -78,6 +78,28 @@ const STATUS_REQ_INVALID: u16 = sa_error(SaClassStatus::REQ_INVALID);
 /// MAD status: ERR_NO_RECORDS in the class byte (0x0300).
 const STATUS_NO_RECORDS: u16 = sa_error(SaClassStatus::NO_RECORDS);
 
+/// The header of an SA request and the method its response carries; `None` for
+/// anything that is not an SA request (too short, another class, a response).
+fn request_header(mad: &[u8]) -> Option<(SaHeaderRepr, Method)> {
+    if mad.len() < SA_HEADER_LEN {
+        return None;
+    }
+    let mut req = [0u8; MAD_LEN];
+    let n = mad.len().min(MAD_LEN);
+    req[..n].copy_from_slice(&mad[..n]);
+    let hdr = SaHeaderRepr::parse(&req).ok()?;
+    if hdr.mad.mgmt_class != MgmtClass::SA || hdr.mad.method.is_response() {
+        return None;
+    }
+    let method = hdr.mad.method;
+    let resp = if method == Method::SET {
+        Method::GET_RESP
+    } else {
+        method.response()
+    };
+    Some((hdr, resp))
+}
+
 /// The first multicast LID.
 pub const MLID_FIRST: u16 = 0xC001;
 /// The last MLID handed out (0xFFFF is the permissive LID).
@@ -137,6 +159,11 @@ pub struct SaStats {
     pub busy: u64,
     /// MADs dropped: everything in [`SaMode::Down`], and whatever is not an SA request.
     pub dropped: u64,
+    /// Requests answered BUSY because the SA's queue was full (`[sa] overflow =
+    /// "busy"`, the simulator's [`crate::spec::SaSpec`]).
+    pub overflow_busy: u64,
+    /// Requests dropped because the SA's queue was full (`overflow = "drop"`).
+    pub overflow_dropped: u64,
 }
 
 /// The SM/SA of the simulated subnet.
@@ -215,6 +242,23 @@ impl SubnetAdmin {
             Ok(rec) => response(&hdr, resp_method, MadStatus::OK.0, &rec),
             Err(status) => response(&hdr, resp_method, status, &[]),
         })
+    }
+
+    /// Refuses one request because the SA's queue is full: the BUSY answer
+    /// ([`MadStatus::BUSY`], no data) when `busy`, else nothing (the request is dropped).
+    /// MADs that are not SA requests are dropped either way, as [`SubnetAdmin::answer`]
+    /// drops them.
+    pub fn overflow(&mut self, mad: &[u8], busy: bool) -> Option<[u8; 256]> {
+        let Some((hdr, resp_method)) = request_header(mad) else {
+            self.stats.dropped += 1;
+            return None;
+        };
+        if !busy {
+            self.stats.overflow_dropped += 1;
+            return None;
+        }
+        self.stats.overflow_busy += 1;
+        Some(response(&hdr, resp_method, MadStatus::BUSY.0, &[]))
     }
 
     /// The group with this MGID, if any port is in it.

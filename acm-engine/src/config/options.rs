@@ -43,7 +43,34 @@ pub mod range {
     pub const MAX_PENDING_PER_CLIENT: (u32, u32) = (1, 65_536);
     /// `max_background_resolves` (0: NODELAY never leaves a lookup behind).
     pub const MAX_BACKGROUND_RESOLVES: (u32, u32) = (0, 65_536);
+    /// `sa_busy_retries`: BUSY answers waited out per SA MAD (0: the reference's
+    /// behaviour, BUSY fails the query).
+    pub const SA_BUSY_RETRIES: (u32, u32) = (0, 1000);
+    /// `sa_backoff_ms`: the first back-off after a BUSY answer, in ms (at most a
+    /// minute; it doubles up to 64 times that).
+    pub const SA_BACKOFF: (u32, u32) = (1, 60_000);
+    /// `sa_timeout_max`: the longest per-try SA timeout the round trip may stretch it
+    /// to, in ms (0: no adaptation, always `timeout`); at most 10 minutes, as `timeout`.
+    pub const SA_TIMEOUT_MAX: (u32, u32) = (0, 600_000);
 }
+
+/// The default `sa_busy_retries`. An SA that answers BUSY is one that works: each
+/// BUSY costs the SA almost nothing and the back-off (20 ms doubling to 1.28 s, with
+/// jitter) spreads the retries. 32 of them outlast about 30 s of back-to-back
+/// refusals, far beyond any queue a working SA drains; the bound is there only so that
+/// an SA that answers nothing but BUSY (a broken one) still ends in a failure.
+pub const DEFAULT_SA_BUSY_RETRIES: u32 = 32;
+
+/// The default `sa_backoff_ms`: a few SA round trips under load (the simulator's
+/// job-start storm, BENCHMARKS.md "Issue 18", sees tens of ms of queueing at an SA
+/// serving 20,000 queries a second), short enough to lose little when the BUSY was a
+/// passing burst.
+pub const DEFAULT_SA_BACKOFF_MS: u32 = 20;
+
+/// The default `sa_timeout_max`, in ms: 8 times the reference's 2 s timeout, so a
+/// queueing SA (whose round trip the timeout follows) can take up to 16 s per try
+/// before a MAD is retried.
+pub const DEFAULT_SA_TIMEOUT_MAX_MS: u32 = 16_000;
 
 /// The default `resolve_depth` (the reference's is 1).
 ///
@@ -214,8 +241,28 @@ pub struct Options {
     pub timeout_ms: u32,
     /// `retries`: SA MAD retries and ACM retransmissions ([`range::RETRIES`]).
     pub retries: u32,
-    /// `sa_depth`: outstanding SA MADs per port ([`range::SA_DEPTH`]).
+    /// `sa_depth`: outstanding SA MADs per port ([`range::SA_DEPTH`]); with
+    /// `sa_adaptive_depth`, the ceiling of the adaptive window.
     pub sa_depth: u32,
+    /// `sa_busy_retries` (not in the reference): how many BUSY answers one SA MAD
+    /// waits out (back-off, then sent again) before the query fails; 0 fails it at the
+    /// first, as the reference does ([`DEFAULT_SA_BUSY_RETRIES`]).
+    pub sa_busy_retries: u32,
+    /// `sa_backoff_ms` (not in the reference): the first back-off after a BUSY answer,
+    /// doubling with each further BUSY of the same MAD up to 64 times, each drawn
+    /// between half and one and a half of that from the engine's seed
+    /// ([`DEFAULT_SA_BACKOFF_MS`]).
+    pub sa_backoff_ms: u32,
+    /// `sa_timeout_max` in ms (not in the reference): the per-try SA timeout follows
+    /// the measured round trip (smoothed, plus four deviations) between `timeout` and
+    /// this; 0 keeps it at `timeout`, as the reference does
+    /// ([`DEFAULT_SA_TIMEOUT_MAX_MS`]).
+    pub sa_timeout_max_ms: u32,
+    /// `sa_adaptive_depth` (not in the reference): SA MADs in flight per port start
+    /// at `sa_depth`, halve after a BUSY answer or a timeout and grow back by one per
+    /// window of answers, never above `sa_depth`; `no` keeps `sa_depth` fixed, as the
+    /// reference does.
+    pub sa_adaptive_depth: bool,
     /// `provider` lines, in file order.
     pub providers: Vec<ProviderRule>,
     /// `addr_prot`.
@@ -280,6 +327,10 @@ impl Default for Options {
             timeout_ms: 2000,
             retries: 2,
             sa_depth: 1,
+            sa_busy_retries: DEFAULT_SA_BUSY_RETRIES,
+            sa_backoff_ms: DEFAULT_SA_BACKOFF_MS,
+            sa_timeout_max_ms: DEFAULT_SA_TIMEOUT_MAX_MS,
+            sa_adaptive_depth: true,
             providers: Vec::new(),
             addr_prot: AddrProt::Acm,
             addr_timeout: 1440,
@@ -450,6 +501,27 @@ impl Parser<'_> {
         Some(n)
     }
 
+    /// A yes/no option (`yes`, `true`, `1` or `no`, `false`, `0`, any case); anything
+    /// else is warned, naming file and line, and leaves the setting unchanged.
+    fn yes_no(&mut self, line: usize, name: &[u8], value: &[u8]) -> Option<bool> {
+        if ["yes", "true", "1"].iter().any(|w| eq(value, w)) {
+            Some(true)
+        } else if ["no", "false", "0"].iter().any(|w| eq(value, w)) {
+            Some(false)
+        } else {
+            self.diag(
+                line,
+                Severity::Warning,
+                format!(
+                    "value '{}' of option '{}' is not yes or no; setting left unchanged",
+                    text(value),
+                    text(name)
+                ),
+            );
+            None
+        }
+    }
+
     /// [`Parser::ranged`] for an unsigned option: sets `*slot` when the value is usable.
     fn set_u32(
         &mut self,
@@ -549,6 +621,24 @@ impl Parser<'_> {
             b"timeout" => self.set_u32(line, name, value, range::TIMEOUT, |o| &mut o.timeout_ms),
             b"retries" => self.set_u32(line, name, value, range::RETRIES, |o| &mut o.retries),
             b"sa_depth" => self.set_u32(line, name, value, range::SA_DEPTH, |o| &mut o.sa_depth),
+            b"sa_busy_retries" => {
+                self.set_u32(line, name, value, range::SA_BUSY_RETRIES, |o| {
+                    &mut o.sa_busy_retries
+                });
+            }
+            b"sa_backoff_ms" => {
+                self.set_u32(line, name, value, range::SA_BACKOFF, |o| &mut o.sa_backoff_ms);
+            }
+            b"sa_timeout_max" => {
+                self.set_u32(line, name, value, range::SA_TIMEOUT_MAX, |o| {
+                    &mut o.sa_timeout_max_ms
+                });
+            }
+            b"sa_adaptive_depth" => {
+                if let Some(on) = self.yes_no(line, name, value) {
+                    self.opts.sa_adaptive_depth = on;
+                }
+            }
             b"addr_prot" => {
                 if eq(value, "acm") {
                     self.opts.addr_prot = AddrProt::Acm;
@@ -874,6 +964,11 @@ mod tests {
         assert_eq!(o.provider_lib_path, "/usr/lib/x86_64-linux-gnu/ibacm");
         assert!(!o.support_ips_in_addr_cfg);
         assert_eq!((o.timeout_ms, o.retries, o.sa_depth), (2000, 2, 1));
+        assert_eq!(
+            (o.sa_busy_retries, o.sa_backoff_ms, o.sa_timeout_max_ms),
+            (32, 20, 16_000)
+        );
+        assert!(o.sa_adaptive_depth);
         assert!(o.providers.is_empty());
         assert_eq!(o.addr_prot, AddrProt::Acm);
         assert_eq!(o.addr_timeout, 1440);
@@ -954,6 +1049,10 @@ support_ips_in_addr_cfg 5
 timeout 100
 retries 4
 sa_depth 8
+sa_busy_retries 0
+sa_backoff_ms 5
+sa_timeout_max 0
+sa_adaptive_depth no
 addr_prot ACM
 addr_timeout -1
 route_prot acm
@@ -984,6 +1083,10 @@ addr_data_file /h
             timeout_ms: 100,
             retries: 4,
             sa_depth: 8,
+            sa_busy_retries: 0,
+            sa_backoff_ms: 5,
+            sa_timeout_max_ms: 0,
+            sa_adaptive_depth: false,
             providers: Vec::new(),
             addr_prot: AddrProt::Acm,
             addr_timeout: -1,
@@ -1005,6 +1108,10 @@ addr_data_file /h
         };
         assert_eq!(o, expected);
         // And back.
+        assert!(only("sa_adaptive_depth YES\n").sa_adaptive_depth);
+        let (o, d) = parse("sa_adaptive_depth no\nsa_adaptive_depth maybe\n");
+        assert!(!o.sa_adaptive_depth, "a bad value leaves the earlier one");
+        assert_eq!(severities(&d), [(2, Severity::Warning)]);
         let o = only(
             "server_mode loop\nroute_prot SA\nloopback_prot LOCAL\nroute_preload no\naddr_preload None\nserver_mode Unix\n",
         );
@@ -1177,7 +1284,7 @@ addr_data_file /h
                 d[0]
             );
         }
-        let bounds: [(&str, i64, i64); 14] = [
+        let bounds: [(&str, i64, i64); 17] = [
             ("log_level", 0, 2),
             ("umad_debug_level", 0, i64::from(i32::MAX)),
             ("server_port", 1, 65535),
@@ -1192,6 +1299,9 @@ addr_data_file /h
             ("max_pending_per_client", 1, 65_536),
             ("max_background_resolves", 0, 65_536),
             ("timeout", 1, 600_000),
+            ("sa_busy_retries", 0, 1000),
+            ("sa_backoff_ms", 1, 60_000),
+            ("sa_timeout_max", 0, 600_000),
         ];
         for (name, min, max) in bounds {
             let (_, d) = parse(&format!("{name} {min}\n{name} {max}\n"));

@@ -61,8 +61,13 @@ pub struct Node {
 
 impl Node {
     pub fn new(config: EngineConfig, sa: SaScript, route: RouteScript) -> Self {
+        Self::with_seed(config, sa, route, 0)
+    }
+
+    /// [`Node::new`] with the engine's seed (its TIDs and its back-off jitter).
+    pub fn with_seed(config: EngineConfig, sa: SaScript, route: RouteScript, seed: u64) -> Self {
         Self {
-            engine: Engine::new(config, 0, Instant::ZERO),
+            engine: Engine::new(config, seed, Instant::ZERO),
             now: Instant::ZERO,
             sa,
             route,

@@ -4,9 +4,12 @@
 
 use super::client::{self, Outcome};
 use super::mcast::Receivers;
+use super::sa_server::Admission;
 use super::{Event, Sim, UdPayload, port_ref, us};
 use crate::fabric::{self, FabricQp, QpTable, QpTables, UmadExpiry, UmadSend};
 use crate::rng::SimRng;
+use crate::sa::SaMode;
+use crate::spec::SaOverflow;
 use crate::spec::{FabricSpec, HostId};
 use crate::topology::{PortRef, Topology};
 use acm_engine::HostOutput;
@@ -44,6 +47,10 @@ pub(crate) struct SimHost {
     pub(crate) addr_timeout: Option<u32>,
     /// Addresses its hosts file preloads (not learned over the network).
     pub(crate) preloaded: Vec<acm_engine::Address>,
+    /// When each port's last send is off the wire (`[nic] send_ns`).
+    pub(crate) tx_free: BTreeMap<PortRef, Instant>,
+    /// When the host is done receiving the UD MADs handed to it (`[nic] recv_ns`).
+    pub(crate) rx_free: Instant,
 }
 
 /// The simulator's hosts hold the fabric's QP tables.
@@ -83,6 +90,8 @@ impl SimHost {
             sa_depth,
             addr_timeout,
             preloaded,
+            tx_free: BTreeMap::new(),
+            rx_free: Instant::ZERO,
         }
     }
 
@@ -178,10 +187,10 @@ impl Fabric for HostFabric<'_> {
 
     fn ud_send(&mut self, send: &UdSend) {
         let (sim, h) = (&mut *self.sim, self.h);
-        sim.ud_send(h, send.ep, &send.av, &send.mad);
+        let depart = sim.ud_send(h, send.ep, &send.av, &send.mad);
         let inc = sim.hosts[h.index()].incarnation;
         sim.schedule(
-            sim.now + Duration::from_micros(1),
+            sim.now + depart.max(Duration::from_micros(1)),
             Event::UdDone {
                 host: h,
                 inc,
@@ -326,10 +335,20 @@ impl Sim {
     /// A UD send: to every QP attached to the group (multicast), or to the QP the AV
     /// names (unicast), if the partitions, Q_Key and ports allow
     /// ([`fabric::ud_delivery`]); each copy then meets the link's faults.
-    fn ud_send(&mut self, h: HostId, ep: EndpointId, av: &AddressVector, mad: &Mad) {
+    ///
+    /// Returns how long after now the MAD is off the wire (`[nic] send_ns`; zero by
+    /// default).
+    fn ud_send(&mut self, h: HostId, ep: EndpointId, av: &AddressVector, mad: &Mad) -> Duration {
         self.stats.acm_mads += 1;
         let Some((grh, targets)) = self.receivers(h, ep, av) else {
-            return;
+            return Duration::ZERO;
+        };
+        let depart = match self.hosts[h.index()].qps.get(&ep) {
+            Some(qp) => {
+                let port = qp.port;
+                self.tx_depart(h, port)
+            }
+            None => Duration::ZERO,
         };
         self.inv.on_acm_send(self.now, h, &mad.0);
         let payload = Rc::new(UdPayload {
@@ -345,12 +364,12 @@ impl Sim {
             && self.faults.perfect()
             && targets.iter().nth(1).is_some()
         {
-            self.schedule_fanouts(&payload, &targets);
-            return;
+            self.schedule_fanouts(&payload, &targets, depart);
+            return depart;
         }
         for r in targets.iter() {
             let (t, inc) = (r.target, r.inc);
-            let base = self.spec.latency(h, t.host);
+            let base = depart + self.spec.latency(h, t.host);
             for delay in self.faults.judge(h, t.host, base) {
                 let ev = Event::Ud {
                     host: t.host,
@@ -362,6 +381,7 @@ impl Sim {
                 self.schedule(self.now + delay, ev);
             }
         }
+        depart
     }
 
     /// The kernel takes an SA MAD: rewrite the TID's upper half with the agent id, send
@@ -378,7 +398,7 @@ impl Sim {
         match MadHeaderPacket::new_unchecked(&mad.0[..]).attr_id() {
             AttrId::PATH_RECORD => self.stats.sa_path_queries += 1,
             AttrId::MC_MEMBER_RECORD => self.stats.sa_joins += 1,
-            _ => {}
+            _ => self.stats.sa_other += 1,
         }
         let outstanding = self.hosts[h.index()]
             .umad
@@ -437,7 +457,7 @@ impl Sim {
         if !up {
             return;
         }
-        let base = self.spec.latency(h, smh);
+        let base = self.tx_depart(h, u.port) + self.spec.latency(h, smh);
         for delay in self.faults.judge(h, smh, base) {
             let ev = Event::SaAtSm {
                 host: h,
@@ -459,14 +479,49 @@ impl Sim {
         mad: &[u8; 256],
     ) {
         // A MAD addressed to a LID that is no longer the SM's goes nowhere.
-        if dlid != self.sm_lid {
+        if dlid != self.sm_lid || self.sm_host().is_none() {
             return;
         }
-        let Some((smh, _)) = self.sm_host() else {
+        self.trace.add(&[6, h.index() as u8]);
+        // An SA that is not up answers (or not) at once, whatever its limits.
+        if self.spec.sa.is_unlimited() || self.sa.mode != SaMode::Up {
+            return self.sa_serve(h, inc, port, mad);
+        }
+        let spec = self.spec.sa;
+        match self
+            .sa_server
+            .admit(&spec, self.now, super::sa_server::kind(mad))
+        {
+            Admission::DoneAt(at) => {
+                let ev = Event::SaServed {
+                    host: h,
+                    inc,
+                    port,
+                    mad: Box::new(*mad),
+                };
+                self.schedule(at, ev);
+            }
+            Admission::Overflow => {
+                let busy = spec.overflow == SaOverflow::Busy;
+                if let Some(resp) = self.sa.overflow(mad, busy) {
+                    self.sa_reply(h, inc, port, resp);
+                }
+            }
+        }
+    }
+
+    /// The SA answers a request now (its turn has come, or it has no queue).
+    pub(crate) fn sa_serve(&mut self, h: HostId, inc: u32, port: PortRef, mad: &[u8; 256]) {
+        let Some(resp) = self.sa.answer(&self.topo, port, mad) else {
             return;
         };
-        self.trace.add(&[6, h.index() as u8]);
-        let Some(resp) = self.sa.answer(&self.topo, port, mad) else {
+        self.sa_reply(h, inc, port, resp);
+    }
+
+    /// The SA's answer leaves for host `h`: it arrives after `sm.response_us` and the
+    /// link's latency.
+    fn sa_reply(&mut self, h: HostId, inc: u32, port: PortRef, resp: [u8; 256]) {
+        let Some((smh, _)) = self.sm_host() else {
             return;
         };
         let base = us(self.spec.sm.response_us) + self.spec.latency(smh, h);
@@ -513,10 +568,11 @@ impl Sim {
         match u.expire(attempt) {
             UmadExpiry::Stale => return,
             UmadExpiry::Retry => {
+                self.stats.umad_retries += 1;
                 self.sa_try(h, tid);
                 return;
             }
-            UmadExpiry::Failed => {}
+            UmadExpiry::Failed => self.stats.umad_timeouts += 1,
         }
         let port = u.port;
         self.hosts[h.index()].umad.remove(&tid);

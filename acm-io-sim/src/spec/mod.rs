@@ -22,6 +22,8 @@
 //! | `subnet_prefix` | u64 | `0xfe80000000000000` | upper half of every port GID |
 //! | `[sm]` | table | see below | the subnet manager / subnet administrator |
 //! | `[link]` | table | see below | latencies |
+//! | `[sa]` | table | unlimited | the SA's service rates and queue |
+//! | `[nic]` | table | free | what a MAD costs its sender's port and its receiver |
 //! | `[[hosts]]` | array of tables | none | the hosts, in order (host index 0, 1, …) |
 //!
 //! `[sm]`: `lid` (default 1; must be the LID of some port, which is where the SM runs),
@@ -32,6 +34,23 @@
 //! crossed). Hosts on the same leaf switch are 1 switch (2 cables) apart, others 3
 //! switches (4 cables: leaf, spine, leaf); see [`FabricSpec::hops`] and
 //! [`FabricSpec::latency`].
+//!
+//! `[sa]` ([`SaSpec`], each default with its source there): `path_rate`,
+//! `mcmember_rate`, `other_rate` (requests per second of each kind the SA serves, one
+//! at a time in arrival order; default 0, unlimited), `queue` (requests held at once,
+//! waiting or in service; default 0, unbounded) and `overflow` (`"busy"`, the default:
+//! a request past the queue is answered at once with MAD status BUSY; `"drop"`: it is
+//! dropped and its sender times out). An SA that is limited serves a request at
+//! `max(arrival, end of the previous one) + 1 / rate`, then answers after
+//! `sm.response_us`.
+//!
+//! `[nic]` ([`NicSpec`]): `send_ns` (a port's MADs leave this far apart; default 0)
+//! and `recv_ns` (a host's received UD MADs reach its engine this far apart, so a
+//! multicast costs every receiver; default 0).
+//!
+//! The defaults limit nothing, so a file without these tables behaves as before they
+//! existed: every scenario keeps its timing and trace. Realistic SA figures are one
+//! line away (`SaSpec::scalable_sa`, `fabric-bench --sa-rate`).
 //!
 //! `[[hosts]]`:
 //!
@@ -101,6 +120,7 @@ mod file;
 mod generate;
 mod hex;
 mod identity;
+mod physics;
 #[cfg(test)]
 mod test_support;
 mod types;
@@ -109,6 +129,7 @@ mod validate;
 pub use error::SpecError;
 pub use generate::{GenOptions, MAX_GENERATED_HOSTS};
 pub use identity::HostId;
+pub use physics::{NicSpec, SaOverflow, SaQueryKind, SaSpec};
 pub use types::{
     DEFAULT_SUBNET_PREFIX, FabricSpec, HcaSpec, HostSpec, IpSpec, LinkLayer, LinkSpec, PortSpec,
     SmSpec,

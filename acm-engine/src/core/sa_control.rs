@@ -1,0 +1,176 @@
+//! How hard one port leans on the SA: the per-try MAD timeout, fitted to the round
+//! trips measured, and the number of SA MADs in flight, cut when the SA says BUSY or
+//! stops answering and grown back while it answers (docs/protocol/sa.md §8).
+//!
+//! The reference sends every SA MAD with the fixed `timeout` and keeps `sa_depth` MADs
+//! in flight whatever the SA answers. When the whole fabric asks at once (a job start),
+//! a fixed window keeps a full SA full, and a fixed timeout shorter than the SA's
+//! queueing delay turns every wait into a retry, which is more load. Here:
+//!
+//! * **Timeout:** the smoothed round trip plus four times its mean deviation (the
+//!   estimator TCP uses, RFC 6298), never below `timeout` (so never more eager than the
+//!   reference) and never above `sa_timeout_max`. `sa_timeout_max 0` keeps `timeout`.
+//! * **Depth:** additive increase, multiplicative decrease, as TCP's congestion window:
+//!   one more MAD in flight after a window's worth of answers, half as many after a
+//!   BUSY or a timeout (at most one cut per round trip, so one overload burst cuts once),
+//!   never fewer than 1 nor more than `sa_depth`. It starts at `sa_depth`, so an SA
+//!   that never complains sees exactly the reference's traffic. `sa_adaptive_depth no`
+//!   keeps `sa_depth`.
+
+use crate::Instant;
+use crate::config::Options;
+use core::time::Duration;
+
+/// One port's estimate of the SA and its window.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SaControl {
+    /// Smoothed round trip, in µs; `None` before the first answer.
+    srtt_us: Option<u64>,
+    /// Mean deviation of the round trip, in µs.
+    rttvar_us: u64,
+    /// MADs allowed in flight; 0 until the port's first send (then `sa_depth`).
+    window: u32,
+    /// Answers counted towards the next increase.
+    answered: u32,
+    /// When the window was last cut.
+    last_cut: Option<Instant>,
+}
+
+impl SaControl {
+    /// The per-try timeout for the next send, in ms.
+    pub(crate) fn timeout_ms(&self, o: &Options) -> u32 {
+        let floor = o.timeout_ms;
+        if o.sa_timeout_max_ms == 0 {
+            return floor;
+        }
+        let Some(srtt) = self.srtt_us else {
+            return floor;
+        };
+        let rto_ms = (srtt + 4 * self.rttvar_us).div_ceil(1000);
+        let ceiling = o.sa_timeout_max_ms.max(floor);
+        u32::try_from(rto_ms)
+            .unwrap_or(u32::MAX)
+            .clamp(floor, ceiling)
+    }
+
+    /// How many MADs may be in flight now.
+    pub(crate) fn depth(&self, o: &Options) -> u32 {
+        let ceiling = o.sa_depth.max(1);
+        if !o.sa_adaptive_depth || self.window == 0 {
+            ceiling
+        } else {
+            self.window.min(ceiling)
+        }
+    }
+
+    /// An answer came back `rtt` after its send.
+    pub(crate) fn answered(&mut self, o: &Options, rtt: Duration) {
+        let sample = u64::try_from(rtt.as_micros()).unwrap_or(u64::MAX);
+        match self.srtt_us {
+            None => {
+                self.srtt_us = Some(sample);
+                self.rttvar_us = sample / 2;
+            }
+            Some(srtt) => {
+                let dev = srtt.abs_diff(sample);
+                self.rttvar_us = (3 * self.rttvar_us + dev) / 4;
+                self.srtt_us = Some((7 * srtt + sample) / 8);
+            }
+        }
+        if !o.sa_adaptive_depth {
+            return;
+        }
+        let ceiling = o.sa_depth.max(1);
+        let w = self.depth(o);
+        self.answered += 1;
+        if self.answered >= w {
+            self.answered = 0;
+            self.window = (w + 1).min(ceiling);
+        }
+    }
+
+    /// The SA said BUSY, or a MAD went unanswered: halve the window, unless it was cut
+    /// less than a round trip ago (the same overload, seen again).
+    pub(crate) fn congested(&mut self, o: &Options, now: Instant) {
+        if !o.sa_adaptive_depth {
+            return;
+        }
+        let rtt = Duration::from_micros(self.srtt_us.unwrap_or(0));
+        if let Some(t) = self.last_cut
+            && now < t + rtt
+        {
+            return;
+        }
+        self.last_cut = Some(now);
+        self.window = (self.depth(o) / 2).max(1);
+        self.answered = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(depth: u32, max: u32, adaptive: bool) -> Options {
+        Options {
+            sa_depth: depth,
+            sa_timeout_max_ms: max,
+            sa_adaptive_depth: adaptive,
+            ..Options::default()
+        }
+    }
+
+    #[test]
+    fn timeout_follows_the_round_trip_within_bounds() {
+        let o = opts(1, 16_000, true);
+        let mut c = SaControl::default();
+        assert_eq!(
+            c.timeout_ms(&o),
+            2000,
+            "no sample yet: the configured timeout"
+        );
+        c.answered(&o, Duration::from_micros(100));
+        assert_eq!(c.timeout_ms(&o), 2000, "never below the configured timeout");
+        for _ in 0..20 {
+            c.answered(&o, Duration::from_millis(1500));
+        }
+        let t = c.timeout_ms(&o);
+        assert!(t > 2000 && t < 16_000, "{t}");
+        for _ in 0..20 {
+            c.answered(&o, Duration::from_secs(60));
+        }
+        assert_eq!(c.timeout_ms(&o), 16_000, "the ceiling");
+        assert_eq!(c.timeout_ms(&opts(1, 0, true)), 2000, "adaptation off");
+    }
+
+    #[test]
+    fn window_halves_on_congestion_once_per_round_trip_and_grows_back() {
+        let o = opts(16, 0, true);
+        let mut c = SaControl::default();
+        assert_eq!(c.depth(&o), 16);
+        c.answered(&o, Duration::from_millis(10));
+        let t0 = Instant::from_millis(100);
+        c.congested(&o, t0);
+        assert_eq!(c.depth(&o), 8);
+        c.congested(&o, t0 + Duration::from_millis(5));
+        assert_eq!(c.depth(&o), 8, "the same overload within a round trip");
+        c.congested(&o, t0 + Duration::from_millis(20));
+        assert_eq!(c.depth(&o), 4);
+        for _ in 0..4 {
+            c.answered(&o, Duration::from_millis(10));
+        }
+        assert_eq!(c.depth(&o), 5, "one more after a window of answers");
+        for _ in 0..1000 {
+            c.answered(&o, Duration::from_millis(10));
+        }
+        assert_eq!(c.depth(&o), 16, "never above sa_depth");
+        let mut fixed = SaControl::default();
+        let o = opts(16, 0, false);
+        fixed.congested(&o, t0);
+        assert_eq!(fixed.depth(&o), 16, "adaptation off");
+        let one = opts(1, 0, true);
+        let mut c = SaControl::default();
+        c.congested(&one, t0);
+        assert_eq!(c.depth(&one), 1, "never below one");
+    }
+}
