@@ -34,6 +34,8 @@ pub(crate) struct SaControl {
     answered: u32,
     /// When the window was last cut.
     last_cut: Option<Instant>,
+    /// When the SA last answered anything on this port (BUSY included).
+    last_heard: Option<Instant>,
 }
 
 impl SaControl {
@@ -51,6 +53,17 @@ impl SaControl {
         u32::try_from(rto_ms)
             .unwrap_or(u32::MAX)
             .clamp(floor, ceiling)
+    }
+
+    /// The SA answered something at `now`.
+    pub(crate) fn heard(&mut self, now: Instant) {
+        self.last_heard = Some(now);
+    }
+
+    /// Whether the SA answered anything after `t`: a MAD sent at `t` that timed out
+    /// was then lost to an overloaded SA, not to a dead one.
+    pub(crate) fn heard_since(&self, t: Instant) -> bool {
+        self.last_heard.is_some_and(|h| h > t)
     }
 
     /// How many MADs may be in flight now.

@@ -9,7 +9,10 @@
 //! `sa_backoff_ms × 2^k` (k its BUSY answers so far, at most 6) times a factor drawn
 //! from the engine's seed between ½ and 1½ (so hosts told BUSY together do not come
 //! back together), and goes back to the head of the port's queue; only after
-//! `sa_busy_retries` BUSY answers does the provider see one.
+//! `sa_busy_retries` BUSY answers does the provider see one. A MAD that umad gives back
+//! unanswered while the SA answered others since it left (an SA that drops what it
+//! cannot queue) is retried the same way, from the same budget; one that timed out
+//! while the SA said nothing at all fails, as the reference's does.
 
 use super::sa_agent::{self, Submit, Waiting};
 use super::{Core, port_in};
@@ -125,7 +128,32 @@ impl Core {
         }
     }
 
-    /// The back-off before a MAD's `busy`-th BUSY answer is retried (`busy` ≥ 1).
+    /// Holds a MAD the SA refused (BUSY) or lost while answering others for its
+    /// back-off, then lets the next waiting MAD go.
+    fn retry_later(&mut self, port: PortId, tid: u64, f: sa_agent::InFlight, why: &str) {
+        let wait = self.backoff(f.busy + 1);
+        log!(
+            self,
+            Level::Verbose,
+            "acm_sa_handler",
+            "SA query tid {tid:#x} {why}, sent again in {} ms",
+            wait.as_millis()
+        );
+        let due = self.now + wait;
+        if let Some(p) = self.port_mut(port) {
+            p.sa.hold(
+                due,
+                Waiting {
+                    provider: f.provider,
+                    mad: f.mad,
+                    busy: f.busy + 1,
+                },
+            );
+        }
+        self.pump_sa(port);
+    }
+
+    /// The back-off before a MAD's `busy`-th refusal is retried (`busy` ≥ 1).
     fn backoff(&mut self, busy: u32) -> Duration {
         let base = u64::from(self.config.options.sa_backoff_ms) * 1000;
         let us = base << (busy - 1).min(MAX_BACKOFF_SHIFT);
@@ -165,6 +193,7 @@ impl crate::Engine {
             return self.unmatched(tid);
         };
         let busy = status.0 & MadStatus::BUSY.0 != 0;
+        p.sa.control.heard(now);
         if busy {
             p.sa.control.congested(opts, now);
         } else {
@@ -172,25 +201,7 @@ impl crate::Engine {
                 .answered(opts, now.saturating_duration_since(f.sent));
         }
         if busy && f.busy < busy_retries {
-            let wait = self.core.backoff(f.busy + 1);
-            log!(
-                self.core,
-                Level::Verbose,
-                "acm_sa_handler",
-                "SA busy, tid {tid:#x} sent again in {} ms",
-                wait.as_millis()
-            );
-            if let Some(p) = self.core.port_mut(port) {
-                p.sa.hold(
-                    now + wait,
-                    Waiting {
-                        provider: f.provider,
-                        mad: f.mad,
-                        busy: f.busy + 1,
-                    },
-                );
-            }
-            self.core.pump_sa(port);
+            self.core.retry_later(port, tid, f, "busy");
             return;
         }
         self.core.pump_sa(port);
@@ -207,7 +218,9 @@ impl crate::Engine {
     }
 
     /// umad gave an SA MAD back unanswered: a sign of overload as much as of loss, so
-    /// the port's window shrinks; the provider fails the query.
+    /// the port's window shrinks. If the SA answered other MADs since this one left, it
+    /// is overloaded (dropping), not gone, and the MAD is retried after a back-off;
+    /// otherwise the provider fails the query, as the reference's does.
     pub(crate) fn sa_failed(&mut self, port: PortId, tid: u64, status: i32) {
         let now = self.core.now;
         let Some(p) = port_in(&mut self.core.devices, port) else {
@@ -216,7 +229,12 @@ impl crate::Engine {
         let Some(f) = p.sa.finish(tid) else {
             return;
         };
-        p.sa.control.congested(&self.core.config.options, now);
+        let opts = &self.core.config.options;
+        p.sa.control.congested(opts, now);
+        if f.busy < opts.sa_busy_retries && p.sa.control.heard_since(f.sent) {
+            self.core.retry_later(port, tid, f, "timed out");
+            return;
+        }
         self.core.pump_sa(port);
         self.with_provider(f.provider, |p, cx| {
             p.sa_response(cx, port, tid, Err(status))

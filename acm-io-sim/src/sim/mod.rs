@@ -769,6 +769,15 @@ impl Sim {
         self.spec.sm.response_us = micros;
     }
 
+    /// The SA's service rates and queue from now on (`[sa]` of the fabric file); a
+    /// request already queued keeps the instant it was given.
+    pub fn set_sa_limits(&mut self, sa: crate::spec::SaSpec) {
+        self.trace.add(&[17]);
+        self.trace.add(&sa.path_rate.to_le_bytes());
+        self.trace.add(&sa.queue.to_le_bytes());
+        self.spec.sa = sa;
+    }
+
     /// Cuts hosts `a` and `b` off from each other (both directions).
     pub fn partition(&mut self, a: HostId, b: HostId) {
         self.faults.partitions.insert((a.min(b), a.max(b)));
