@@ -1138,6 +1138,32 @@ mod tests {
     }
 
     #[test]
+    fn overflow_answers_busy_or_drops() {
+        let spec = FabricSpec::generate(2, &GenOptions::default());
+        let t = topo(&spec);
+        let mut sa = SubnetAdmin::new();
+        let q = path_mad(&query(&t, p(0), p(1), 0xFFFF));
+        let r = sa.overflow(&q, true).unwrap();
+        assert_eq!((r[3], status(&r)), (0x81, 0x0001));
+        assert_eq!(&r[8..16], &q[8..16], "the request's TID");
+        assert!(r[SA_HEADER_LEN..].iter().all(|&b| b == 0));
+        assert_eq!(sa.overflow(&q, false), None);
+        let mut m = q;
+        m[3] = 0x81; // a response is no request: dropped either way
+        assert_eq!(sa.overflow(&m, true), None);
+        let s = sa.stats();
+        assert_eq!(
+            (
+                s.overflow_busy,
+                s.overflow_dropped,
+                s.dropped,
+                s.path_queries
+            ),
+            (1, 1, 1, 0)
+        );
+    }
+
+    #[test]
     fn unknown_attributes_methods_and_non_sa_mads() {
         let spec = FabricSpec::generate(2, &GenOptions::default());
         let t = topo(&spec);
