@@ -319,6 +319,7 @@ fn options_file_names() -> BTreeSet<String> {
         ("timeout_ms", "timeout"),
         ("providers", "provider"),
         ("sa_timeout_max_ms", "sa_timeout_max"),
+        ("acm_timeout_max_ms", "acm_timeout_max"),
     ];
     let debug = format!("{:#?}", Options::default());
     debug

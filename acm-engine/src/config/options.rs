@@ -49,6 +49,9 @@ pub mod range {
     /// `sa_backoff_ms`: the first back-off after a BUSY answer, in ms (at most a
     /// minute; it doubles up to 64 times that).
     pub const SA_BACKOFF: (u32, u32) = (1, 60_000);
+    /// `acm_timeout_max`: the longest ACM retry wait (beyond the subnet timeout) the
+    /// measured round trip may stretch it to, in ms (0: always `timeout`).
+    pub const ACM_TIMEOUT_MAX: (u32, u32) = (0, 600_000);
     /// `sa_timeout_max`: the longest per-try SA timeout the round trip may stretch it
     /// to, in ms (0: no adaptation, always `timeout`); at most 10 minutes, as `timeout`.
     pub const SA_TIMEOUT_MAX: (u32, u32) = (0, 600_000);
@@ -66,6 +69,10 @@ pub const DEFAULT_SA_BUSY_RETRIES: u32 = 32;
 /// serving 20,000 queries a second), short enough to lose little when the BUSY was a
 /// passing burst.
 pub const DEFAULT_SA_BACKOFF_MS: u32 = 20;
+
+/// The default `acm_timeout_max`, in ms: as [`DEFAULT_SA_TIMEOUT_MAX_MS`], for the same
+/// reason (receivers slow to answer are waited for, not asked again by multicast).
+pub const DEFAULT_ACM_TIMEOUT_MAX_MS: u32 = 16_000;
 
 /// The default `sa_timeout_max`, in ms: 8 times the reference's 2 s timeout, so a
 /// queueing SA (whose round trip the timeout follows) can take up to 16 s per try
@@ -263,6 +270,11 @@ pub struct Options {
     /// window of answers, never above `sa_depth`; `no` keeps `sa_depth` fixed, as the
     /// reference does.
     pub sa_adaptive_depth: bool,
+    /// `acm_timeout_max` in ms (not in the reference): the wait before an ACM request
+    /// is sent again (after the subnet timeout) follows the endpoint's measured
+    /// request-to-response round trip between `timeout` and this; 0 keeps it at
+    /// `timeout`, as the reference does ([`DEFAULT_ACM_TIMEOUT_MAX_MS`]).
+    pub acm_timeout_max_ms: u32,
     /// `provider` lines, in file order.
     pub providers: Vec<ProviderRule>,
     /// `addr_prot`.
@@ -331,6 +343,7 @@ impl Default for Options {
             sa_backoff_ms: DEFAULT_SA_BACKOFF_MS,
             sa_timeout_max_ms: DEFAULT_SA_TIMEOUT_MAX_MS,
             sa_adaptive_depth: true,
+            acm_timeout_max_ms: DEFAULT_ACM_TIMEOUT_MAX_MS,
             providers: Vec::new(),
             addr_prot: AddrProt::Acm,
             addr_timeout: 1440,
@@ -632,6 +645,11 @@ impl Parser<'_> {
             b"sa_timeout_max" => {
                 self.set_u32(line, name, value, range::SA_TIMEOUT_MAX, |o| {
                     &mut o.sa_timeout_max_ms
+                });
+            }
+            b"acm_timeout_max" => {
+                self.set_u32(line, name, value, range::ACM_TIMEOUT_MAX, |o| {
+                    &mut o.acm_timeout_max_ms
                 });
             }
             b"sa_adaptive_depth" => {
@@ -969,6 +987,7 @@ mod tests {
             (32, 20, 16_000)
         );
         assert!(o.sa_adaptive_depth);
+        assert_eq!(o.acm_timeout_max_ms, 16_000);
         assert!(o.providers.is_empty());
         assert_eq!(o.addr_prot, AddrProt::Acm);
         assert_eq!(o.addr_timeout, 1440);
@@ -1053,6 +1072,7 @@ sa_busy_retries 0
 sa_backoff_ms 5
 sa_timeout_max 0
 sa_adaptive_depth no
+acm_timeout_max 0
 addr_prot ACM
 addr_timeout -1
 route_prot acm
@@ -1087,6 +1107,7 @@ addr_data_file /h
             sa_backoff_ms: 5,
             sa_timeout_max_ms: 0,
             sa_adaptive_depth: false,
+            acm_timeout_max_ms: 0,
             providers: Vec::new(),
             addr_prot: AddrProt::Acm,
             addr_timeout: -1,
@@ -1284,7 +1305,7 @@ addr_data_file /h
                 d[0]
             );
         }
-        let bounds: [(&str, i64, i64); 17] = [
+        let bounds: [(&str, i64, i64); 18] = [
             ("log_level", 0, 2),
             ("umad_debug_level", 0, i64::from(i32::MAX)),
             ("server_port", 1, 65535),
@@ -1302,6 +1323,7 @@ addr_data_file /h
             ("sa_busy_retries", 0, 1000),
             ("sa_backoff_ms", 1, 60_000),
             ("sa_timeout_max", 0, 600_000),
+            ("acm_timeout_max", 0, 600_000),
         ];
         for (name, min, max) in bounds {
             let (_, d) = parse(&format!("{name} {min}\n{name} {max}\n"));

@@ -7,8 +7,8 @@
 //! a fixed window keeps a full SA full, and a fixed timeout shorter than the SA's
 //! queueing delay turns every wait into a retry, which is more load. Here:
 //!
-//! * **Timeout:** the smoothed round trip plus four times its mean deviation (the
-//!   estimator TCP uses, RFC 6298), never below `timeout` (so never more eager than the
+//! * **Timeout:** the smoothed round trip plus four times its mean deviation
+//!   ([`RttEstimator`], the estimator TCP uses, RFC 6298), never below `timeout` (so never more eager than the
 //!   reference) and never above `sa_timeout_max`. `sa_timeout_max 0` keeps `timeout`.
 //! * **Depth:** additive increase, multiplicative decrease, as TCP's congestion window:
 //!   one more MAD in flight after a window's worth of answers, half as many after a
@@ -19,15 +19,14 @@
 
 use crate::Instant;
 use crate::config::Options;
+use crate::rtt::RttEstimator;
 use core::time::Duration;
 
 /// One port's estimate of the SA and its window.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SaControl {
-    /// Smoothed round trip, in µs; `None` before the first answer.
-    srtt_us: Option<u64>,
-    /// Mean deviation of the round trip, in µs.
-    rttvar_us: u64,
+    /// The round trips of answers that were not BUSY.
+    rtt: RttEstimator,
     /// MADs allowed in flight; 0 until the port's first send (then `sa_depth`).
     window: u32,
     /// Answers counted towards the next increase.
@@ -41,18 +40,7 @@ pub(crate) struct SaControl {
 impl SaControl {
     /// The per-try timeout for the next send, in ms.
     pub(crate) fn timeout_ms(&self, o: &Options) -> u32 {
-        let floor = o.timeout_ms;
-        if o.sa_timeout_max_ms == 0 {
-            return floor;
-        }
-        let Some(srtt) = self.srtt_us else {
-            return floor;
-        };
-        let rto_ms = (srtt + 4 * self.rttvar_us).div_ceil(1000);
-        let ceiling = o.sa_timeout_max_ms.max(floor);
-        u32::try_from(rto_ms)
-            .unwrap_or(u32::MAX)
-            .clamp(floor, ceiling)
+        self.rtt.timeout_ms(o.timeout_ms, o.sa_timeout_max_ms)
     }
 
     /// The SA answered something at `now`.
@@ -78,18 +66,7 @@ impl SaControl {
 
     /// An answer came back `rtt` after its send.
     pub(crate) fn answered(&mut self, o: &Options, rtt: Duration) {
-        let sample = u64::try_from(rtt.as_micros()).unwrap_or(u64::MAX);
-        match self.srtt_us {
-            None => {
-                self.srtt_us = Some(sample);
-                self.rttvar_us = sample / 2;
-            }
-            Some(srtt) => {
-                let dev = srtt.abs_diff(sample);
-                self.rttvar_us = (3 * self.rttvar_us + dev) / 4;
-                self.srtt_us = Some((7 * srtt + sample) / 8);
-            }
-        }
+        self.rtt.sample(rtt);
         if !o.sa_adaptive_depth {
             return;
         }
@@ -108,9 +85,8 @@ impl SaControl {
         if !o.sa_adaptive_depth {
             return;
         }
-        let rtt = Duration::from_micros(self.srtt_us.unwrap_or(0));
         if let Some(t) = self.last_cut
-            && now < t + rtt
+            && now < t + self.rtt.srtt()
         {
             return;
         }

@@ -88,7 +88,7 @@ pub(crate) enum Event {
         port: PortRef,
         mad: Box<[u8; 256]>,
     },
-    /// A UD MAD that waited for its host to finish receiving earlier ones (`[nic]
+    /// A UD MAD its host has finished taking in (after the ones before it, `[nic]
     /// recv_ns`) reaches the engine.
     UdAdmitted {
         host: HostId,

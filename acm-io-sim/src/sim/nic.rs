@@ -24,9 +24,9 @@ impl Sim {
         end.saturating_duration_since(now)
     }
 
-    /// A UD MAD reaches host `h` now: `None` when its engine can take it at once,
-    /// else the instant it can (after the MADs that came before it). Either way the host
-    /// is then busy receiving for `recv_ns` more.
+    /// A UD MAD reaches host `h` now: `None` when receiving costs nothing, else the
+    /// instant its engine has it, once the host has taken in the MADs before it and
+    /// this one (`recv_ns` each, one after another).
     pub(crate) fn rx_slot(&mut self, h: HostId) -> Option<Instant> {
         let cost = self.spec.nic.recv_ns;
         if cost == 0 {
@@ -34,8 +34,8 @@ impl Sim {
         }
         let now = self.now;
         let host = &mut self.hosts[h.index()];
-        let slot = host.rx_free.max(now);
-        host.rx_free = slot + Duration::from_nanos(cost);
-        (slot > now).then_some(slot)
+        let done = host.rx_free.max(now) + Duration::from_nanos(cost);
+        host.rx_free = done;
+        Some(done)
     }
 }

@@ -45,8 +45,8 @@
 //! `sm.response_us`.
 //!
 //! `[nic]` ([`NicSpec`]): `send_ns` (a port's MADs leave this far apart; default 0)
-//! and `recv_ns` (a host's received UD MADs reach its engine this far apart, so a
-//! multicast costs every receiver; default 0).
+//! and `recv_ns` (a host takes this long to take in each UD MAD, one after another,
+//! before its engine has it, so a multicast costs every receiver; default 0).
 //!
 //! The defaults limit nothing, so a file without these tables behaves as before they
 //! existed: every scenario keeps its timing and trace. Realistic SA figures are one

@@ -135,9 +135,9 @@ pub struct NicSpec {
     #[serde(default)]
     pub send_ns: u64,
     /// Nanoseconds a host takes to receive and process one UD MAD (the completion, the
-    /// daemon's wake-up and its handling): its MADs are handed to the engine one after
-    /// another, this far apart, so a multicast that every host receives costs every
-    /// host. Default 0 (free, as before). Measured on this project's daemon, the
+    /// daemon's wake-up and its handling): a MAD reaches the engine this long after
+    /// the host has finished with the one before it (or after its arrival, if the host
+    /// was idle), so a multicast that every host receives costs every host. Default 0 (free, as before). Measured on this project's daemon, the
     /// cache-hit path costs about 5.5 µs of CPU per request (BENCHMARKS.md); a received
     /// ACM MAD is of that order.
     #[serde(default)]
