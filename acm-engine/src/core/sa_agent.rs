@@ -173,13 +173,11 @@ impl SaAgent {
     /// comes back could have more than `sa_depth` MADs outstanding.
     pub(crate) fn drain(&mut self) -> Vec<(usize, u64)> {
         let held = self.held.drain(..).map(|(_, w)| w);
-        let v = self
-            .queue
+        self.queue
             .drain(..)
             .chain(held)
             .map(|w| (w.provider, tid_of(&w.mad)))
-            .collect();
-        v
+            .collect()
     }
 
     /// MADs outstanding (for invariants and tests).

@@ -116,11 +116,9 @@ impl SaSpec {
             SaQueryKind::McMember => self.mcmember_rate,
             SaQueryKind::Other => self.other_rate,
         };
-        if rate == 0 {
-            Duration::ZERO
-        } else {
-            Duration::from_nanos(1_000_000_000 / rate)
-        }
+        1_000_000_000u64
+            .checked_div(rate)
+            .map_or(Duration::ZERO, Duration::from_nanos)
     }
 }
 
