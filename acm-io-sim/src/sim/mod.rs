@@ -148,7 +148,8 @@ pub struct Stats {
     pub events: u64,
     /// ACM MADs sent on UD QPs (requests, retransmissions and responses).
     pub acm_mads: u64,
-    /// SA PathRecord queries sent by engines (each umad send, not each try).
+    /// SA PathRecord queries sent by engines (each umad send, not each try; a MAD an
+    /// engine sends again after a BUSY answer or a timeout counts again).
     pub sa_path_queries: u64,
     /// MCMemberRecord joins sent by engines.
     pub sa_joins: u64,
