@@ -14,8 +14,9 @@
 //!   one more MAD in flight after a window's worth of answers, half as many after a
 //!   BUSY or a timeout (at most one cut per round trip, so one overload burst cuts once),
 //!   never fewer than 1 nor more than `sa_depth`. It starts at `sa_depth`, so an SA
-//!   that never complains sees exactly the reference's traffic. `sa_adaptive_depth no`
-//!   keeps `sa_depth`.
+//!   that never complains sees exactly the reference's traffic. After a BUSY answer the
+//!   port also sends nothing new until the refused MAD's back-off is over: the SA is
+//!   busy, not the MAD. `sa_adaptive_depth no` keeps `sa_depth` and never pauses.
 
 use crate::Instant;
 use crate::config::Options;
@@ -35,12 +36,33 @@ pub(crate) struct SaControl {
     last_cut: Option<Instant>,
     /// When the SA last answered anything on this port (BUSY included).
     last_heard: Option<Instant>,
+    /// After a BUSY answer, nothing new leaves the port before this instant.
+    paused_until: Instant,
 }
 
 impl SaControl {
     /// The per-try timeout for the next send, in ms.
     pub(crate) fn timeout_ms(&self, o: &Options) -> u32 {
         self.rtt.timeout_ms(o.timeout_ms, o.sa_timeout_max_ms)
+    }
+
+    /// How many MADs may be sent now: [`SaControl::depth`], or 0 while the port waits
+    /// out a BUSY answer ([`SaControl::pause`]).
+    pub(crate) fn credits(&self, o: &Options, now: Instant) -> u32 {
+        if now < self.paused_until {
+            0
+        } else {
+            self.depth(o)
+        }
+    }
+
+    /// The SA said BUSY and the refused MAD waits until `until`: "busy" is the SA's
+    /// state, not the MAD's, so the port's other MADs wait as long (otherwise each
+    /// would be refused in turn). Only with `sa_adaptive_depth`.
+    pub(crate) fn pause(&mut self, o: &Options, until: Instant) {
+        if o.sa_adaptive_depth {
+            self.paused_until = self.paused_until.max(until);
+        }
     }
 
     /// The SA answered something at `now`.
@@ -157,6 +179,22 @@ mod tests {
         let o = opts(16, 0, false);
         fixed.congested(&o, t0);
         assert_eq!(fixed.depth(&o), 16, "adaptation off");
+        let mut paused = SaControl::default();
+        let o = opts(16, 0, true);
+        paused.pause(&o, t0 + Duration::from_millis(20));
+        assert_eq!(
+            paused.credits(&o, t0),
+            0,
+            "nothing leaves while the SA is busy"
+        );
+        assert_eq!(paused.credits(&o, t0 + Duration::from_millis(20)), 16);
+        let mut never = SaControl::default();
+        never.pause(&opts(16, 0, false), t0 + Duration::from_millis(20));
+        assert_eq!(
+            never.credits(&opts(16, 0, false), t0),
+            16,
+            "not without adaptation"
+        );
         let one = opts(1, 0, true);
         let mut c = SaControl::default();
         c.congested(&one, t0);

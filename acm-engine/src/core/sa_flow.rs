@@ -45,7 +45,7 @@ impl Core {
         if !p.active {
             return Err(Status::ETIMEDOUT);
         }
-        let depth = p.sa.control.depth(opts);
+        let depth = p.sa.control.credits(opts, now);
         let timeout_ms = p.sa.control.timeout_ms(opts);
         let dest = sa_agent::sa_dest(&p.attrs);
         match p.sa.submit(provider, mad, depth, limit, now) {
@@ -83,7 +83,7 @@ impl Core {
             let Some(p) = port_in(&mut self.devices, port) else {
                 return;
             };
-            let depth = p.sa.control.depth(opts);
+            let depth = p.sa.control.credits(opts, now);
             let timeout_ms = p.sa.control.timeout_ms(opts);
             let dest = sa_agent::sa_dest(&p.attrs);
             let Some((tid, mad)) = p.sa.next_ready(depth, now) else {
@@ -130,7 +130,9 @@ impl Core {
 
     /// Holds a MAD the SA refused (BUSY) or lost while answering others for its
     /// back-off, then lets the next waiting MAD go.
-    fn retry_later(&mut self, port: PortId, tid: u64, f: sa_agent::InFlight, why: &str) {
+    /// `busy`: the SA said BUSY (else the MAD timed out while the SA answered others).
+    fn retry_later(&mut self, port: PortId, tid: u64, f: sa_agent::InFlight, busy: bool) {
+        let why = if busy { "busy" } else { "timed out" };
         let wait = self.backoff(f.busy + 1);
         log!(
             self,
@@ -140,7 +142,11 @@ impl Core {
             wait.as_millis()
         );
         let due = self.now + wait;
-        if let Some(p) = self.port_mut(port) {
+        let opts = &self.config.options;
+        if let Some(p) = port_in(&mut self.devices, port) {
+            if busy {
+                p.sa.control.pause(opts, due);
+            }
             p.sa.hold(
                 due,
                 Waiting {
@@ -201,7 +207,7 @@ impl crate::Engine {
                 .answered(opts, now.saturating_duration_since(f.sent));
         }
         if busy && f.busy < busy_retries {
-            self.core.retry_later(port, tid, f, "busy");
+            self.core.retry_later(port, tid, f, true);
             return;
         }
         self.core.pump_sa(port);
@@ -232,7 +238,7 @@ impl crate::Engine {
         let opts = &self.core.config.options;
         p.sa.control.congested(opts, now);
         if f.busy < opts.sa_busy_retries && p.sa.control.heard_since(f.sent) {
-            self.core.retry_later(port, tid, f, "timed out");
+            self.core.retry_later(port, tid, f, false);
             return;
         }
         self.core.pump_sa(port);

@@ -51,6 +51,8 @@ pub(crate) struct SimHost {
     pub(crate) tx_free: BTreeMap<PortRef, Instant>,
     /// When the host is done receiving the UD MADs handed to it (`[nic] recv_ns`).
     pub(crate) rx_free: Instant,
+    /// The number of the next umad send's first try (see `Sim::sa_send`).
+    next_try: u32,
 }
 
 /// The simulator's hosts hold the fabric's QP tables.
@@ -92,6 +94,7 @@ impl SimHost {
             preloaded,
             tx_free: BTreeMap::new(),
             rx_free: Instant::ZERO,
+            next_try: 0,
         }
     }
 
@@ -422,7 +425,7 @@ impl Sim {
                 format!("host {h}: SA TID {low:#x} reused while in flight"),
             );
         }
-        let (full, send) = UmadSend::new(
+        let (full, mut send) = UmadSend::new(
             self.hosts[h.index()].agent,
             port,
             tid,
@@ -431,7 +434,14 @@ impl Sim {
             retries,
             mad.0,
         );
-        self.hosts[h.index()].umad.insert(full, send);
+        // The kernel's timer belongs to the send, not to its TID: an engine sends a MAD
+        // again with the same TID after a BUSY answer, and the earlier send's timers,
+        // still scheduled, must not time the new one out. Each send numbers its tries
+        // from where the host's previous send stopped, so those timers are stale.
+        let host = &mut self.hosts[h.index()];
+        send.attempt = host.next_try;
+        host.next_try = host.next_try.wrapping_add(retries.saturating_add(1));
+        host.umad.insert(full, send);
         self.sa_try(h, full);
     }
 
