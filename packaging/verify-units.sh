@@ -6,8 +6,9 @@
 # --man=yes, that the Documentation= man pages do. Both must be ours, not the host's
 # (whose Debian ibacm may be installed), so the check runs in a scratch root: this
 # machine's own systemd units (sysinit.target, rdma-core's rdma-hw.target, ...)
-# without any ibacm.*, overlaid with ROOT. The man pages are looked up in ROOT's; when
-# ROOT has none (the tree has no man/ pages), that part is skipped and said so.
+# without any ibacm.*, and the system programs the units name (/bin/kill), overlaid
+# with ROOT. The man pages are looked up in ROOT's; when ROOT has none (the tree has no
+# man/ pages), that part is skipped and said so.
 # Clean means exit status 0 and no output at all.
 set -eu
 
@@ -23,6 +24,13 @@ for d in /usr/lib/systemd/system /lib/systemd/system; do
     [ -d "$d" ] && cp -a "$d/." "$scratch/usr/lib/systemd/system/"
 done
 rm -f "$scratch"/usr/lib/systemd/system/ibacm.*
+# The system's programs the units run besides ours (ExecReload='s /bin/kill), at their
+# paths, for the check that each Exec program exists.
+for prog in /bin/kill; do
+    [ -x "$prog" ] || { echo "verify-units.sh: $prog is missing on this machine" >&2; exit 1; }
+    mkdir -p "$scratch$(dirname "$prog")"
+    cp "$prog" "$scratch$prog"
+done
 tar -C "$root" -cf - . | tar -C "$scratch" -xf -
 
 man=--man=no

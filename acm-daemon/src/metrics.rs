@@ -16,6 +16,8 @@
 //! | `acm_endpoint_cache_entries` | gauge | endpoint, guid, port, pkey, state | the daemon only |
 //! | `acm_clients_connected` | gauge | | the daemon only |
 //! | `acm_clients_accepted_total`, `acm_clients_refused_total` | counter | | the daemon only |
+//! | `acm_clients_closed_unread_total` | counter | | the daemon only: closed at `max_queued_reply_bytes` |
+//! | `acm_lookups_rejected_total`, `acm_lookups_cancelled_total`, `acm_background_resolves_dropped_total` | counter | | the daemon only (`acm_engine::LookupCounters`) |
 //! | `acm_start_time_seconds` | gauge | | the daemon only |
 //!
 //! The seven counters are, in the order of docs/daemon.md §12 (`ib_acme -P`'s columns):
@@ -28,7 +30,7 @@
 //! (`0x0002c90300a0b000`, `0xffff`). Cache sizes are not in the client protocol, so only
 //! the daemon's file has them (see `acm_engine::EndpointStats`).
 
-use acm_engine::CacheStats;
+use acm_engine::{CacheStats, LookupCounters};
 use std::fmt::Write as _;
 
 /// What the global counters are called, and what each counts (docs/daemon.md §12).
@@ -118,8 +120,15 @@ pub struct DaemonSample {
     pub clients_accepted: u64,
     /// Client connections refused by the allow-lists since the start.
     pub clients_refused: u64,
+    /// Client connections closed because all queued replies reached
+    /// `max_queued_reply_bytes` while they were not reading theirs.
+    pub clients_closed_unread: u64,
     /// When the daemon started, in seconds since the Unix epoch.
     pub start_time_seconds: u64,
+    /// What the engine's lookup bounds did: requests refused over
+    /// `max_pending_per_client`, lookups cancelled when their clients closed, NODELAY
+    /// warm-ups not started over `max_background_resolves`.
+    pub lookups: LookupCounters,
 }
 
 /// One metric family being gathered: its samples as `(labels, value)` lines.
@@ -228,6 +237,26 @@ pub fn render(snapshots: &[Snapshot]) -> String {
         "counter",
         "Client connections refused by allow_users and allow_groups since the daemon started.",
     );
+    let mut closed_unread = Family::new(
+        "acm_clients_closed_unread_total",
+        "counter",
+        "Client connections closed because the replies queued for all clients reached max_queued_reply_bytes while they were not reading theirs.",
+    );
+    let mut rejected = Family::new(
+        "acm_lookups_rejected_total",
+        "counter",
+        "Resolve requests answered ENOMEM at once because their connection already waited on max_pending_per_client destinations.",
+    );
+    let mut cancelled = Family::new(
+        "acm_lookups_cancelled_total",
+        "counter",
+        "Lookups stopped because every client waiting for them closed.",
+    );
+    let mut background_dropped = Family::new(
+        "acm_background_resolves_dropped_total",
+        "counter",
+        "NODELAY misses that started no background lookup because the endpoint already had max_background_resolves.",
+    );
     let mut started = Family::new(
         "acm_start_time_seconds",
         "gauge",
@@ -292,6 +321,14 @@ pub fn render(snapshots: &[Snapshot]) -> String {
             connected.samples.push((plain.clone(), d.clients_connected));
             accepted.samples.push((plain.clone(), d.clients_accepted));
             refused.samples.push((plain.clone(), d.clients_refused));
+            closed_unread
+                .samples
+                .push((plain.clone(), d.clients_closed_unread));
+            rejected.samples.push((plain.clone(), d.lookups.rejected));
+            cancelled.samples.push((plain.clone(), d.lookups.cancelled));
+            background_dropped
+                .samples
+                .push((plain.clone(), d.lookups.background_dropped));
             started.samples.push((plain.clone(), d.start_time_seconds));
         }
     }
@@ -306,7 +343,17 @@ pub fn render(snapshots: &[Snapshot]) -> String {
     for f in &endpoint {
         f.write(&mut out);
     }
-    for f in [&cache, &connected, &accepted, &refused, &started] {
+    for f in [
+        &cache,
+        &connected,
+        &accepted,
+        &refused,
+        &closed_unread,
+        &rejected,
+        &cancelled,
+        &background_dropped,
+        &started,
+    ] {
         f.write(&mut out);
     }
     out
@@ -367,7 +414,13 @@ mod tests {
                 clients_connected: 2,
                 clients_accepted: 10,
                 clients_refused: 1,
+                clients_closed_unread: 4,
                 start_time_seconds: 1_780_000_000,
+                lookups: LookupCounters {
+                    rejected: 4032,
+                    cancelled: 64,
+                    background_dropped: 7,
+                },
             }),
             ..Snapshot::default()
         };

@@ -596,7 +596,8 @@ fn daemons_in_different_run_dirs_coexist_and_a_second_on_one_run_dir_exits_255()
     }
 
     // A second daemon on run dir a: the lock is held, it exits 255 (as the reference)
-    // but, unlike the reference, says which process holds the lock.
+    // but, unlike the reference, says which process holds the lock, on stderr and in
+    // its log.
     let second_log = a.join("second.log");
     let cmd = ibacm_command(&a, &format!("sim:{DEMO}:node3"), "", &second_log);
     let out = run_bounded(cmd, DEADLINE);
@@ -610,7 +611,17 @@ fn daemons_in_different_run_dirs_coexist_and_a_second_on_one_run_dir_exits_255()
             da.pid()
         )
     );
-    assert!(!second_log.exists(), "the second daemon opened no log");
+    // Its log (here a file of its own) has the same reason as its only line.
+    let log = std::fs::read_to_string(&second_log).expect("the second daemon's log");
+    assert_eq!(log.lines().count(), 1, "{log}");
+    assert!(
+        log.trim_end().ends_with(&format!(
+            ": main: exiting: lock file {} is held by process {}: another ibacm is running there",
+            a.join("ibacm.pid").display(),
+            da.pid()
+        )),
+        "{log}"
+    );
 
     // The first is unaffected: same pid in the lock file, same socket, same host.
     assert_eq!(

@@ -6,6 +6,11 @@
 //!
 //! The daemon runs through `testdata/reference-fabric/run-daemon.sh`, as a user
 //! would. Debian's `ib_acme` comes from the `ibacm` package, which `.ci/run` installs.
+//!
+//! With the `verbs` feature the same cases also run against the daemon's hardware
+//! backend (no `--fabric`) on the emulated HCA (`acm-io-verbs/fake-hca`, preloaded),
+//! attached as the reference host to a hub serving the same fabric: everything from
+//! verbs, umad and sysfs up is then the code that runs on real InfiniBand hosts.
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -24,21 +29,33 @@ mod capture_order;
 
 use capture_order::{FRESH, ORDER, UNSHIPPED, unshipped_requests};
 
+#[cfg(feature = "verbs")]
+#[path = "support/fake_hca.rs"]
+mod fake_hca;
+
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// A daemon started by run-daemon.sh, killed on drop.
+/// A daemon started by run-daemon.sh (or on the emulated HCA), killed on drop.
 struct Daemon {
     child: Child,
     dir: PathBuf,
+    /// The hub the emulated HCA is attached to, stopped after the daemon.
+    #[cfg(feature = "verbs")]
+    _hub: Option<fake_hca::RunningHub>,
+}
+
+fn run_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("acm-ref-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("run dir");
+    dir
 }
 
 impl Daemon {
     fn start(tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("acm-ref-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("run dir");
+        let dir = run_dir(tag);
         let child = Command::new(repo().join("testdata/reference-fabric/run-daemon.sh"))
             .arg(&dir)
             .env("IBACM", env!("CARGO_BIN_EXE_ibacm"))
@@ -46,7 +63,61 @@ impl Daemon {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("run-daemon.sh starts");
-        let d = Self { child, dir };
+        Self::wait(Self {
+            child,
+            dir,
+            #[cfg(feature = "verbs")]
+            _hub: None,
+        })
+    }
+
+    /// Our daemon's hardware backend on the emulated HCA, as the reference host of a
+    /// hub serving the reference fabric, with run-daemon.sh's files.
+    #[cfg(feature = "verbs")]
+    fn start_emulated(tag: &str) -> Self {
+        Self::start_emulated_with(tag, |_| String::new())
+    }
+
+    /// As [`Daemon::start_emulated`], with the options `extra` gives for the run
+    /// directory appended.
+    #[cfg(feature = "verbs")]
+    fn start_emulated_with(tag: &str, extra: impl FnOnce(&Path) -> String) -> Self {
+        let dir = run_dir(tag);
+        let here = repo().join("testdata/reference-fabric");
+        let fabric = here.join("fabric.toml");
+        let hub = fake_hca::RunningHub::start(&fabric, dir.join("hub.sock"));
+        let (sysfs, dev) = (dir.join("sys"), dir.join("dev"));
+        fake_hca::write_sysfs(&fabric, "fakehost", &sysfs);
+        std::fs::create_dir_all(&dev).expect("dev dir");
+        let mut opts = std::fs::read_to_string(here.join("ibacm_opts.cfg")).expect("options");
+        opts.push_str(&format!(
+            "log_file {}\naddr_data_file {}\n",
+            dir.join("ibacm.log").display(),
+            here.join("ibacm_hosts.data").display()
+        ));
+        opts.push_str(&extra(&dir));
+        std::fs::write(dir.join("ibacm_opts.cfg"), opts).expect("options file");
+        let child = Command::new(env!("CARGO_BIN_EXE_ibacm"))
+            .arg("-P")
+            .arg("--run-dir")
+            .arg(&dir)
+            .arg("-O")
+            .arg(dir.join("ibacm_opts.cfg"))
+            .arg("-A")
+            .arg(here.join("ibacm_addr.cfg"))
+            .envs(fake_hca::env(&hub.path, "fakehost", &sysfs, &dev))
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("ibacm starts");
+        Self::wait(Self {
+            child,
+            dir,
+            _hub: Some(hub),
+        })
+    }
+
+    fn wait(d: Self) -> Self {
         let deadline = Instant::now() + Duration::from_secs(20);
         while UnixStream::connect(d.socket()).is_err() {
             assert!(
@@ -183,12 +254,15 @@ fn require_ib_acme() {
 }
 
 fn replay_all(bin: &str, tag: &str) {
-    let d = Daemon::start(tag);
+    replay_on(bin, &Daemon::start(tag));
+}
+
+fn replay_on(bin: &str, d: &Daemon) {
     for name in ORDER {
         if *name == UNSHIPPED {
-            unshipped(&d);
+            unshipped(d);
         } else {
-            check_case(bin, &d, name);
+            check_case(bin, d, name);
         }
         // The capture run's commands came one after another; let background lookups
         // (an ACM request still retrying after a NODELAY reply) settle as they did.
@@ -217,6 +291,72 @@ fn a_fresh_daemon_reports_the_captured_first_perf_row() {
         let d = Daemon::start(tag);
         check_case(bin, &d, FRESH);
     }
+}
+
+#[cfg(feature = "verbs")]
+#[test]
+fn debian_ib_acme_on_the_hardware_backend_with_an_emulated_hca_prints_every_case() {
+    require_ib_acme();
+    replay_on(DEBIAN_IB_ACME, &Daemon::start_emulated("hw-debian"));
+}
+
+#[cfg(feature = "verbs")]
+#[test]
+fn a_fresh_hardware_backend_reports_the_captured_first_perf_row() {
+    require_ib_acme();
+    check_case(DEBIAN_IB_ACME, &Daemon::start_emulated("hw-fresh"), FRESH);
+}
+
+/// Debian's own provider (package `ibacm`), run by our daemon instead of the built-in.
+#[cfg(feature = "verbs")]
+const DEBIAN_LIBIBACMP: &str = "/usr/lib/x86_64-linux-gnu/ibacm/libibacmp.so";
+
+/// Our hardware backend on the emulated HCA with Debian's `libibacmp.so` serving
+/// (`builtin_provider no`): the C provider opens its own verbs objects on the device's
+/// context and sends its SA queries through the core, as under the reference daemon.
+/// No mount namespace is needed: libibacmp opens no file under `/sys` or `/dev` itself
+/// (its `umad_init` does nothing), so the emulation's `ACM_SYSFS_ROOT` tree is all it
+/// sees, through the core.
+#[cfg(feature = "verbs")]
+fn start_with_libibacmp(tag: &str) -> Daemon {
+    assert!(
+        Path::new(DEBIAN_LIBIBACMP).exists(),
+        "{DEBIAN_LIBIBACMP} is missing: install Debian's `ibacm` package (.ci/run does)"
+    );
+    Daemon::start_emulated_with(tag, |dir| {
+        let libs = dir.join("providers");
+        std::fs::create_dir_all(&libs).expect("provider directory");
+        // A copy: the loader skips symbolic links, as the reference does.
+        std::fs::copy(DEBIAN_LIBIBACMP, libs.join("libibacmp.so")).expect("copy libibacmp");
+        format!(
+            "provider_lib_path {}\nbuiltin_provider no\n",
+            libs.display()
+        )
+    })
+}
+
+#[cfg(feature = "verbs")]
+#[test]
+fn debian_libibacmp_in_our_daemon_on_the_emulated_hca_prints_every_case() {
+    require_ib_acme();
+    let d = start_with_libibacmp("hw-libibacmp");
+    assert!(
+        d.log().contains("libibacmp.so: loaded provider 'ibacmp'"),
+        "{}",
+        d.log()
+    );
+    replay_on(DEBIAN_IB_ACME, &d);
+}
+
+#[cfg(feature = "verbs")]
+#[test]
+fn debian_libibacmp_in_a_fresh_daemon_reports_the_captured_first_perf_row() {
+    require_ib_acme();
+    check_case(
+        DEBIAN_IB_ACME,
+        &start_with_libibacmp("hw-libibacmp-fresh"),
+        FRESH,
+    );
 }
 
 #[test]

@@ -197,6 +197,27 @@ fn serves_on_the_socket_systemd_passes_and_notifies_readiness() {
         let n = notify.recv(&mut buf).expect("READY=1 within 20 s");
         let msg = String::from_utf8_lossy(&buf[..n]);
         assert!(msg.lines().any(|l| l == "READY=1"), "{msg:?}");
+        // `systemctl reload` runs ExecReload=, with $MAINPID the daemon's (the
+        // activation program execs it); the daemon says RELOADING=1, then READY=1.
+        for reload in values(&service, "Service", "ExecReload") {
+            let line = reload.replace("$MAINPID", &guard.0.id().to_string());
+            let mut argv = line.split_whitespace();
+            let status = Command::new(argv.next().expect("a program"))
+                .args(argv)
+                .status()
+                .expect("run ExecReload=");
+            assert!(status.success(), "{line}: {status}");
+            let n = notify.recv(&mut buf).expect("RELOADING=1 within 20 s");
+            let msg = String::from_utf8_lossy(&buf[..n]);
+            assert!(msg.lines().any(|l| l == "RELOADING=1"), "{msg:?}");
+            assert!(
+                msg.lines().any(|l| l.starts_with("MONOTONIC_USEC=")),
+                "{msg:?}"
+            );
+            let n = notify.recv(&mut buf).expect("READY=1 within 20 s");
+            let msg = String::from_utf8_lossy(&buf[..n]);
+            assert!(msg.lines().any(|l| l == "READY=1"), "{msg:?}");
+        }
     }
     assert!(
         !run_dir.join("ibacm-unix.sock").exists(),

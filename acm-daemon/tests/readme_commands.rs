@@ -34,7 +34,7 @@ use support::daemon::{DEADLINE, TempDir, ib_acme};
 /// README commands this test does not run, and why.
 const NOT_RUN: &[(&str, &str)] = &[
     (
-        "apt-get install -y ibacm systemd pkg-config libibverbs-dev librdmacm-dev libclang-dev",
+        "apt-get install -y ibacm systemd pkg-config libibverbs-dev libibumad-dev librdmacm-dev libclang-dev",
         "installs packages (as root); CI's .ci/run does it",
     ),
     ("cargo test --workspace", "the test suite itself"),
@@ -81,6 +81,38 @@ const NOT_RUN: &[(&str, &str)] = &[
     (
         "sudo ACM_HW_LOCAL_IP=192.168.10.1 ACM_HW_PEER_IP=192.168.10.2 cargo test -p acm-daemon --features hw-tests --test hw_two_host -- --test-threads 1",
         "needs two hosts with InfiniBand",
+    ),
+    (
+        "cargo test -p acm-daemon --features acm-daemon/verbs --test daemon_reference --test hw_emulated_fabric",
+        "the test suite itself, with the verbs feature (CI)",
+    ),
+    (
+        "cargo test -p acm-daemon --features acm-daemon/verbs --test hw_emulated_providers --test daemon_reference",
+        "the test suite itself, with the verbs feature (CI)",
+    ),
+    (
+        "cargo build -p acm-fake-hca -p acm-fabric-hub -p acm-daemon --features acm-daemon/verbs",
+        "a build with libibverbs; the emulated-HCA tests build what they need",
+    ),
+    (
+        "target/debug/acm-fabric-hub --fabric testdata/fabrics/demo.toml --socket /tmp/fabric.sock &",
+        "the emulated-host walkthrough: acm-daemon/tests/hw_emulated_fabric.rs does the same",
+    ),
+    (
+        "target/debug/acm-fake-hca-sysfs testdata/fabrics/demo.toml node1 /tmp/node1/sys",
+        "the emulated-host walkthrough (as above)",
+    ),
+    (
+        "mkdir -p /tmp/node1/dev",
+        "the emulated-host walkthrough (as above)",
+    ),
+    (
+        "ACM_FAKE_HCA_HUB=/tmp/fabric.sock ACM_FAKE_HCA_HOST=node1 ACM_SYSFS_ROOT=/tmp/node1/sys ACM_DEV_ROOT=/tmp/node1/dev LD_PRELOAD=target/debug/libacm_fake_hca.so target/debug/ibacm -P --run-dir /tmp/node1 &",
+        "the emulated-host walkthrough (as above; needs the verbs build)",
+    ),
+    (
+        "ib_acme -S /tmp/node1/ibacm-unix.sock -f l -d 2",
+        "the emulated-host walkthrough (as above)",
     ),
 ];
 

@@ -52,6 +52,7 @@ impl Engine {
             };
             engine.core.push_log(ev);
         }
+        engine.set_kernel_timeout();
         for i in 0..engine.providers.len() {
             engine.with_provider(i, |p, cx| p.start(cx));
         }
@@ -90,6 +91,12 @@ impl Engine {
             Input::SaResponse { port, mad } => self.sa_response(port, mad),
             Input::SaSendFailed { port, tid, status } => self.sa_failed(port, tid, status),
             Input::Netlink(bytes) => self.netlink_request(bytes),
+            Input::ProviderWake => {
+                for i in 0..self.providers.len() {
+                    self.with_provider(i, |p, cx| p.wake(cx));
+                }
+            }
+            Input::Reconfigure(config) => self.reconfigure(config),
         }
         self.core.check_dropped_replies();
     }
@@ -104,7 +111,14 @@ impl Engine {
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let providers = self.providers.iter().filter_map(|p| p.poll_timeout()).min();
-        match (providers, self.core.sa_next_due()) {
+        let core = match (
+            self.core.sa_next_due(),
+            self.core.kernel_waits.next_deadline(),
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match (providers, core) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -138,6 +152,7 @@ impl Engine {
     }
 
     fn fire_timers(&mut self) {
+        self.expire_kernel_waits();
         let now = self.core.now;
         self.core.sa_release_due();
         for i in 0..self.providers.len() {

@@ -230,6 +230,16 @@ pub enum Input<'a> {
     },
     /// A message from the kernel's RDMA_NL_LS multicast group.
     Netlink(&'a [u8]),
+    /// A provider has work that arrived outside the engine (a plugin answering from its
+    /// own thread): every provider's [`crate::provider::Provider::wake`] runs, with a
+    /// context, so it can hand that work to the core.
+    ProviderWake,
+    /// The configuration files were read again (the daemon's SIGHUP): options that can
+    /// change at run time take their new values, the others keep theirs and are logged
+    /// as needing a restart ([`crate::config::reload`]), and the address file's lines
+    /// are added to and removed from the endpoints without touching the rest. The
+    /// driver checks the files first: a file with a rejected line is not handed in.
+    Reconfigure(&'a crate::config::Reconfig),
 }
 
 /// Bytes of one client reply or one owned MAD: inline up to `N` bytes, so that the

@@ -116,6 +116,17 @@ pub trait Provider {
     fn poll_timeout(&self) -> Option<Instant> {
         None
     }
+
+    /// The driver was told that work for a provider arrived from outside the engine
+    /// ([`crate::Input::ProviderWake`]): a provider that runs threads of its own (a C
+    /// plugin) queues their results and hands them to the core here, where it has a
+    /// context. Sans-IO providers never need it.
+    fn wake(&mut self, _cx: &mut Ctx<'_>) {}
+
+    /// The options were reloaded: `options` are the ones the engine now runs with (only
+    /// the options [`crate::config::reload`] calls live differ from before). A provider
+    /// that copied options at creation takes the new values here.
+    fn reconfigure(&mut self, _cx: &mut Ctx<'_>, _options: &crate::config::Options) {}
 }
 
 /// The core's services, lent to a provider for the duration of one call.

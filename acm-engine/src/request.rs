@@ -33,9 +33,18 @@ pub(crate) enum ReplyTo {
         nl_type: u16,
         /// The request's sequence number (echoed).
         seq: u32,
-        /// What the kernel wants the path for (decides the reply flags).
-        path_use: PathUse,
+        /// What it asked for, which shapes the reply.
+        ask: KernelAsk,
     },
+}
+
+/// What a kernel request asks for (docs/protocol/netlink-ls.md §4 and §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KernelAsk {
+    /// A PathRecord (RESOLVE), for this use (which decides the reply's path flags).
+    Path(PathUse),
+    /// The destination GID of an IP address (IP_RESOLVE), taken from the resolved path.
+    Gid,
 }
 
 /// What kind of reply a [`PendingReply`] becomes.

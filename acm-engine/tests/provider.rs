@@ -257,3 +257,70 @@ fn a_reply_dropped_unanswered_is_logged_in_debug_builds() {
         "{logs:?}"
     );
 }
+
+/// A provider whose answers are produced elsewhere (as a C plugin's threads do): it holds
+/// each request and answers on the next [`Input::ProviderWake`].
+#[derive(Default)]
+struct Deferred {
+    held: Vec<PendingReply>,
+}
+
+impl Provider for Deferred {
+    fn name(&self) -> &str {
+        "deferred"
+    }
+    fn resolve(&mut self, _: &mut Ctx<'_>, _: EndpointId, _: Resolve, reply: PendingReply) {
+        self.held.push(reply);
+    }
+    fn query(&mut self, _: &mut Ctx<'_>, _: EndpointId, _: &[u8; 64], reply: PendingReply) {
+        self.held.push(reply);
+    }
+    fn wake(&mut self, cx: &mut Ctx<'_>) {
+        for reply in self.held.drain(..) {
+            cx.complete(reply, Outcome::Failed(Status::ENODATA));
+        }
+    }
+}
+
+fn replies_to(e: &mut Engine, conn: ConnId) -> Vec<Vec<u8>> {
+    let mut v = Vec::new();
+    while let Some(out) = e.poll_output() {
+        if let Output::Host(HostOutput::Client(ClientOutput::Reply { conn: c, reply })) = out
+            && c == conn
+        {
+            v.push(reply.as_bytes().to_vec());
+        }
+    }
+    v
+}
+
+#[test]
+fn a_provider_answers_on_wake() {
+    let mut config = reference::config();
+    let (options, _) = Options::parse(
+        "ibacm_opts.cfg",
+        &format!("{}provider deferred default\n", reference::OPTS),
+    );
+    config.options = options;
+    let providers: Vec<Box<dyn Provider>> = vec![Box::new(Deferred::default())];
+    let mut e = Engine::with_providers(config, 0, Instant::ZERO, providers);
+    e.handle(Instant::ZERO, Input::DeviceAdded(reference::device()));
+    let _ = replies_to(&mut e, ConnId(1));
+    let mut req = vec![0u8; 160];
+    req[..8].copy_from_slice(&[1, 1, 0, 0, 0, 0, 160, 0]);
+    req[16] = 1;
+    req[20] = 2;
+    req[24..28].copy_from_slice(&[10, 0, 0, 1]);
+    req[88] = 2;
+    req[92] = 2;
+    req[96..100].copy_from_slice(&[10, 0, 0, 77]);
+    let conn = ConnId(1);
+    e.handle(Instant::ZERO, Input::ClientRequest { conn, bytes: &req });
+    assert!(replies_to(&mut e, conn).is_empty(), "held until the wake");
+    e.handle(Instant::from_millis(1), Input::ProviderWake);
+    let replies = replies_to(&mut e, conn);
+    assert_eq!(replies.len(), 1, "answered once");
+    assert_eq!(replies[0][2], Status::ENODATA.0);
+    e.handle(Instant::from_millis(2), Input::ProviderWake);
+    assert!(replies_to(&mut e, conn).is_empty(), "and only once");
+}

@@ -8,7 +8,9 @@ mod support;
 use acm_engine::{ConnId, EndpointId, Input, Instant};
 use acm_engine::{FabricEvent, LocalIp, MadBytes};
 use acm_proto::client::FrameError;
-use acm_proto::netlink::{LsOp, LsRequestRepr, PathUse, ResolveHeaderRepr};
+use acm_proto::netlink::{
+    IpResolveRequestRepr, LsOp, LsRequestRepr, PathUse, ResolveHeaderRepr, SetTimeoutRepr,
+};
 use std::net::IpAddr;
 use std::time::Duration;
 use support::requests::*;
@@ -1000,7 +1002,9 @@ fn kernel_netlink_path_requests_are_answered() {
     node.settle();
     assert_nl_error(&node.netlink[3], 0x1000, 0x54);
 
-    // IP_RESOLVE (docs/reference-quirks.md §29): an error reply of the same type.
+    // A RESOLVE-shaped message typed IP_RESOLVE is not an IP_RESOLVE (its address
+    // attribute is missing): an error reply of the same type. Real ones are answered
+    // (`kernel_ip_resolve_is_answered_with_the_gid`).
     let mut ip_resolve = ls_resolve(0x55, PathUse::GMP, PEER_GID);
     ip_resolve.header.msg_type = LsOp::IP_RESOLVE.msg_type();
     let req = ip_resolve.to_vec();
@@ -1015,6 +1019,120 @@ fn kernel_netlink_path_requests_are_answered() {
     assert_eq!(c.0[RESOLVE], 3, "the three RESOLVEs reached the resolver");
     assert_eq!(c.0[ROUTE_CACHE], 2);
     insta::assert_snapshot!(node.transcript_text());
+}
+
+/// A kernel IP_RESOLVE for `addr` (docs/protocol/netlink-ls.md §7).
+fn ip_resolve(seq: u32, addr: &str) -> Vec<u8> {
+    IpResolveRequestRepr::new(seq, 3, addr.parse().expect("an address")).to_vec()
+}
+
+#[test]
+fn kernel_ip_resolve_is_answered_with_the_gid() {
+    // The reference answers IP_RESOLVE with an error, which the kernel ignores until its
+    // own timeout (docs/reference-quirks.md §29); ours resolves the address as a client
+    // RESOLVE without a source would and answers the path's DGID.
+    let mut node = node_with(reference::sa(), routing_table());
+    let req = ip_resolve(0x61, "10.0.0.2");
+    assert_eq!(nl_u16(&req, 4), 0x1002);
+    node.input(Input::Netlink(&req));
+    node.settle();
+    assert_eq!(node.netlink.len(), 1);
+    let r = &node.netlink[0];
+    assert_eq!(r.len(), 36);
+    assert_eq!(nl_u32(r, 0), 36, "nlmsg_len");
+    assert_eq!(nl_u16(r, 4), 0x1002, "type echoed");
+    assert_eq!(nl_u16(r, 6), 0, "flags: neither REQUEST nor ERR");
+    assert_eq!(nl_u32(r, 8), 0x61, "seq echoed");
+    assert_eq!(
+        &r[16..20],
+        &[20, 0, 4, 0],
+        "DGID, nla_len 20, no mandatory bit"
+    );
+    assert_eq!(&r[20..36], &gid(PEER_GID).0);
+    assert_eq!(path_queries(&node).len(), 1);
+
+    // An address no endpoint can reach (the host routes it elsewhere): an error reply.
+    node.input(Input::Netlink(&ip_resolve(0x62, "10.0.0.9")));
+    node.settle();
+    assert_nl_error(&node.netlink[1], 0x1002, 0x62);
+    // Malformed: no address attribute.
+    let mut bare = ip_resolve(0x63, "10.0.0.2");
+    bare.truncate(20);
+    bare[0..4].copy_from_slice(&20u32.to_ne_bytes());
+    node.input(Input::Netlink(&bare));
+    node.settle();
+    assert_nl_error(&node.netlink[2], 0x1002, 0x63);
+    // What a user process sends (a reply, or a SET_TIMEOUT: no NLM_F_REQUEST) is not
+    // the kernel asking: no answer.
+    let answer = node.netlink[0].clone();
+    node.input(Input::Netlink(&answer));
+    node.settle();
+    assert_eq!(node.netlink.len(), 3);
+    assert!(node.replies.is_empty(), "nothing went to clients");
+    insta::assert_snapshot!(node.transcript_text());
+}
+
+#[test]
+fn kernel_requests_are_answered_before_the_kernel_stops_waiting() {
+    // An SA that never answers: the resolution ends ETIMEDOUT after 2000 ms (timeout
+    // 1000, retries 1), but the kernel waits only 2000 ms for us before it asks the SA
+    // itself. At 1800 ms it gets an error reply, which sends it to the SA at once; the
+    // resolution's own answer later is dropped.
+    let mut node = node_with(sa_failing_paths(None), routing_table());
+    let t0 = node.now;
+    node.input(Input::Netlink(
+        &ls_resolve(0x71, PathUse::ALL, PEER_GID).to_vec(),
+    ));
+    node.input(Input::Netlink(&ip_resolve(0x72, "10.0.0.2")));
+    node.run_until(t0 + Duration::from_millis(1799));
+    assert!(node.netlink.is_empty(), "still within the budget");
+    node.run_until(t0 + Duration::from_millis(1800));
+    assert_eq!(node.netlink.len(), 2, "both answered at the budget");
+    assert_nl_error(&node.netlink[0], 0x1000, 0x71);
+    assert_nl_error(&node.netlink[1], 0x1002, 0x72);
+    node.settle();
+    assert_eq!(node.netlink.len(), 2, "one answer each");
+    assert!(
+        node.logs
+            .iter()
+            .any(|l| l.contains("not resolved within 1800 ms")),
+        "{:?}",
+        node.logs
+    );
+    assert!(
+        node.logs.iter().any(|l| l.contains("seq 113 dropped")),
+        "the late answer is dropped: {:?}",
+        node.logs
+    );
+    insta::assert_snapshot!(node.transcript_text());
+}
+
+#[test]
+fn kernel_timeout_tells_the_kernel_how_long_to_wait() {
+    let mut config = reference::config();
+    config.options.kernel_timeout = 5000;
+    config.netlink_pid = 4321;
+    let mut node = Node::new(config, reference::sa(), reference::route());
+    // At start, before any device: SET_TIMEOUT with the TIMEOUT attribute.
+    assert_eq!(
+        node.netlink.len(),
+        0,
+        "nothing is carried out before the first input"
+    );
+    node.input(Input::DeviceAdded(reference::device()));
+    node.settle();
+    let set = &node.netlink[0];
+    let parsed = SetTimeoutRepr::parse(set).expect("a SET_TIMEOUT");
+    assert_eq!(parsed, SetTimeoutRepr::new(0, 4321, 5000));
+    assert_eq!(nl_u16(set, 4), 0x1001);
+    assert_eq!(
+        nl_u16(set, 6),
+        0x0001,
+        "NLM_F_REQUEST: the kernel refuses it without"
+    );
+    // Without the option nothing is sent (the reference never sends it).
+    let node = reference::node();
+    assert!(node.netlink.is_empty());
 }
 
 #[test]

@@ -131,3 +131,51 @@ fn busy_past_the_retries_fails_the_query() {
     assert_eq!(status(&r), ETIMEDOUT);
     assert_eq!(path_sends(&node).len(), 4, "the query and three retries");
 }
+
+/// The SA-load options are read afresh at each BUSY answer, so a reload (SIGHUP) turns
+/// the back-off on and off without a restart (acm_engine::config::reload).
+#[test]
+fn a_reload_turns_the_busy_retries_on_and_off() {
+    use acm_engine::config::{OptionLines, Options, Reconfig};
+    let reload = |node: &mut Node, extra: &str| {
+        let text = format!("{}{extra}", reference::OPTS);
+        let (options, d) = Options::parse("ibacm_opts.cfg", &text);
+        assert!(d.is_empty(), "{d:?}");
+        let r = Reconfig {
+            options,
+            option_lines: OptionLines::scan("ibacm_opts.cfg", &text),
+            addr_file: None,
+        };
+        node.input(Input::Reconfigure(&r));
+        node.settle();
+    };
+    let req = resolve_ip("10.0.0.1", "10.0.0.2");
+
+    // Started as the reference, reloaded with ours: the BUSY is waited out.
+    let mut on = node("sa_busy_retries 0\n", sa_busy_first(1));
+    reload(&mut on, "sa_busy_retries 4\nsa_backoff_ms 30\n");
+    assert!(
+        on.logs
+            .iter()
+            .any(|l| l.contains("sa_busy_retries 0 -> 4") && l.contains("sa_backoff_ms 20 -> 30")),
+        "{:#?}",
+        on.logs
+    );
+    let r = on.request(ConnId(1), &req).expect("reply");
+    assert_eq!(status(&r), SUCCESS, "the BUSY is waited out");
+    let sends = path_sends(&on);
+    assert_eq!(sends.len(), 2, "{sends:?}");
+    // The new first back-off: 30 ms drawn between ½ and 1½, after the 1 ms answer.
+    let gap = sends[1].saturating_duration_since(sends[0]) - Duration::from_millis(1);
+    assert!(
+        (Duration::from_millis(15)..=Duration::from_millis(45)).contains(&gap),
+        "{gap:?}"
+    );
+
+    // Started with ours, reloaded as the reference: the first BUSY fails the query.
+    let mut off = node("", sa_busy_first(1));
+    reload(&mut off, "sa_busy_retries 0\n");
+    let r = off.request(ConnId(1), &req).expect("reply");
+    assert_eq!(status(&r), ETIMEDOUT);
+    assert_eq!(path_sends(&off).len(), 1);
+}

@@ -363,6 +363,27 @@ where
         .ok_or(ENETUNREACH)
 }
 
+/// [`route_source`], then the host's default route (`default_route`, when of the
+/// destination's family): the source the simulator and the hub give a host's source
+/// lookups.
+///
+/// # Errors
+/// [`ENETUNREACH`] when neither gives a source.
+pub fn route_with_default<I>(
+    ips: I,
+    default_route: Option<IpAddr>,
+    dest: IpAddr,
+) -> Result<IpAddr, u8>
+where
+    I: Iterator<Item = (IpAddr, u8)> + Clone,
+{
+    route_source(ips, dest).or_else(|errno| {
+        default_route
+            .filter(|r| r.is_ipv4() == dest.is_ipv4())
+            .ok_or(errno)
+    })
+}
+
 /// Whether `a` and `b` share the first `prefix` bits (same family only).
 #[must_use]
 pub fn same_subnet(a: IpAddr, b: IpAddr, prefix: u8) -> bool {

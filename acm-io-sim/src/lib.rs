@@ -25,5 +25,5 @@ pub mod sim;
 pub mod spec;
 pub mod topology;
 
-pub use sim::Sim;
+pub use sim::{ProviderFactory, Sim};
 pub use spec::{FabricSpec, HostId};

@@ -89,7 +89,22 @@ fn a_driven_host_gets_its_log_lines_and_closes() {
     let mut bad = vec![0; perf.buffer_len()];
     perf.emit(&mut bad, Direction::Request);
     sim.driver_request(ConnId(9), &bad);
-    let closes: Vec<_> = std::iter::from_fn(|| sim.poll_driver_output())
+    let outputs: Vec<_> = std::iter::from_fn(|| sim.poll_driver_output()).collect();
+    // The engine's line names the client by the driver's number, as the daemon's own
+    // lines do.
+    let said: Vec<&str> = outputs
+        .iter()
+        .filter_map(|o| match o {
+            HostOutput::Log(ev) if ev.origin == "acm_svr_receive" => Some(ev.message.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        said.len() == 1 && said[0].starts_with("client 9: "),
+        "{said:?}"
+    );
+    let closes: Vec<_> = outputs
+        .iter()
         .filter(|o| matches!(o, HostOutput::Client(ClientOutput::Close { .. })))
         .collect();
     assert!(

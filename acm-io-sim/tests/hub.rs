@@ -368,3 +368,61 @@ fn unknown_hosts_are_refused_and_a_second_attachment_replaces_the_first() {
     let stats = hub.stop();
     assert_eq!(stats.attaches, 2, "{stats:?}");
 }
+
+/// The next event from `client`, waiting at most 5 s.
+fn next_event(client: &mut HubClient) -> acm_engine::FabricEvent {
+    client
+        .recv_event(Duration::from_secs(5))
+        .expect("the hub answers")
+        .expect("within 5 s")
+}
+
+#[test]
+fn a_qpn_reserved_before_the_port_is_known_is_kept_when_the_qp_opens() {
+    use acm_engine::{DeviceId, EndpointId, FabricEvent, OpenQp, PortId};
+    let dir = TempDir::new("create-qp");
+    let hub = RunningHub::start(demo(), dir.path("hub.sock"));
+    let (mut c, _) = HubClient::attach(&hub.path, dir.path("a.sock"), "node2").unwrap();
+    let open = |ep| OpenQp {
+        ep,
+        port: PortId {
+            device: DeviceId(0),
+            port: 1,
+        },
+        pkey: 0xFFFF,
+        pkey_index: 0,
+        recv_depth: 4,
+        send_depth: 1,
+    };
+    // Reserved in order of creation: 0x48, then 0x49.
+    c.create_qp(EndpointId(7)).unwrap();
+    c.create_qp(EndpointId(8)).unwrap();
+    let first = next_event(&mut c);
+    let second = next_event(&mut c);
+    assert_eq!(
+        (first, second),
+        (
+            FabricEvent::QpOpened {
+                ep: EndpointId(7),
+                result: Ok(0x48)
+            },
+            FabricEvent::QpOpened {
+                ep: EndpointId(8),
+                result: Ok(0x49)
+            }
+        )
+    );
+    // Opening the second first keeps each endpoint's number; an endpoint that
+    // reserved nothing gets the next fresh one.
+    c.open_qp(&open(EndpointId(8))).unwrap();
+    c.open_qp(&open(EndpointId(7))).unwrap();
+    c.open_qp(&open(EndpointId(9))).unwrap();
+    let got: Vec<_> = (0..3).map(|_| next_event(&mut c)).collect();
+    let qpn = |ep, n| FabricEvent::QpOpened {
+        ep: EndpointId(ep),
+        result: Ok(n),
+    };
+    assert_eq!(got, vec![qpn(8, 0x49), qpn(7, 0x48), qpn(9, 0x4A)]);
+    c.detach().unwrap();
+    hub.stop();
+}

@@ -13,11 +13,15 @@
 //!   pair per endpoint with its completion channel, address handles, multicast attach,
 //!   and async events.
 //!
+//! - [`provider`]: C provider plugins (`acm_prov.h`): loading them, calling them, and
+//!   the core's functions they call back.
+//!
 //! Every `unsafe` block in the workspace lives here and says why it is sound.
 
 pub mod av;
 pub mod event;
 pub mod port;
+pub mod provider;
 pub mod sysfs;
 pub mod umad;
 #[cfg(feature = "verbs")]

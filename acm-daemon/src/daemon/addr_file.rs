@@ -56,14 +56,33 @@ impl AddrFileSpec {
     }
 }
 
-/// The address file's text and the name its diagnostics carry (the file it was read
+/// The address file of a fabric hub's host: `-A PATH` when given; with `--run-dir` and
+/// no `-A`, `RUN_DIR/ibacm_addr.cfg` (generated there at the first start, read back at
+/// the next and at a reload) rather than the machine's `/etc` one; else the default.
+#[must_use]
+pub fn hub_spec(
+    addr_arg: Option<&Path>,
+    run_dir_arg: Option<&Path>,
+    run_dir: &Path,
+) -> AddrFileSpec {
+    match (addr_arg, run_dir_arg) {
+        (None, Some(_)) => AddrFileSpec {
+            path: run_dir.join(GENERATED_NAME),
+            explicit: true,
+        },
+        (a, _) => AddrFileSpec::from_arg(a),
+    }
+}
+
+/// The address file's bytes and the name its diagnostics carry (the file it was read
 /// from or written to; the configured path when it could not be saved).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AddrText {
     /// The file's name, for diagnostics.
     pub name: String,
-    /// Its text.
-    pub text: String,
+    /// Its bytes: an administrator's file may hold Latin-1 names or comments, which
+    /// the engine's parser reads as the reference does (see [`super::config`]).
+    pub text: Vec<u8>,
 }
 
 /// The address file for host `host` with `devices`: read, or generated as the module
@@ -119,7 +138,7 @@ pub fn load_or_generate(
                 ));
                 return Some(AddrText {
                     name: target.display().to_string(),
-                    text,
+                    text: text.into_bytes(),
                 });
             }
             Err(e) => failures.push(format!("cannot write {}: {e}", target.display())),
@@ -133,7 +152,7 @@ pub fn load_or_generate(
     ));
     Some(AddrText {
         name: spec.path.display().to_string(),
-        text,
+        text: text.into_bytes(),
     })
 }
 
@@ -189,7 +208,7 @@ mod tests {
         let spec = AddrFileSpec::from_arg(Some(&path));
         let (got, logs) = run(&spec, &t.0);
         let got = got.unwrap();
-        assert_eq!(got.text, "h mlx5_0 1 default\n");
+        assert_eq!(got.text, b"h mlx5_0 1 default\n");
         assert_eq!(got.name, path.display().to_string());
         assert!(logs.is_empty(), "{logs:?}");
         assert!(!t.0.join(GENERATED_NAME).exists());
@@ -209,12 +228,9 @@ mod tests {
         let (got, logs) = run(&spec, &run_dir);
         let got = got.unwrap();
         let generated = run_dir.join(GENERATED_NAME);
-        assert_eq!(std::fs::read_to_string(&generated).unwrap(), got.text);
-        assert!(
-            got.text.contains("\nnode9 mlx5_0 1 default\n"),
-            "{}",
-            got.text
-        );
+        assert_eq!(std::fs::read(&generated).unwrap(), got.text);
+        let text = String::from_utf8(got.text.clone()).unwrap();
+        assert!(text.contains("\nnode9 mlx5_0 1 default\n"), "{text}");
         assert_eq!(got.name, generated.display().to_string());
         assert!(
             !spec.path.exists(),
@@ -247,7 +263,7 @@ mod tests {
         std::fs::create_dir(&run_dir).unwrap();
         let (got, logs) = run(&spec, &run_dir);
         let got = got.unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), got.text);
+        assert_eq!(std::fs::read(&path).unwrap(), got.text);
         assert_eq!(got.name, path.display().to_string());
         assert!(!run_dir.join(GENERATED_NAME).exists());
         assert_eq!(
@@ -270,7 +286,7 @@ mod tests {
         let (got, logs) = run(&spec, &t.0);
         let got = got.unwrap();
         let generated = t.0.join(GENERATED_NAME);
-        assert_eq!(std::fs::read_to_string(&generated).unwrap(), got.text);
+        assert_eq!(std::fs::read(&generated).unwrap(), got.text);
         assert_eq!(got.name, generated.display().to_string());
         assert_eq!(logs.len(), 1, "{logs:?}");
         assert!(
@@ -286,7 +302,8 @@ mod tests {
         let spec = AddrFileSpec::from_arg(Some(&t.0.join("missing-dir").join("addr.cfg")));
         let (got, logs) = run(&spec, &t.0.join("missing-run-dir"));
         let got = got.unwrap();
-        assert!(got.text.contains("\nnode9-1 mlx5_0 1 default\n"));
+        let text = String::from_utf8(got.text).unwrap();
+        assert!(text.contains("\nnode9-1 mlx5_0 1 default\n"));
         assert_eq!(got.name, spec.path.display().to_string());
         assert!(
             logs[0].contains("could not save it") && logs[0].contains("from memory"),

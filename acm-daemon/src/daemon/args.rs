@@ -15,7 +15,7 @@ usage: ibacm [-D] [-P] [-A addr_file] [-O option_file] [--systemd]
              [--run-dir DIR] [--socket-mode OCTAL] [--socket-group GROUP]
              [--allow-users LIST] [--allow-groups LIST]
              [--metrics-file FILE] [--metrics-interval SECONDS]
-             [--log-file FILE] [--log-level N]
+             [--max-queued-reply-bytes BYTES] [--log-file FILE] [--log-level N]
    -D                 run as a daemon (the default)
    -P                 run in the foreground
    -A addr_file       address file (default /etc/rdma/ibacm_addr.cfg)
@@ -43,6 +43,9 @@ usage: ibacm [-D] [-P] [-A addr_file] [-O option_file] [--systemd]
                       Prometheus text format (for node_exporter's textfile collector)
    --metrics-interval SECONDS
                       how often to write the metrics file (default 15)
+   --max-queued-reply-bytes BYTES
+                      replies queued for all clients together beyond which the
+                      clients not reading theirs are closed (default 67108864, 64 MiB)
    --log-file FILE    log here (or stdout, stderr), overriding the options file
    --log-level N      log level 0..2, overriding the options file
    --help             this text
@@ -102,6 +105,8 @@ pub struct Args {
     pub metrics_file: Option<PathBuf>,
     /// `--metrics-interval`, in seconds.
     pub metrics_interval: Option<u32>,
+    /// `--max-queued-reply-bytes`.
+    pub max_queued_reply_bytes: Option<u64>,
 }
 
 /// The unix socket's default permissions: librdmacm in every user's process connects to
@@ -168,6 +173,7 @@ where
         allow_groups: None,
         metrics_file: None,
         metrics_interval: None,
+        max_queued_reply_bytes: None,
     };
     let mut it = args.into_iter().map(Into::into);
     while let Some(arg) = it.next() {
@@ -228,6 +234,17 @@ where
                             why: "expected whole seconds from 1 to 86400",
                         })?;
                     a.metrics_interval = Some(n);
+                }
+                "max-queued-reply-bytes" => {
+                    let v = value("--max-queued-reply-bytes")?;
+                    let n = super::settings::parse_queued_bytes(&v).map_err(|_| {
+                        ArgError::BadValue {
+                            option: "--max-queued-reply-bytes".into(),
+                            value: v.clone(),
+                            why: "expected whole bytes from 65536 to 1099511627776",
+                        }
+                    })?;
+                    a.max_queued_reply_bytes = Some(n);
                 }
                 "log-level" => {
                     let v = value("--log-level")?;
@@ -397,12 +414,15 @@ mod tests {
             "--metrics-file",
             "/var/lib/m.prom",
             "--metrics-interval=5",
+            "--max-queued-reply-bytes",
+            "1048576",
         ]);
         assert_eq!(a.socket_group.as_deref(), Some("rdma"));
         assert_eq!(a.allow_users, Some(vec!["alice".into(), "1001".into()]));
         assert_eq!(a.allow_groups, Some(vec!["rdma".into()]));
         assert_eq!(a.metrics_file, Some(PathBuf::from("/var/lib/m.prom")));
         assert_eq!(a.metrics_interval, Some(5));
+        assert_eq!(a.max_queued_reply_bytes, Some(1 << 20));
         let d = run(&[]);
         assert_eq!(
             (
@@ -418,6 +438,9 @@ mod tests {
             &["--allow-groups", ""],
             &["--metrics-interval", "0"],
             &["--metrics-interval", "soon"],
+            &["--max-queued-reply-bytes", "65535"],
+            &["--max-queued-reply-bytes", "-1"],
+            &["--max-queued-reply-bytes", "64M"],
         ] {
             assert!(
                 matches!(parse(bad.iter().copied()), Err(ArgError::BadValue { .. })),

@@ -1,6 +1,11 @@
 //! Reading the daemon's files into an engine configuration: the options file, the
 //! address file (generated when missing), and the preload files the options name. Every
 //! file goes through the engine's parsers, whose diagnostics name the file and line.
+//!
+//! Files are read as bytes, never as UTF-8 text: the reference reads bytes, and a single
+//! Latin-1 byte in a comment or a name must cost neither the file nor its line numbers
+//! (read as text, it stopped the start without a line number, turned the address file
+//! into "not found", and dropped the whole preload file).
 
 use super::args::Args;
 use super::settings::{SettingError, Settings};
@@ -22,8 +27,8 @@ pub const DEFAULT_ADDR_FILE: &str = "/etc/rdma/ibacm_addr.cfg";
 pub struct LoadedOptions {
     /// The options.
     pub options: Options,
-    /// The options file's text as read (`None`: it does not exist, defaults apply).
-    pub text: Option<String>,
+    /// The options file's bytes as read (`None`: it does not exist, defaults apply).
+    pub text: Option<Vec<u8>>,
     /// The file.
     pub path: PathBuf,
     /// What its parser said.
@@ -61,7 +66,7 @@ pub fn load_options(path: &Path, args: &Args) -> Result<LoadedOptions, LoadError
         source,
     })?;
     let name = path.display().to_string();
-    let (mut options, diagnostics) = Options::parse(&name, text.as_deref().unwrap_or(""));
+    let (mut options, diagnostics) = Options::parse(&name, text.as_deref().unwrap_or_default());
     apply_overrides(&mut options, args);
     let settings = Settings::resolve(&options.daemon_options, &name, args, options.server_mode)?;
     Ok(LoadedOptions {
@@ -86,23 +91,23 @@ pub fn apply_overrides(options: &mut Options, args: &Args) {
     }
 }
 
-/// `path`'s text, `None` when it does not exist.
+/// `path`'s bytes, `None` when it does not exist.
 ///
 /// # Errors
 /// Any other read error.
-pub fn read_optional(path: &Path) -> io::Result<Option<String>> {
-    match std::fs::read_to_string(path) {
+pub fn read_optional(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    match std::fs::read(path) {
         Ok(t) => Ok(Some(t)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
 }
 
-/// The engine configuration from loaded options, the address file's text (`None`:
-/// missing), and the preload files the options name (read from disk).
+/// The engine configuration from loaded options, the address file's name and bytes
+/// (`None`: missing), and the preload files the options name (read from disk).
 pub fn engine_config(
     opts: &LoadedOptions,
-    addr: Option<(&str, &str)>,
+    addr: Option<(&str, &[u8])>,
     log: &mut dyn FnMut(String),
 ) -> EngineConfig {
     let mut diagnostics = opts.diagnostics.clone();
@@ -159,6 +164,19 @@ pub fn engine_config(
         netlink_pid: std::process::id(),
         ..EngineConfig::default()
     }
+}
+
+/// Adds to `config`'s diagnostics, which the engine logs at start with file and line,
+/// the address-file lines that name none of `devices`, the devices discovery found.
+/// The engine checks each line's port and pkey when its device comes up, but cannot
+/// tell a device that never comes from one that has not come yet; the reference drops
+/// such lines without a word.
+pub fn warn_unknown_devices(config: &mut EngineConfig, devices: &[DeviceDesc]) {
+    let Some(file) = &config.addr_file else {
+        return;
+    };
+    let names: Vec<&str> = devices.iter().map(|d| d.name.as_str()).collect();
+    config.diagnostics.extend(file.unknown_devices(&names));
 }
 
 /// The address file for a host named `host` with `devices` (what `ib_acme -A` writes):
@@ -335,12 +353,37 @@ mod tests {
             settings: Settings::default(),
         };
         let mut logs = Vec::new();
-        let c = engine_config(&l, Some(("addr", "h mlx5_0 1 default\n")), &mut |m| {
+        let c = engine_config(&l, Some(("addr", b"h mlx5_0 1 default\n")), &mut |m| {
             logs.push(m);
         });
         assert_eq!(c.hosts.len(), 1);
         assert!(c.addr_file.is_some());
         assert!(logs.is_empty(), "{logs:?}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn latin1_address_lines_keep_their_numbers_and_unknown_devices_are_named() {
+        let l = LoadedOptions {
+            options: Options::default(),
+            text: None,
+            path: "o".into(),
+            diagnostics: Vec::new(),
+            settings: Settings::default(),
+        };
+        let text = b"# h\xf4te de caf\xe9\nh mlx5_0 1 default\nh-1 mlx4_9 1 default\n";
+        let mut logs = Vec::new();
+        let mut c = engine_config(&l, Some(("addr", text)), &mut |m| logs.push(m));
+        assert!(logs.is_empty(), "{logs:?}");
+        assert_eq!(c.addr_file.as_ref().unwrap().lines.len(), 2);
+        let before = c.diagnostics.len();
+        warn_unknown_devices(&mut c, &[device("mlx5_0", &[(PortState::Active, true)])]);
+        let added: Vec<String> = c.diagnostics[before..]
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(added.len(), 1, "{added:?}");
+        assert!(added[0].starts_with("addr:3:"), "{added:?}");
+        assert!(added[0].contains("mlx4_9"), "{added:?}");
     }
 }

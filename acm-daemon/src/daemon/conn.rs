@@ -18,6 +18,11 @@ use std::io::{self, Read, Write};
 /// its reply, so the queue's growth is bounded by the engine's per-connection limit.
 pub const BACKLOG_LIMIT: usize = 64 * 1024;
 
+/// The step the output buffer grows by, rather than doubling, which would let a full
+/// backlog hold up to twice what it queues (128 KiB for 64 KiB). The buffer is freed
+/// whenever it drains: a client that reads its replies holds none.
+const OUTBUF_STEP: usize = 16 * 1024;
+
 /// What a read produced.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct ReadOutcome {
@@ -74,6 +79,14 @@ impl Conn {
     #[must_use]
     pub fn wants_read(&self) -> bool {
         !self.closing && self.outbuf.len() < BACKLOG_LIMIT
+    }
+
+    /// The memory holding replies waiting to be written, in bytes (what the daemon's
+    /// bound on queued replies counts): the output buffer's capacity, 0 when nothing
+    /// waits.
+    #[must_use]
+    pub fn held(&self) -> usize {
+        self.outbuf.capacity()
     }
 
     /// Whether replies are waiting for the socket to become writable.
@@ -169,16 +182,24 @@ impl Conn {
         if self.outbuf.is_empty() {
             match write(&mut self.stream, reply) {
                 Ok(n) if n == reply.len() => return Ok(()),
-                Ok(n) => self.outbuf.extend_from_slice(&reply[n..]),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.outbuf.extend_from_slice(reply);
-                }
+                Ok(n) => self.queue(&reply[n..]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.queue(reply),
                 Err(e) => return Err(e),
             }
         } else {
-            self.outbuf.extend_from_slice(reply);
+            self.queue(reply);
         }
         Ok(())
+    }
+
+    /// Appends `bytes` to the output buffer, growing it by [`OUTBUF_STEP`] at a time.
+    fn queue(&mut self, bytes: &[u8]) {
+        let need = self.outbuf.len() + bytes.len();
+        if need > self.outbuf.capacity() {
+            let extra = (need - self.outbuf.len()).next_multiple_of(OUTBUF_STEP);
+            self.outbuf.reserve_exact(extra);
+        }
+        self.outbuf.extend_from_slice(bytes);
     }
 
     /// Writes queued replies while the socket takes them.
@@ -197,6 +218,7 @@ impl Conn {
                 Err(e) => return Err(e),
             }
         }
+        self.outbuf = Vec::new();
         Ok(())
     }
 }

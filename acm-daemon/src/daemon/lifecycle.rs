@@ -1,5 +1,5 @@
 //! The end of the daemon's life: which files it owns and removes, and the signals that
-//! stop it.
+//! stop it (and SIGHUP, which reloads it: [`super::reload`]).
 //!
 //! The reference has no signal handling and removes nothing, so a stopped daemon leaves
 //! its socket, symlinks, port files and lock file behind, and so does a failed start.
@@ -150,7 +150,9 @@ impl Drop for RunFiles {
     }
 }
 
-/// SIGTERM and SIGINT, delivered through a signalfd that the event loop polls.
+/// SIGTERM and SIGINT, delivered through a signalfd that the event loop polls, with
+/// SIGHUP ([`RELOAD_SIGNAL`]), which the loop takes as "read the configuration again"
+/// rather than as the end (its default action would kill the daemon).
 ///
 /// The signals are blocked in the calling thread first (and so in every thread it
 /// starts later), which is what makes them queue on the descriptor instead of killing
@@ -164,8 +166,11 @@ pub struct StopSignals {
 /// The signals that stop the daemon cleanly.
 pub const STOP_SIGNALS: [Signal; 2] = [Signal::SIGTERM, Signal::SIGINT];
 
+/// The signal that makes the daemon read its configuration files again.
+pub const RELOAD_SIGNAL: Signal = Signal::SIGHUP;
+
 impl StopSignals {
-    /// Blocks [`STOP_SIGNALS`] and opens the descriptor they are read from. Call it
+    /// Blocks [`STOP_SIGNALS`] and [`RELOAD_SIGNAL`] and opens the descriptor they are read from. Call it
     /// before starting threads and before creating any file, so that a signal during
     /// start-up waits for the event loop and still ends in a clean exit.
     ///
@@ -176,6 +181,7 @@ impl StopSignals {
         for s in STOP_SIGNALS {
             mask.add(s);
         }
+        mask.add(RELOAD_SIGNAL);
         mask.thread_block().map_err(io::Error::from)?;
         let fd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
             .map_err(io::Error::from)?;
@@ -194,7 +200,7 @@ impl StopSignals {
         )
     }
 
-    /// The next pending stop signal, if any.
+    /// The next pending signal (a stop signal or [`RELOAD_SIGNAL`]), if any.
     pub fn take(&mut self) -> Option<Signal> {
         loop {
             match self.fd.read_signal() {

@@ -1,5 +1,11 @@
 //! The client listener for each `server_mode`, with the reference's socket files, port
 //! files and symlinks, or the stream socket systemd passed in.
+//!
+//! The listen queue is the system's longest (`listen(2)` with -1, which Linux reads as
+//! `net.core.somaxconn`, 4096 by default): a burst of clients, or clients arriving
+//! while the daemon is out of descriptors, wait in the kernel's queue instead of being
+//! refused. A socket systemd passed keeps the unit's `Backlog=` (by default also the
+//! kernel's limit), which is the administrator's to set.
 
 use super::access::SocketAccess;
 use super::args::DEFAULT_SOCKET_MODE;
@@ -178,7 +184,11 @@ pub fn open(
                     }
                     UnixListener::from_std(l)
                 }
-                None => bind_unix(&paths.unix_socket(), socket)?,
+                None => {
+                    let l = bind_unix(&paths.unix_socket(), socket)?;
+                    system_backlog(&l, &paths.unix_socket().display().to_string())?;
+                    l
+                }
             };
             if public {
                 relink(&paths.public_socket(), "ibacm-unix.sock").map_err(|source| {
@@ -203,6 +213,7 @@ pub fn open(
                 what: addr.to_string(),
                 source,
             })?;
+            system_backlog(&listener, &addr.to_string())?;
             let bound = listener.local_addr().map_or(port, |a| a.port());
             std::fs::write(paths.tcp_port_file(), format!("{bound}\n")).map_err(|source| {
                 ListenError::PortFile {
@@ -238,6 +249,18 @@ fn bind_unix(path: &Path, socket: &SocketAccess) -> Result<UnixListener, ListenE
         socket.group.as_ref().map(|g| g.id),
     )?;
     Ok(l)
+}
+
+/// Sets `listener`'s queue to the system's longest. mio's TCP bind asks for 128, as
+/// the standard library does; calling `listen` again on a listening socket only
+/// changes its queue length. (mio's unix bind already asks for the maximum; asking
+/// again keeps that from depending on a library's choice.)
+fn system_backlog(listener: &impl std::os::fd::AsFd, what: &str) -> Result<(), ListenError> {
+    use nix::sys::socket::{Backlog, listen};
+    listen(listener, Backlog::MAXALLOWABLE).map_err(|e| ListenError::Bind {
+        what: what.to_owned(),
+        source: e.into(),
+    })
 }
 
 /// Gives the socket file `path` group `gid` (first, since changing the owner may clear
@@ -405,6 +428,81 @@ mod tests {
         );
         assert!(w.is_empty());
         assert!(!p.unix_socket().exists());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// The kernel's longest listen queue.
+    fn somaxconn() -> u32 {
+        std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    #[test]
+    fn the_listen_queue_is_the_systems_longest() {
+        use std::os::fd::AsRawFd;
+        let d = dir("backlog");
+        let p = RunPaths::new(&d);
+        let mut w = Vec::new();
+        let l = open(
+            ServerMode::Loop,
+            0,
+            &p,
+            &SocketAccess::default(),
+            false,
+            None,
+            &mut w,
+        )
+        .unwrap();
+        let Listener::Tcp(t) = &l else { panic!() };
+        let port = t.local_addr().unwrap().port();
+        // ss(8) shows a listening socket's queue limit as its Send-Q.
+        match std::process::Command::new("ss")
+            .args(["-ltnH", &format!("sport = :{port}")])
+            .output()
+        {
+            Ok(out) if out.status.success() => {
+                let text = String::from_utf8_lossy(&out.stdout);
+                let send_q: Vec<&str> = text
+                    .lines()
+                    .filter_map(|l| l.split_whitespace().nth(2))
+                    .collect();
+                assert_eq!(send_q, [somaxconn().to_string()], "not mio's 128: {text}");
+            }
+            other => eprintln!("ss(8) not usable ({other:?}): the TCP queue is not checked"),
+        }
+        drop(l);
+        // The unix socket: more clients than the libraries' usual 128 wait in the queue
+        // unaccepted (a connect to a full queue would fail with EAGAIN).
+        let l = open(
+            ServerMode::Unix,
+            0,
+            &p,
+            &SocketAccess::default(),
+            false,
+            None,
+            &mut w,
+        )
+        .unwrap();
+        let addr = nix::sys::socket::UnixAddr::new(&p.unix_socket()).unwrap();
+        let waiting: Vec<_> = (0..300)
+            .map(|i| {
+                let s = nix::sys::socket::socket(
+                    nix::sys::socket::AddressFamily::Unix,
+                    nix::sys::socket::SockType::Stream,
+                    nix::sys::socket::SockFlag::SOCK_NONBLOCK,
+                    None,
+                )
+                .unwrap();
+                nix::sys::socket::connect(s.as_raw_fd(), &addr)
+                    .unwrap_or_else(|e| panic!("client {i}: {e}"));
+                s
+            })
+            .collect();
+        assert_eq!(waiting.len(), 300);
+        drop(l);
         let _ = std::fs::remove_dir_all(&d);
     }
 }

@@ -5,6 +5,12 @@
 //! is opened for appending: a restart must not erase the log of the run before it,
 //! which is often the one an administrator wants to read.
 //!
+//! A log file the daemon creates gets mode 0640 ([`LOG_FILE_MODE`], less what the
+//! umask takes away), where the reference's gets 0644: at level 2 it records every
+//! client's uid and the addresses each resolved, which other users need not read. A
+//! file that exists keeps its mode (and owner): an administrator who widened it for a
+//! log reader meant to.
+//!
 //! Lines carry the engine's [`Level`], so the daemon's own lines and the engine's are
 //! filtered by one rule ([`max_level`]).
 //!
@@ -18,6 +24,10 @@
 use acm_engine::log::{Level, LogEvent};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+
+/// The mode of a log file the daemon creates: the owner writes, its group reads.
+pub const LOG_FILE_MODE: u32 = 0o640;
 
 /// Where lines go.
 #[derive(Debug)]
@@ -96,9 +106,10 @@ pub const fn max_level(log_level: i32) -> Option<Level> {
 }
 
 impl Logger {
-    /// Opens `target` (`stdout`, `stderr`, case-insensitive, or a path, created if
-    /// missing and appended to). A path that cannot be opened falls back to stdout; the error is returned beside the logger
-    /// so the caller can report it once the log is up.
+    /// Opens `target` (`stdout`, `stderr`, case-insensitive, or a path, created with
+    /// [`LOG_FILE_MODE`] if missing and appended to). A path that cannot be opened
+    /// falls back to stdout; the error is returned beside the logger so the caller can
+    /// report it once the log is up.
     #[must_use]
     pub fn open(target: &str, max: Option<Level>) -> (Self, Option<io::Error>) {
         let (sink, err) = if target.eq_ignore_ascii_case("stdout") {
@@ -106,7 +117,12 @@ impl Logger {
         } else if target.eq_ignore_ascii_case("stderr") {
             (Sink::Stderr, None)
         } else {
-            match OpenOptions::new().append(true).create(true).open(target) {
+            match OpenOptions::new()
+                .append(true)
+                .create(true)
+                .mode(LOG_FILE_MODE)
+                .open(target)
+            {
                 Ok(f) => (Sink::File(f), None),
                 Err(e) => (Sink::Stdout, Some(e)),
             }
@@ -119,6 +135,13 @@ impl Logger {
             },
             err,
         )
+    }
+
+    /// Whether lines go to standard error (where a failure's message is printed
+    /// anyway).
+    #[must_use]
+    pub const fn is_stderr(&self) -> bool {
+        matches!(self.sink, Sink::Stderr)
     }
 
     /// A logger that keeps its lines (for tests).
@@ -138,6 +161,11 @@ impl Logger {
             Sink::Memory(v) => v,
             _ => &[],
         }
+    }
+
+    /// Filters from now on with `max` (a reload changed `log_level`).
+    pub fn set_max_level(&mut self, max: Option<Level>) {
+        self.max = max;
     }
 
     /// Whether lines of `level` are written (callers check before gathering costly
@@ -254,6 +282,27 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.starts_with("the previous run\n"), "{text}");
         assert!(text.ends_with(": main: this run\n"), "{text}");
+    }
+
+    #[test]
+    fn a_new_log_file_is_0640_and_an_old_one_keeps_its_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = crate::test_dir::TestDir::new("log-mode");
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let new = dir.join("new.log");
+        let (mut l, err) = Logger::open(new.to_str().unwrap(), max_level(0));
+        assert!(err.is_none());
+        l.log(Level::Basic, "main", "x");
+        // The umask may take more away, never add: nothing for others, nothing
+        // writable by the group.
+        let m = mode(&new);
+        assert_eq!(m & !LOG_FILE_MODE, 0, "{m:o}");
+        assert_eq!(m & 0o600, 0o600, "{m:o}");
+        let old = dir.join("old.log");
+        std::fs::write(&old, "").unwrap();
+        std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let _ = Logger::open(old.to_str().unwrap(), max_level(0));
+        assert_eq!(mode(&old), 0o644, "an existing file keeps its mode");
     }
 
     #[test]

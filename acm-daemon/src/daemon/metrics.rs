@@ -193,12 +193,17 @@ mod tests {
             clients_connected: 1,
             clients_accepted: 2,
             clients_refused: 3,
+            clients_closed_unread: 5,
             start_time_seconds: 4,
+            lookups: acm_engine::LookupCounters::default(),
         };
         let s = snapshot(&engine, d);
         assert_eq!(s.global, Some(vec![0; 7]));
         assert!(s.endpoints.is_empty());
         assert_eq!(s.daemon, Some(d));
-        assert!(text(&engine, d).contains("acm_clients_refused_total 3\n"));
+        let t = text(&engine, d);
+        assert!(t.contains("acm_clients_refused_total 3\n"), "{t}");
+        assert!(t.contains("acm_clients_closed_unread_total 5\n"), "{t}");
+        assert!(t.contains("acm_lookups_cancelled_total 0\n"), "{t}");
     }
 }

@@ -34,6 +34,9 @@ pub mod log;
 pub mod metrics;
 pub mod options_source;
 pub mod paths;
+pub mod plugins;
+pub mod rate_limit;
+pub mod reload;
 pub mod server;
 pub mod settings;
 pub mod startup;
@@ -150,16 +153,30 @@ fn start(args: &Args, life: &mut Life) -> Result<(), Failure> {
     }
     let paths = RunPaths::new(&run_dir);
     let lock_path = paths.lock_file(&opts.options.lock_file);
-    life.files.lock(&lock_path).map_err(|e| match e {
-        lock::LockError::Held { .. } => Failure {
-            code: EXIT_LOCKED,
-            message: format!("{e}: another ibacm is running there"),
-        },
-        other => Failure::new(other.to_string()),
-    })?;
     let o = &opts.options;
+    // The log opens before the lock is taken, so that a lock that cannot be taken is
+    // also said there (a second instance's line goes to the log of the one running).
     let (mut log, log_err) = Logger::open(&o.log_file, log::max_level(o.log_level));
     log.use_journal_prefixes(args.systemd);
+    if let Err(e) = life.files.lock(&lock_path) {
+        let f = match e {
+            lock::LockError::Held { .. } => Failure {
+                code: EXIT_LOCKED,
+                message: format!("{e}: another ibacm is running there"),
+            },
+            other => Failure::new(other.to_string()),
+        };
+        // Standard error gets the message from the caller; a log there would repeat it.
+        if !log.is_stderr() {
+            log.log_with(
+                Level::Basic,
+                log::Priority::Err,
+                "main",
+                &format!("exiting: {}", f.message),
+            );
+        }
+        return Err(f);
+    }
     log.log(
         Level::Basic,
         "main",
@@ -185,20 +202,27 @@ fn start(args: &Args, life: &mut Life) -> Result<(), Failure> {
     for line in config::core_option_lines(&shown, &opts.path, &addr_display) {
         log.log(Level::Basic, "acm_log_options", &line);
     }
+    // Only the hardware backend gives providers a verbs context.
+    let verbs = !matches!(args.fabric, FabricArg::Sim { .. } | FabricArg::Hub { .. });
+    let opts_file = opts.path.display().to_string();
+    let plugins = plugins::Plugins::load(o, &opts_file, verbs, &mut |l| {
+        log.log(Level::Basic, "acm_open_providers", &l);
+    });
     let ctx = Ctx {
         args,
         paths: &paths,
         opts: &opts,
         source: &source,
+        plugins: &plugins,
     };
     let epoch = std::time::Instant::now();
     match (&args.fabric, fabric) {
         (FabricArg::Sim { .. }, Some(f)) => {
-            let backend = sim_backend(args, &paths, &opts, f, &mut log);
+            let backend = sim_backend(args, &paths, &opts, f, &plugins, &mut log);
             serve(&ctx, backend, log, epoch, life)
         }
         (FabricArg::Hub { socket, host }, _) => {
-            match hub_backend(args, &paths, &opts, socket, host, &mut log) {
+            match hub_backend(args, &paths, &opts, socket, host, &plugins, &mut log) {
                 Ok(backend) => serve(&ctx, backend, log, epoch, life),
                 Err(e) => Err(failed(&mut log, e)),
             }
@@ -213,6 +237,7 @@ struct Ctx<'a> {
     paths: &'a RunPaths,
     opts: &'a LoadedOptions,
     source: &'a OptionsSource,
+    plugins: &'a plugins::Plugins,
 }
 
 /// Logs why the daemon stops, for a detached daemon whose stderr nobody reads.
@@ -269,11 +294,13 @@ fn hardware(
     let config = {
         let mut logf = |m: String| lines.push(m);
         let addr = addr_file::load_or_generate(&addr_spec, &paths.dir, &host, &devices, &mut logf);
-        config::engine_config(
+        let mut config = config::engine_config(
             opts,
-            addr.as_ref().map(|a| (a.name.as_str(), a.text.as_str())),
+            addr.as_ref().map(|a| (a.name.as_str(), a.text.as_slice())),
             &mut logf,
-        )
+        );
+        config::warn_unknown_devices(&mut config, &devices);
+        config
     };
     for l in lines {
         log.log(Level::Basic, "acm_config", &l);
@@ -286,7 +313,20 @@ fn hardware(
     let now = acm_engine::Instant::from_nanos(
         u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX),
     );
-    let engine = acm_engine::Engine::new(config, seed, now);
+    let engine = if ctx.plugins.builtin_only() {
+        acm_engine::Engine::new(config, seed, now)
+    } else {
+        // Each device's verbs context, for `acm_device.verbs`.
+        let contexts: std::collections::HashMap<String, _> = hw
+            .devices
+            .iter()
+            .map(|d| (d.desc.name.clone(), d.verbs.provider_handle()))
+            .collect();
+        let verbs: plugins::adapter::VerbsLookup =
+            std::rc::Rc::new(move |name: &str| contexts.get(name).cloned());
+        let providers = ctx.plugins.providers(&config, &verbs);
+        acm_engine::Engine::with_providers(config, seed, now, providers)
+    };
     let backend = backend::hw::HwBackend::new(hw, engine, now);
     serve(ctx, backend, log, epoch, life)
 }
@@ -353,12 +393,32 @@ fn serve<B: Backend>(
         // The logger went into the failed constructor: say it on stderr only.
         Err(e) => return Err(StartError::EventLoop(e).into()),
     };
+    if ctx.plugins.has_libraries() {
+        match server.provider_waker() {
+            Ok(w) => ctx.plugins.shared().set_waker(w),
+            Err(e) => server.log_mut().log(
+                Level::Basic,
+                "acm_open_providers",
+                &format!(
+                    "no waker for provider libraries ({e}); their answers wait for the next event"
+                ),
+            ),
+        }
+    }
     if let Some(signals) = life.signals.take()
         && let Err(e) = server.stop_on(signals)
     {
         return Err(failed(server.log_mut(), StartError::EventLoop(e)));
     }
+    server.reload_with(reload::Reloader::new(
+        args,
+        paths.dir.clone(),
+        reload::options_path(ctx.source),
+        reload::addr_path(args, &paths.dir),
+        ctx.opts,
+    ));
     server.set_allow_list(ctx.opts.settings.access.allow.clone());
+    server.set_max_queued_reply_bytes(ctx.opts.settings.max_queued_reply_bytes);
     if let Some(m) = &ctx.opts.settings.metrics {
         server.set_metrics(metrics::MetricsFile::new(m, std::time::Instant::now()));
     }
@@ -449,6 +509,7 @@ fn sim_backend(
     paths: &RunPaths,
     opts: &LoadedOptions,
     fabric: SimFabric,
+    plugins: &plugins::Plugins,
     log: &mut Logger,
 ) -> SimBackend {
     let SimFabric {
@@ -463,16 +524,16 @@ fn sim_backend(
         // The spec's address text stays (an -A file replaces it below); the options
         // and the preload files they name come from disk.
         let addr = spec.addr_file_text(h);
-        config = config::engine_config(opts, Some(("ibacm_addr.cfg", &addr)), &mut logf);
+        config = config::engine_config(opts, Some(("ibacm_addr.cfg", addr.as_bytes())), &mut logf);
     } else {
         // The host's options as parsed by the fabric, with the command line's
         // overrides and the run directory's log file: the ones the logger runs with.
         config.options = opts.options.clone();
         config.netlink_pid = std::process::id();
     }
+    let topo = acm_io_sim::topology::Topology::new(&spec);
+    let devices = topo.devices(h, spec.sm.lid, spec.sm.sl);
     if let Some(path) = &args.addr_file {
-        let topo = acm_io_sim::topology::Topology::new(&spec);
-        let devices = topo.devices(h, spec.sm.lid, spec.sm.sl);
         let name = spec.hosts[h.index()].name.clone();
         let mut logf = |m: String| log.log(Level::Basic, "acm_config", &m);
         let spec = addr_file::AddrFileSpec::from_arg(Some(path));
@@ -483,7 +544,24 @@ fn sim_backend(
             file
         });
     }
-    SimBackend::new(spec, h, config, acm_io_sim::sim::seed_from_env(), label)
+    config::warn_unknown_devices(&mut config, &devices);
+    let seed = acm_io_sim::sim::seed_from_env();
+    match simulated_providers(plugins) {
+        Some(factory) => SimBackend::with_providers(spec, h, config, seed, label, factory),
+        None => SimBackend::new(spec, h, config, seed, label),
+    }
+}
+
+/// The provider factory of an engine on a simulated fabric (`--fabric sim` or `hub`):
+/// none when the built-in runs alone; C providers get a null `acm_device.verbs` (the
+/// simulator has no verbs).
+fn simulated_providers(plugins: &plugins::Plugins) -> Option<acm_io_sim::ProviderFactory> {
+    if plugins.builtin_only() {
+        return None;
+    }
+    let plugins = plugins.clone();
+    let verbs = plugins::no_verbs();
+    Some(Box::new(move |c| plugins.providers(c, &verbs)))
 }
 
 /// This host's engine, attached to a fabric hub.
@@ -493,18 +571,15 @@ fn hub_backend(
     opts: &LoadedOptions,
     socket: &Path,
     host: &str,
+    plugins: &plugins::Plugins,
     log: &mut Logger,
 ) -> Result<HubBackend, StartError> {
     let my_socket = paths.dir.join(format!("ibacm-hub-{host}.sock"));
-    // With --run-dir and no -A, a hub host keeps its address file in the run directory
-    // (read back at the next start) rather than reading the machine's /etc one.
-    let addr_spec = match (&args.addr_file, &args.run_dir) {
-        (None, Some(_)) => addr_file::AddrFileSpec {
-            path: paths.dir.join(addr_file::GENERATED_NAME),
-            explicit: true,
-        },
-        (a, _) => addr_file::AddrFileSpec::from_arg(a.as_deref()),
-    };
+    let addr_spec = addr_file::hub_spec(
+        args.addr_file.as_deref(),
+        args.run_dir.as_deref(),
+        &paths.dir,
+    );
     let mut lines = Vec::new();
     let backend = HubBackend::attach(
         socket,
@@ -519,12 +594,15 @@ fn hub_backend(
                 &setup.devices,
                 &mut logf,
             );
-            config::engine_config(
+            let mut config = config::engine_config(
                 opts,
-                addr.as_ref().map(|a| (a.name.as_str(), a.text.as_str())),
+                addr.as_ref().map(|a| (a.name.as_str(), a.text.as_slice())),
                 &mut logf,
-            )
+            );
+            config::warn_unknown_devices(&mut config, &setup.devices);
+            config
         },
+        simulated_providers(plugins),
         acm_io_sim::sim::seed_from_env() ^ u64::from(std::process::id()),
         acm_engine::Instant::ZERO,
     )

@@ -111,7 +111,7 @@ pub fn load(
                     .map_err(|e| e.to_string())?;
             let loaded = LoadedOptions {
                 options,
-                text: Some(f.text.to_owned()),
+                text: Some(f.text.as_bytes().to_vec()),
                 // What the start-up log shows as the options file.
                 path: f.file.map_or_else(
                     || PathBuf::from("(built-in demo fabric)"),
@@ -133,20 +133,31 @@ pub fn load(
             (loaded, OptionsSource::DefaultFile { path, found })
         }
     };
-    let keeps_machine_log = args.run_dir.is_none() && args.fabric == FabricArg::Hardware;
-    let named = args.log_file.is_some() || names_log_file(loaded.text.as_deref().unwrap_or(""));
-    if !named && !keeps_machine_log {
-        loaded.options.log_file = run_dir.join("ibacm.log").display().to_string();
-    }
+    place_log_file(&mut loaded, args, run_dir);
     Ok((loaded, source))
 }
 
-/// Whether an options text sets `log_file`, by the parser's own rules (comments, case,
-/// line length, a name without a value): a sentinel value put first survives only if
-/// no later line sets the option.
-fn names_log_file(text: &str) -> bool {
+/// The default log file's place (see the module's doc): `RUN_DIR/ibacm.log` unless the
+/// options or `--log-file` name one, or the daemon runs on hardware without
+/// `--run-dir`. A reload reads the options file through this too, so that an unchanged
+/// file reads as unchanged.
+pub fn place_log_file(loaded: &mut LoadedOptions, args: &Args, run_dir: &Path) {
+    let keeps_machine_log = args.run_dir.is_none() && args.fabric == FabricArg::Hardware;
+    let named =
+        args.log_file.is_some() || names_log_file(loaded.text.as_deref().unwrap_or_default());
+    if !named && !keeps_machine_log {
+        loaded.options.log_file = run_dir.join("ibacm.log").display().to_string();
+    }
+}
+
+/// Whether an options file's bytes set `log_file`, by the parser's own rules (comments,
+/// case, line length, a name without a value, bytes that are not UTF-8): a sentinel
+/// value put first survives only if no later line sets the option.
+#[must_use]
+pub fn names_log_file(text: &[u8]) -> bool {
     const SENTINEL: &str = "\u{1}unset";
-    let probe = format!("log_file {SENTINEL}\n{text}");
+    let mut probe = format!("log_file {SENTINEL}\n").into_bytes();
+    probe.extend_from_slice(text);
     Options::parse("", &probe).0.log_file != SENTINEL
 }
 
@@ -164,14 +175,21 @@ mod tests {
 
     #[test]
     fn a_log_file_line_is_recognised_as_the_parser_reads_it() {
-        assert!(names_log_file("log_file /x.log\n"));
-        assert!(names_log_file("LOG_FILE stdout\n"));
-        assert!(!names_log_file("# log_file /x.log\nlog_level 2\n"));
+        assert!(names_log_file(b"log_file /x.log\n"));
+        assert!(names_log_file(b"LOG_FILE stdout\n"));
+        assert!(!names_log_file(b"# log_file /x.log\nlog_level 2\n"));
         assert!(
-            !names_log_file("log_file\n"),
+            !names_log_file(b"log_file\n"),
             "a name without a value sets nothing"
         );
-        assert!(!names_log_file(""));
+        assert!(!names_log_file(b""));
+        // Latin-1 in a comment, and in the file name itself (a path is bytes).
+        assert!(names_log_file(
+            b"# r\xe9glages\nlog_file /var/log/caf\xe9.log\n"
+        ));
+        assert!(!names_log_file(
+            b"# journal \xe9crit ailleurs\nlog_level 1\n"
+        ));
     }
 
     #[test]

@@ -12,7 +12,29 @@
 //! (`ClientOutput::Netlink`) back to the kernel (see [`super::kernel::channel`]).
 //!
 //! The stop signals are another ([`Server::stop_on`]): the loop returns the signal, and
-//! the caller removes its files and logs the end.
+//! the caller removes its files and logs the end. SIGHUP comes the same way and makes
+//! the loop read the configuration again ([`Server::reload_with`], [`super::reload`]).
+//!
+//! When `accept` fails for want of descriptors (EMFILE, ENFILE) or memory, clients
+//! still wait in the listen queue, but the edge-triggered poller will not report the
+//! listener again until yet another client arrives. The loop therefore tries again
+//! itself: on the turn after any connection closes, and every [`ACCEPT_RETRY`] while
+//! the failure lasts (a descriptor may also free elsewhere: another process, the
+//! metrics file), logging the first failure and the recovery, not every try.
+//!
+//! Replies queued for all clients together are bounded
+//! ([`Server::set_max_queued_reply_bytes`], `max_queued_reply_bytes`): each connection
+//! stops being read at 64 KiB of queued replies, but many such connections could
+//! still hold any amount. The bound counts the memory the queues take (a connection
+//! that reads its replies holds none). Past it, the connections with the most queued
+//! (the ones not reading: a client that reads has next to nothing queued) are closed,
+//! until three quarters of the bound are left, so that a steady stream of such clients
+//! is cut in batches, each reported by one log line, not one per connection. Their
+//! buffers go with them.
+//!
+//! The engine's lines about malformed requests (origin [`MALFORMED_ORIGIN`], one per
+//! connection it closes) go through a [`RateLimit`]: a few per interval, then one
+//! count of the rest.
 //!
 //! With allow-lists ([`Server::set_allow_list`]), each new client's credentials are
 //! checked before it is watched; a refused one is closed unread, with one log line
@@ -27,6 +49,8 @@ use super::lifecycle::StopSignals;
 use super::listen::{Listener, Stream};
 use super::log::{Logger, Priority};
 use super::metrics::{MetricsFile, Written};
+use super::rate_limit::{self, RateLimit};
+use super::reload::Reloader;
 use crate::metrics::DaemonSample;
 use acm_engine::HostOutput;
 use acm_engine::{ClientOutput, ConnId, Instant};
@@ -42,11 +66,22 @@ const LISTENER: Token = Token(0);
 const BACKEND: Token = Token(1);
 const KERNEL: Token = Token(2);
 const SIGNALS: Token = Token(3);
+/// The waker C provider plugins' threads fire ([`Server::provider_waker`]).
+const PROVIDERS: Token = Token(4);
 /// Connection ids start here, so that a connection's token is its id.
 const FIRST_CONN: u64 = 16;
 
 /// Requests read from one connection before the others get their turn.
 pub const READ_BUDGET: usize = 64;
+
+/// How often accepting is tried again while it fails for want of descriptors or
+/// memory, when no connection closes meanwhile: often enough that a waiting client is
+/// served well within a second of a descriptor freeing, rarely enough to cost nothing.
+pub const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+
+/// The origin of the engine's line for a request it refuses to frame (a connection it
+/// closes); its only line with this origin (acm-engine's `core::client`).
+pub const MALFORMED_ORIGIN: &str = "acm_svr_receive";
 
 /// Why the loop ended.
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +120,21 @@ pub struct Server<B: Backend> {
     metrics: Option<MetricsFile>,
     /// When the daemon started, in seconds since the Unix epoch (for the metrics).
     started: u64,
+    /// Accepting failed for want of resources: since when, and how many tries failed.
+    accept_stalled: Option<(std::time::Instant, u64)>,
+    /// A connection closed since the last try at accepting.
+    closed_since_try: bool,
+    /// Memory holding replies queued on all connections, in bytes
+    /// ([`Conn::held`]).
+    queued: usize,
+    /// The bound on `queued`.
+    max_queued: usize,
+    /// Connections closed for the bound so far (for the metrics).
+    closed_unread: u64,
+    /// The limit on the engine's malformed-request lines.
+    malformed: RateLimit,
+    /// What SIGHUP reads again, once [`Server::reload_with`] set it.
+    reloader: Option<Reloader>,
 }
 
 impl<B: Backend> Server<B> {
@@ -127,6 +177,14 @@ impl<B: Backend> Server<B> {
                 .checked_sub(epoch.elapsed())
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                 .map_or(0, |d| d.as_secs()),
+            accept_stalled: None,
+            closed_since_try: false,
+            queued: 0,
+            max_queued: usize::try_from(super::settings::DEFAULT_MAX_QUEUED_REPLY_BYTES)
+                .unwrap_or(usize::MAX),
+            closed_unread: 0,
+            malformed: RateLimit::default(),
+            reloader: None,
         })
     }
 
@@ -135,6 +193,12 @@ impl<B: Backend> Server<B> {
     /// credentials, are refused.
     pub fn set_allow_list(&mut self, allow: AllowList) {
         self.allow = allow;
+    }
+
+    /// Bounds the replies queued for all clients together to `bytes` (see the module's
+    /// doc).
+    pub fn set_max_queued_reply_bytes(&mut self, bytes: u64) {
+        self.max_queued = usize::try_from(bytes).unwrap_or(usize::MAX);
     }
 
     /// Writes `metrics` at once, then every interval.
@@ -150,6 +214,21 @@ impl<B: Backend> Server<B> {
         signals.register(self.poll.registry(), SIGNALS)?;
         self.stop = Some(signals);
         Ok(())
+    }
+
+    /// Makes SIGHUP (once [`Server::stop_on`] watches the signals) read the files
+    /// `reloader` knows again and apply them.
+    pub fn reload_with(&mut self, reloader: Reloader) {
+        self.reloader = Some(reloader);
+    }
+
+    /// A waker that makes the loop feed the backend's engine
+    /// [`acm_engine::Input::ProviderWake`] (one per server).
+    ///
+    /// # Errors
+    /// The poller refused it.
+    pub fn provider_waker(&self) -> io::Result<mio::Waker> {
+        mio::Waker::new(self.poll.registry(), PROVIDERS)
     }
 
     /// The log, for the caller's last lines.
@@ -180,14 +259,19 @@ impl<B: Backend> Server<B> {
                 return Err(e.into());
             }
             let mut backend_ready = false;
+            let mut providers = false;
             for ev in &events {
                 match ev.token() {
                     LISTENER => self.accept_all(),
                     BACKEND => backend_ready = true,
+                    PROVIDERS => providers = true,
                     KERNEL => self.read_kernel(),
                     SIGNALS => {
-                        if let Some(sig) = self.stop.as_mut().and_then(StopSignals::take) {
-                            return Ok(sig);
+                        while let Some(sig) = self.stop.as_mut().and_then(StopSignals::take) {
+                            if sig != super::lifecycle::RELOAD_SIGNAL {
+                                return Ok(sig);
+                            }
+                            self.reload();
                         }
                     }
                     Token(t) => {
@@ -208,10 +292,74 @@ impl<B: Backend> Server<B> {
                 self.dispatch();
             }
             self.revisit_paused();
+            self.retry_accept();
             let now = self.now();
+            if providers {
+                self.backend.provider_wake(now);
+            }
             self.backend.advance(now, backend_ready)?;
             self.dispatch();
+            self.bound_queued_replies();
+            self.log_malformed_count(std::time::Instant::now());
             self.write_metrics();
+        }
+    }
+
+    /// Reads the configuration files again and applies them, or logs why not (see
+    /// [`super::reload`]).
+    fn reload(&mut self) {
+        let Some(reloader) = self.reloader.as_mut() else {
+            self.log
+                .log(Level::Basic, "acm_reload", "SIGHUP: nothing to reload");
+            return;
+        };
+        reloader.notify_reloading();
+        if let Some(a) = reloader.read(&mut self.log) {
+            // The log first, so that the engine's lines pass at the new level.
+            self.log.set_max_level(super::log::max_level(a.log_level));
+            let now = self.now();
+            self.backend.reconfigure(now, &a.reconfig);
+            if let Some(allow) = a.settings.allow {
+                self.allow = allow;
+            }
+            if let Some(m) = a.settings.metrics {
+                self.metrics = m.map(|m| MetricsFile::new(&m, std::time::Instant::now()));
+            }
+            if let Some(bytes) = a.settings.max_queued_reply_bytes {
+                self.set_max_queued_reply_bytes(bytes);
+            }
+            self.dispatch();
+        }
+        if let Some(r) = &self.reloader {
+            r.notify_ready();
+        }
+    }
+
+    /// Writes an engine line about a malformed request if the rate limit lets it
+    /// through, else counts it.
+    fn log_malformed(&mut self, ev: &acm_engine::log::LogEvent) {
+        if !self.log.enabled(ev.level) {
+            return;
+        }
+        let now = std::time::Instant::now();
+        self.log_malformed_count(now);
+        if self.malformed.admit(now) == rate_limit::Verdict::Write {
+            self.log.event(ev);
+        }
+    }
+
+    /// Logs how many malformed-request lines were left out, once their interval ended.
+    fn log_malformed_count(&mut self, now: std::time::Instant) {
+        if let Some(s) = self.malformed.take_summary(now) {
+            self.log.log(
+                Level::Basic,
+                MALFORMED_ORIGIN,
+                &format!(
+                    "{} more malformed connections in the last {} s (the first lines of each interval are logged whole)",
+                    s.suppressed,
+                    s.interval.as_secs()
+                ),
+            );
         }
     }
 
@@ -229,7 +377,9 @@ impl<B: Backend> Server<B> {
             clients_connected: self.conns.len() as u64,
             clients_accepted: self.accepted,
             clients_refused: self.refused,
+            clients_closed_unread: self.closed_unread,
             start_time_seconds: self.started,
+            lookups: self.backend.engine().lookup_counters(),
         };
         let text = super::metrics::text(self.backend.engine(), daemon);
         match m.write(now, &text) {
@@ -249,8 +399,12 @@ impl<B: Backend> Server<B> {
     }
 
     /// How long the poller may sleep: until the backend's next deadline or the metrics
-    /// file's, or not at all while a paused connection can be read.
+    /// file's (at most [`ACCEPT_RETRY`] while accepting fails), or not at all while a
+    /// paused connection can be read or a connection closed during a stall.
     fn timeout(&self) -> Option<Duration> {
+        if self.accept_stalled.is_some() && self.closed_since_try {
+            return Some(Duration::ZERO);
+        }
         if self
             .paused
             .iter()
@@ -267,27 +421,65 @@ impl<B: Backend> Server<B> {
             .metrics
             .as_ref()
             .map(|m| m.due().saturating_duration_since(std::time::Instant::now()));
-        match (backend, metrics) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        let retry = self.accept_stalled.map(|_| ACCEPT_RETRY);
+        let count = self
+            .malformed
+            .summary_due()
+            .map(|t| t.saturating_duration_since(std::time::Instant::now()));
+        [backend, metrics, retry, count].into_iter().flatten().min()
+    }
+
+    /// Tries accepting again while a stall lasts, after a connection closed or
+    /// [`ACCEPT_RETRY`] after the last try.
+    fn retry_accept(&mut self) {
+        if self.accept_stalled.is_some() {
+            self.accept_all();
+            self.dispatch();
         }
     }
 
     fn accept_all(&mut self) {
+        self.closed_since_try = false;
         loop {
             match self.listener.accept() {
-                Ok(stream) => self.add(stream),
+                Ok(stream) => {
+                    if let Some((since, tries)) = self.accept_stalled.take() {
+                        self.log.log_with(
+                            Level::Basic,
+                            Priority::Warning,
+                            "acm_server",
+                            &format!(
+                                "accepting clients again after {:.1} s ({tries} failed tries)",
+                                since.elapsed().as_secs_f64()
+                            ),
+                        );
+                    }
+                    self.add(stream);
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // A client that went before it was accepted: the next one may be there.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
+                    ) => {}
                 Err(e) => {
-                    // Out of descriptors, say: log it and wait for the next event
-                    // rather than spinning.
-                    self.log.log_with(
-                        Level::Basic,
-                        Priority::Err,
-                        "acm_server",
-                        &format!("accept failed: {e}"),
-                    );
+                    // Out of descriptors, say. The clients stay queued; the loop tries
+                    // again (see the module's doc) rather than spinning here.
+                    match &mut self.accept_stalled {
+                        Some((_, tries)) => *tries += 1,
+                        None => {
+                            self.accept_stalled = Some((std::time::Instant::now(), 1));
+                            self.log.log_with(
+                                Level::Basic,
+                                Priority::Err,
+                                "acm_server",
+                                &format!(
+                                    "accept failed: {e}; waiting clients are accepted as descriptors free"
+                                ),
+                            );
+                        }
+                    }
                     return;
                 }
             }
@@ -441,7 +633,10 @@ impl<B: Backend> Server<B> {
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
-        if let Err(e) = conn.flush() {
+        let before = conn.held();
+        let r = conn.flush();
+        self.queued -= before - conn.held();
+        if let Err(e) = r {
             self.close(id, &format!("send failed: {e}"));
             return;
         }
@@ -487,9 +682,66 @@ impl<B: Backend> Server<B> {
         }
     }
 
+    /// Closes the connections with the most queued replies while all queued replies
+    /// are over the bound, down to three quarters of it, and says so in one line.
+    fn bound_queued_replies(&mut self) {
+        if self.queued <= self.max_queued {
+            return;
+        }
+        let over = self.queued;
+        let target = self.max_queued / 4 * 3;
+        let mut by_size: Vec<(usize, u64)> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.held() > 0)
+            .map(|(&id, c)| (c.held(), id))
+            .collect();
+        // The most queued first; the oldest connection first among equals.
+        by_size.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut closed = Vec::new();
+        for (_, id) in by_size {
+            if self.queued <= target {
+                break;
+            }
+            self.close(
+                id,
+                "closed: not reading its replies while max_queued_reply_bytes was reached",
+            );
+            closed.push(id);
+        }
+        self.closed_unread += closed.len() as u64;
+        // What the engine says to the closes (lookups cancelled) goes out now.
+        self.dispatch();
+        // The tables that held them give their room back.
+        if self.conns.capacity() > 64 && self.conns.len() * 4 < self.conns.capacity() {
+            self.conns.shrink_to(self.conns.len() * 2);
+        }
+        self.paused.retain(|id| self.conns.contains_key(id));
+        self.paused.shrink_to(self.paused.len() * 2);
+        let shown: Vec<String> = closed.iter().take(8).map(u64::to_string).collect();
+        let more = if closed.len() > shown.len() {
+            format!(" and {} more", closed.len() - shown.len())
+        } else {
+            String::new()
+        };
+        self.log.log_with(
+            Level::Basic,
+            Priority::Warning,
+            "acm_server",
+            &format!(
+                "replies queued for clients reached {over} bytes, over max_queued_reply_bytes {}: closed {} clients that were not reading them (client {}{more}), {} bytes left queued",
+                self.max_queued,
+                closed.len(),
+                shown.join(", "),
+                self.queued
+            ),
+        );
+    }
+
     /// Drops connection `id` and tells the engine.
     fn close(&mut self, id: u64, why: &str) {
         if let Some(mut conn) = self.conns.remove(&id) {
+            self.queued -= conn.held();
             let _ = match conn.stream_mut() {
                 Stream::Unix(s) => self.poll.registry().deregister(s),
                 Stream::Tcp(s) => self.poll.registry().deregister(s),
@@ -501,6 +753,7 @@ impl<B: Backend> Server<B> {
             );
             let now = self.now();
             self.backend.client_closed(now, ConnId(id));
+            self.closed_since_try = true;
         }
     }
 
@@ -512,7 +765,10 @@ impl<B: Backend> Server<B> {
                     let Some(c) = self.conns.get_mut(&conn.0) else {
                         continue;
                     };
-                    if let Err(e) = c.send(reply.as_bytes()) {
+                    let before = c.held();
+                    let r = c.send(reply.as_bytes());
+                    self.queued += c.held() - before;
+                    if let Err(e) = r {
                         self.close(conn.0, &format!("send failed: {e}"));
                     } else if c.wants_write() != c.write_interest {
                         self.sync_interest(conn.0);
@@ -525,6 +781,7 @@ impl<B: Backend> Server<B> {
                 HostOutput::Client(ClientOutput::Netlink(bytes)) => {
                     self.kernel.send(&bytes, &mut self.log);
                 }
+                HostOutput::Log(ev) if ev.origin == MALFORMED_ORIGIN => self.log_malformed(&ev),
                 HostOutput::Log(ev) => self.log.event(&ev),
             }
         }

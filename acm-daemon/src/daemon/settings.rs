@@ -1,5 +1,6 @@
 //! The daemon's own options, which the reference does not have: access control
-//! ([`super::access`]) and the metrics file ([`super::metrics`]), from the options
+//! ([`super::access`]), the metrics file ([`super::metrics`]) and the bound on replies
+//! queued for clients ([`super::server`]), from the options
 //! file's lines ([`acm_engine::config::DAEMON_OPTIONS`]) and the command line, which
 //! overrides them.
 //!
@@ -15,6 +16,7 @@
 //! | `allow_groups` | `--allow-groups` | everyone | groups (names or gids) allowed to connect; lines add up |
 //! | `metrics_file` | `--metrics-file` | none | write metrics there, in the Prometheus text format |
 //! | `metrics_interval` | `--metrics-interval` | 15 | seconds between two writes of the metrics file |
+//! | `max_queued_reply_bytes` | `--max-queued-reply-bytes` | 67108864 (64 MiB) | replies queued for all clients together beyond which the ones not reading are closed |
 //!
 //! A command-line list replaces the file's list of the same kind.
 
@@ -32,6 +34,21 @@ pub const DEFAULT_METRICS_INTERVAL: u32 = 15;
 /// The longest interval accepted, in seconds (a day).
 pub const MAX_METRICS_INTERVAL: u32 = 86_400;
 
+/// `max_queued_reply_bytes`' default, 64 MiB: a thousand clients that stopped reading
+/// with a full per-connection backlog (64 KiB, [`super::conn::BACKLOG_LIMIT`]) each,
+/// far more than a healthy daemon ever queues (its clients read each reply as it
+/// comes: a few KiB in all), and little beside a server's memory. Without a bound,
+/// 8,000 such clients held 1.16 GB.
+pub const DEFAULT_MAX_QUEUED_REPLY_BYTES: u64 = 64 << 20;
+
+/// The smallest bound accepted: one connection's backlog, below which a single client
+/// with a full backlog would be closed for what the per-connection limit allows.
+pub const MIN_MAX_QUEUED_REPLY_BYTES: u64 = super::conn::BACKLOG_LIMIT as u64;
+
+/// The largest bound accepted, 1 TiB (a bound above the machine's memory bounds
+/// nothing, but a typing slip should not pass for one).
+pub const MAX_MAX_QUEUED_REPLY_BYTES: u64 = 1 << 40;
+
 /// Where and how often the metrics file is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetricsConfig {
@@ -42,12 +59,25 @@ pub struct MetricsConfig {
 }
 
 /// The daemon's own settings.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     /// Socket permissions and allow-lists.
     pub access: AccessConfig,
     /// The metrics file, if one is asked for.
     pub metrics: Option<MetricsConfig>,
+    /// Replies queued for all clients together, in bytes, beyond which the clients
+    /// with the most queued are closed.
+    pub max_queued_reply_bytes: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            access: AccessConfig::default(),
+            metrics: None,
+            max_queued_reply_bytes: DEFAULT_MAX_QUEUED_REPLY_BYTES,
+        }
+    }
 }
 
 /// Where a setting came from.
@@ -96,6 +126,7 @@ pub fn flag(option: &'static str) -> &'static str {
         "allow_groups" => "--allow-groups",
         "metrics_file" => "--metrics-file",
         "metrics_interval" => "--metrics-interval",
+        "max_queued_reply_bytes" => "--max-queued-reply-bytes",
         other => other,
     }
 }
@@ -129,7 +160,7 @@ impl Settings {
                 option: l.name,
                 message,
             };
-            let v = l.value.as_str();
+            let v = utf8(&l.value).map_err(err)?;
             if v.is_empty() {
                 return Err(err("needs a value".into()));
             }
@@ -170,7 +201,13 @@ impl Settings {
                     }
                     metrics_file = Some(p);
                 }
-                _ => interval = parse_interval(one(v).map_err(err)?).map_err(err)?,
+                "metrics_interval" => {
+                    interval = parse_interval(one(v).map_err(err)?).map_err(err)?;
+                }
+                _ => {
+                    s.max_queued_reply_bytes =
+                        parse_queued_bytes(one(v).map_err(err)?).map_err(err)?;
+                }
             }
         }
         let cli = |option: &'static str| {
@@ -200,6 +237,9 @@ impl Settings {
         }
         if let Some(i) = args.metrics_interval {
             interval = i;
+        }
+        if let Some(n) = args.max_queued_reply_bytes {
+            s.max_queued_reply_bytes = n;
         }
         if !s.access.allow.is_open()
             && server_mode != ServerMode::Unix
@@ -241,6 +281,12 @@ impl Settings {
             lines.push(format!("metrics_file {}", m.path.display()));
             lines.push(format!("metrics_interval {} s", m.interval.as_secs()));
         }
+        if self.max_queued_reply_bytes != DEFAULT_MAX_QUEUED_REPLY_BYTES {
+            lines.push(format!(
+                "max_queued_reply_bytes {}",
+                self.max_queued_reply_bytes
+            ));
+        }
         lines
     }
 }
@@ -259,6 +305,22 @@ impl Settings {
             _ => Vec::new(),
         }
     }
+}
+
+/// A value as text. Names are looked up in the user and group databases and paths are
+/// opened, so a byte that is not UTF-8 cannot be guessed at: read as U+FFFD it would
+/// name another user, group or file.
+///
+/// # Errors
+/// The first byte that is not UTF-8, with the text before it.
+fn utf8(v: &[u8]) -> Result<&str, String> {
+    std::str::from_utf8(v).map_err(|e| {
+        let good = String::from_utf8_lossy(&v[..e.valid_up_to()]);
+        format!(
+            "the value is not UTF-8 text: byte {:#04x} after '{good}' (write names and paths in UTF-8)",
+            v[e.valid_up_to()]
+        )
+    })
 }
 
 /// A value that must be one word.
@@ -290,6 +352,26 @@ pub fn parse_interval(v: &str) -> Result<u32, String> {
         .filter(|s| (1..=MAX_METRICS_INTERVAL).contains(s))
         .ok_or_else(|| {
             format!("expected whole seconds from 1 to {MAX_METRICS_INTERVAL}, not '{v}'")
+        })
+}
+
+/// `max_queued_reply_bytes`' value: whole bytes, from one connection's backlog to
+/// 1 TiB.
+///
+/// # Errors
+/// Anything else.
+pub fn parse_queued_bytes(v: &str) -> Result<u64, String> {
+    const RANGE: std::ops::RangeInclusive<u64> =
+        MIN_MAX_QUEUED_REPLY_BYTES..=MAX_MAX_QUEUED_REPLY_BYTES;
+    v.parse::<u64>()
+        .ok()
+        .filter(|n| RANGE.contains(n))
+        .ok_or_else(|| {
+            format!(
+                "expected whole bytes from {} to {}, not '{v}'",
+                RANGE.start(),
+                RANGE.end()
+            )
         })
 }
 
@@ -351,8 +433,10 @@ allow_users 4243
 allow_groups 0
 metrics_file /var/lib/node_exporter/ibacm.prom
 metrics_interval 30
+max_queued_reply_bytes 1048576
 ";
         let s = from(text, &[]).unwrap();
+        assert_eq!(s.max_queued_reply_bytes, 1 << 20);
         assert_eq!(s.access.socket.mode, Some(0o770));
         assert_eq!(s.access.socket.group.as_ref().map(|g| g.id), Some(0));
         let uids: Vec<u32> = s.access.allow.users.iter().map(|u| u.id).collect();
@@ -374,6 +458,7 @@ metrics_interval 30
                 "allow_groups 0",
                 "metrics_file /var/lib/node_exporter/ibacm.prom",
                 "metrics_interval 30 s",
+                "max_queued_reply_bytes 1048576",
             ]
         );
         let s = from(
@@ -387,9 +472,12 @@ metrics_interval 30
                 "/tmp/m.prom",
                 "--metrics-interval",
                 "1",
+                "--max-queued-reply-bytes",
+                "65536",
             ],
         )
         .unwrap();
+        assert_eq!(s.max_queued_reply_bytes, 65536);
         assert_eq!(s.access.socket.mode, Some(0o700));
         let uids: Vec<u32> = s.access.allow.users.iter().map(|u| u.id).collect();
         assert_eq!(uids, [7], "the command line's list replaces the file's");
@@ -401,6 +489,9 @@ metrics_interval 30
         );
         // The interval alone asks for no file.
         assert_eq!(from("metrics_interval 5\n", &[]).unwrap().metrics, None);
+        let d = from("", &[]).unwrap();
+        assert_eq!(d.max_queued_reply_bytes, DEFAULT_MAX_QUEUED_REPLY_BYTES);
+        assert!(d.log_lines().is_empty(), "a default is not logged");
     }
 
     #[test]
@@ -437,6 +528,51 @@ metrics_interval 30
             error("metrics_interval 0\n", &[]),
             "opts.cfg:1: metrics_interval: expected whole seconds from 1 to 86400, not '0'"
         );
+        for v in ["65535", "1099511627777", "-1", "64M", "1e6"] {
+            assert_eq!(
+                error(&format!("\nmax_queued_reply_bytes {v}\n"), &[]),
+                format!(
+                    "opts.cfg:2: max_queued_reply_bytes: expected whole bytes from 65536 to 1099511627776, not '{v}'"
+                )
+            );
+        }
+        // A byte that is not UTF-8 (Latin-1 here) in a name or path is refused with its
+        // line, not read as U+FFFD.
+        for (text, option, before) in [
+            (
+                &b"# r\xe9glages\nallow_users ren\xe9\n"[..],
+                "allow_users",
+                "ren",
+            ),
+            (
+                b"\nallow_groups root, \xe9quipe\n",
+                "allow_groups",
+                "root, ",
+            ),
+            (
+                b"\nserver_socket_group gr\xfcn\n",
+                "server_socket_group",
+                "gr",
+            ),
+            (
+                b"\nmetrics_file /var/lib/caf\xe9.prom\n",
+                "metrics_file",
+                "/var/lib/caf",
+            ),
+        ] {
+            let (o, _) = Options::parse("opts.cfg", text);
+            let e = Settings::resolve(&o.daemon_options, "opts.cfg", &args(&[]), o.server_mode)
+                .unwrap_err()
+                .to_string();
+            // The value's byte: the last one above 0x7f.
+            let byte = *text.iter().rev().find(|&&b| b > 0x7f).unwrap();
+            assert_eq!(
+                e,
+                format!(
+                    "opts.cfg:2: {option}: the value is not UTF-8 text: byte {byte:#04x} after '{before}' (write names and paths in UTF-8)"
+                )
+            );
+        }
         assert_eq!(
             error("server_mode loop\nallow_groups 0\n", &[]),
             "opts.cfg:2: allow_groups: needs server_mode unix: TCP clients carry no credentials to check"

@@ -2,7 +2,7 @@
 //! failure here is a usage error (exit status 2, as clap's own, with a message naming
 //! the argument).
 
-use super::echo::EchoConfig;
+use super::echo::{EchoConfig, EchoStyle};
 use super::mix::Mix;
 use super::requests::{Addresses, Templates};
 use super::target::Target;
@@ -128,6 +128,12 @@ pub struct Args {
     #[arg(long = "echo-threads", value_name = "N", default_value_t = 1, requires = "echo",
           value_parser = clap::value_parser!(u32).range(1..=64))]
     pub echo_threads: u32,
+    /// How the echo server moves bytes: `fast` (event loops, every whole request of a
+    /// read answered, replies in one write) or `reference` (the C ibacm's pattern: one
+    /// thread blocking in select, one recv and one send per request; unix socket only).
+    #[arg(long = "echo-style", value_name = "STYLE", value_enum, default_value_t = EchoStyle::Fast,
+          requires = "echo")]
+    pub echo_style: EchoStyle,
 }
 
 /// What the command line asks for.
@@ -186,6 +192,18 @@ where
 {
     let a = Args::try_parse_from(args)?;
     if a.echo_server.is_some() || a.echo_tcp.is_some() {
+        if a.echo_style == EchoStyle::Reference {
+            if a.echo_tcp.is_some() {
+                return Err(ArgsError::Usage(
+                    "--echo-style reference serves a unix socket (--echo-server) only".into(),
+                ));
+            }
+            if a.echo_threads != 1 {
+                return Err(ArgsError::Usage(
+                    "--echo-style reference has one thread, as the reference daemon".into(),
+                ));
+            }
+        }
         let tcp = match &a.echo_tcp {
             Some(spec) => Some(lookup(spec, "--echo-tcp")?),
             None => None,
@@ -194,6 +212,7 @@ where
             unix: a.echo_server.clone(),
             tcp,
             threads: a.echo_threads as usize,
+            style: a.echo_style,
         }));
     }
     let usage = |m: String| Err(ArgsError::Usage(m));
@@ -340,7 +359,18 @@ mod tests {
             Ok(Mode::Echo(e)) => {
                 assert_eq!(e.unix, Some("/tmp/e.sock".into()));
                 assert_eq!(e.threads, 2);
+                assert_eq!(e.style, EchoStyle::Fast);
             }
+            other => panic!("{other:?}"),
+        }
+        match parse([
+            "acm-load",
+            "--echo-server",
+            "/tmp/e.sock",
+            "--echo-style",
+            "reference",
+        ]) {
+            Ok(Mode::Echo(e)) => assert_eq!((e.threads, e.style), (1, EchoStyle::Reference)),
             other => panic!("{other:?}"),
         }
     }
@@ -359,6 +389,22 @@ mod tests {
         assert!(error(&["-d", "10.0.0.[3-1]"]).contains("ends before it starts"));
         assert!(error(&["-s", "10.0.0.1", "-d", "fd00::1"]).contains("families"));
         assert!(error(&["--echo-server", "/e", "-c", "2"]).contains("cannot be used"));
+        assert!(error(&["--echo-style", "reference", "-d", "x"]).contains("required"));
+        assert!(
+            error(&["--echo-tcp", "127.0.0.1:0", "--echo-style", "reference"])
+                .contains("unix socket")
+        );
+        assert!(
+            error(&[
+                "--echo-server",
+                "/e",
+                "--echo-threads",
+                "2",
+                "--echo-style",
+                "reference"
+            ])
+            .contains("one thread")
+        );
         assert!(error(&["--echo-threads", "2", "-d", "x"]).contains("required"));
         assert!(error(&["--timeout", "0", "-d", "x"]).contains("--timeout"));
     }

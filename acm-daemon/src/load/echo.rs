@@ -142,6 +142,18 @@ pub fn answer(input: &[u8], out: &mut Vec<u8>, replies: &Replies) -> Option<usiz
     Some(at)
 }
 
+/// How the echo server moves bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum EchoStyle {
+    /// As cheaply per request as a server can: edge-triggered event loops, every whole
+    /// request of a 64 KiB read answered, the replies in one write.
+    #[default]
+    Fast,
+    /// The reference daemon's pattern: one thread blocking in `select`, one `recv` and
+    /// one `send` per request ([`super::echo_reference`]).
+    Reference,
+}
+
 /// Where to listen.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EchoConfig {
@@ -149,8 +161,10 @@ pub struct EchoConfig {
     pub unix: Option<PathBuf>,
     /// A TCP address (`127.0.0.1:0` picks a free port).
     pub tcp: Option<SocketAddr>,
-    /// Event loops (at least 1).
+    /// Event loops (at least 1; the reference style has one).
     pub threads: usize,
+    /// The I/O pattern.
+    pub style: EchoStyle,
 }
 
 /// A running echo server.
@@ -170,6 +184,9 @@ impl EchoServer {
     /// A listener cannot be set up (the unix path is a live socket or not a socket, the
     /// address is taken, …) or a thread cannot be started.
     pub fn start(config: &EchoConfig) -> io::Result<Self> {
+        if config.style == EchoStyle::Reference {
+            return Self::start_reference(config);
+        }
         let replies = Arc::new(Replies::new());
         let mut loops = Vec::new();
         for i in 0..config.threads.max(1) {
@@ -231,6 +248,30 @@ impl EchoServer {
             );
         }
         Ok(server)
+    }
+
+    /// The reference style: one thread serves the unix socket (the argument parser
+    /// refuses TCP and several threads with it).
+    fn start_reference(config: &EchoConfig) -> io::Result<Self> {
+        let Some(path) = &config.unix else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the reference style serves a unix socket",
+            ));
+        };
+        let listener = bind_unix(path)?;
+        let serving = std::thread::Builder::new()
+            .name("acm-echo-ref".into())
+            .spawn(move || {
+                if let Err(e) = super::echo_reference::serve(&listener, &Replies::new()) {
+                    eprintln!("acm-load: echo server stopped: {e}");
+                }
+            })?;
+        Ok(Self {
+            unix: Some(path.clone()),
+            tcp: None,
+            acceptors: vec![serving],
+        })
     }
 
     /// Serves until the process ends.
@@ -522,6 +563,7 @@ mod tests {
             unix: Some(path.clone()),
             tcp: None,
             threads: 2,
+            style: EchoStyle::Fast,
         })
         .unwrap();
         // A live one is not.
@@ -529,6 +571,7 @@ mod tests {
             unix: Some(path.clone()),
             tcp: None,
             threads: 1,
+            style: EchoStyle::Fast,
         });
         assert_eq!(again.unwrap_err().kind(), io::ErrorKind::AddrInUse);
         let mut c = std::os::unix::net::UnixStream::connect(&path).unwrap();

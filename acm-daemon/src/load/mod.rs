@@ -102,6 +102,7 @@
 
 pub mod args;
 pub mod echo;
+pub mod echo_reference;
 pub mod mix;
 pub mod progress;
 pub mod report;

@@ -220,6 +220,18 @@ impl Provider for Acmp {
         "ibacmp"
     }
 
+    /// Takes the options a reload may change (`crate::config::reload`); the depths,
+    /// protocols and preloads that shaped the open endpoints stay.
+    fn reconfigure(&mut self, _cx: &mut Ctx<'_>, o: &crate::config::Options) {
+        self.opts.timeout_ms = o.timeout_ms;
+        self.opts.retries = o.retries;
+        self.opts.acm_timeout_max_ms = o.acm_timeout_max_ms;
+        self.opts.addr_timeout = o.addr_timeout;
+        self.opts.route_timeout = o.route_timeout;
+        self.opts.max_pending_per_client = o.max_pending_per_client as usize;
+        self.opts.max_background_resolves = o.max_background_resolves as usize;
+    }
+
     fn start(&mut self, cx: &mut Ctx<'_>) {
         let o = &self.opts;
         let lines = [

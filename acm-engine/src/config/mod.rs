@@ -20,6 +20,7 @@ pub mod addr_file;
 pub mod diagnostic;
 pub mod hosts;
 pub mod options;
+pub mod reload;
 pub mod route_data;
 
 pub use addr_file::{AddrFile, AddrFileLine, PkeySpec};
@@ -30,6 +31,7 @@ pub use options::{
     OptionLine, Options, ProviderRule, ProviderTarget, RoutePreload, RouteProt, ServerMode,
     expiry_minutes,
 };
+pub use reload::{OptionChange, OptionLines, Reconfig, Takes};
 pub use route_data::{RouteData, RoutePath, RouteSection};
 
 /// The C library's text primitives (`fgets` chunks, `sscanf` fields, `atoi`, `strtol`,

@@ -55,6 +55,12 @@ pub mod range {
     /// `sa_timeout_max`: the longest per-try SA timeout the round trip may stretch it
     /// to, in ms (0: no adaptation, always `timeout`); at most 10 minutes, as `timeout`.
     pub const SA_TIMEOUT_MAX: (u32, u32) = (0, 600_000);
+    /// `kernel_timeout` in ms: 0 leaves the kernel's wait alone; the kernel itself keeps
+    /// any other value within 100 to 200,000 ms.
+    pub const KERNEL_TIMEOUT: (u32, u32) = (0, 200_000);
+    /// `provider_timeout` in ms: at least 100 (a provider's answer crosses threads), at
+    /// most an hour.
+    pub const PROVIDER_TIMEOUT: (u32, u32) = (100, 3_600_000);
 }
 
 /// The default `sa_busy_retries`. An SA that answers BUSY is one that works: each
@@ -78,6 +84,11 @@ pub const DEFAULT_ACM_TIMEOUT_MAX_MS: u32 = 16_000;
 /// queueing SA (whose round trip the timeout follows) can take up to 16 s per try
 /// before a MAD is retried.
 pub const DEFAULT_SA_TIMEOUT_MAX_MS: u32 = 16_000;
+
+/// The default `provider_timeout`: a minute, longer than a lookup that waits behind a
+/// few others in libibacmp's queue takes with the reference's default `timeout` and
+/// `retries` (6 s each way), while a provider that hangs still frees its clients.
+pub const DEFAULT_PROVIDER_TIMEOUT_MS: u32 = 60_000;
 
 /// The default `resolve_depth` (the reference's is 1).
 ///
@@ -187,18 +198,19 @@ pub struct ProviderRule {
     pub target: ProviderTarget,
 }
 
-/// The options of ours that only the daemon reads (access control and metrics). The
-/// reference ignores names it does not know, so a file that uses them still works
-/// with it. Their values are checked by the daemon, which also looks names up in the
-/// user and group databases, so [`Options::parse`] only collects them
-/// ([`Options::daemon_options`]).
-pub const DAEMON_OPTIONS: [&str; 6] = [
+/// The options of ours that only the daemon reads (access control, metrics, the bound
+/// on queued replies). The reference ignores names it does not know, so a file that
+/// uses them still works with it. Their values are checked by the daemon, which also
+/// looks names up in the user and group databases, so [`Options::parse`] only collects
+/// them ([`Options::daemon_options`]).
+pub const DAEMON_OPTIONS: [&str; 7] = [
     "server_socket_group",
     "server_socket_mode",
     "allow_users",
     "allow_groups",
     "metrics_file",
     "metrics_interval",
+    "max_queued_reply_bytes",
 ];
 
 /// One line of a [`DAEMON_OPTIONS`] option, as written, so that the daemon can check it
@@ -212,8 +224,10 @@ pub struct OptionLine {
     pub name: &'static str,
     /// Everything after the name on the whole line, without surrounding whitespace: a
     /// list may hold spaces, and a line is not cut at 119 bytes as the reference's
-    /// options are (empty when the line has only the name).
-    pub value: String,
+    /// options are (empty when the line has only the name). Bytes as written: a name or
+    /// path that is not UTF-8 must be refused by the daemon with its line, not replaced
+    /// by U+FFFD here (which would name another user, group or file).
+    pub value: Vec<u8>,
 }
 
 /// Every setting of the options file (docs/daemon.md §7), typed, with the reference's
@@ -239,6 +253,16 @@ pub struct Options {
     pub acme_plus_kernel_only: bool,
     /// `provider_lib_path`: the directory of loadable providers.
     pub provider_lib_path: String,
+    /// `builtin_provider` (ours, yes by default): whether the built-in Rust `ibacmp` is
+    /// registered. With `no`, a loaded provider library named `ibacmp` (Debian's
+    /// libibacmp.so) serves in its place (docs/providers.md §1).
+    pub builtin_provider: bool,
+    /// `provider_timeout` (ours, ms): how long a provider library has to answer a
+    /// request before the core answers it ETIMEDOUT (docs/providers.md §4). The
+    /// reference waits for ever; a library such as libibacmp queues its lookups behind
+    /// one another (one send outstanding per endpoint), so an answer may come several
+    /// of its own timeouts after the request.
+    pub provider_timeout: u32,
     /// `support_ips_in_addr_cfg`: whether IP literals in the address file are accepted
     /// (the engine applies it; [`crate::config::AddrFile`] keeps every line).
     pub support_ips_in_addr_cfg: bool,
@@ -304,6 +328,12 @@ pub struct Options {
     /// always, but starts no lookup. Background lookups only get a credit when no
     /// lookup someone waits for is queued.
     pub max_background_resolves: u32,
+    /// `kernel_timeout` (not in the reference): how long, in ms, the kernel should wait
+    /// for the daemon's answer to each of its path and address requests before it asks
+    /// the SA itself (docs/protocol/netlink-ls.md §8). 0, the default, leaves the
+    /// kernel's own wait (2000 ms) alone, as the reference does; the daemon answers
+    /// every kernel request within the wait either way.
+    pub kernel_timeout: u32,
     /// `send_depth`: outstanding ACM responses per endpoint.
     pub send_depth: u32,
     /// `recv_depth`: receive buffers per endpoint.
@@ -335,6 +365,8 @@ impl Default for Options {
             server_mode: ServerMode::Unix,
             acme_plus_kernel_only: false,
             provider_lib_path: String::from("/usr/lib/x86_64-linux-gnu/ibacm"),
+            builtin_provider: true,
+            provider_timeout: DEFAULT_PROVIDER_TIMEOUT_MS,
             support_ips_in_addr_cfg: false,
             timeout_ms: 2000,
             retries: 2,
@@ -353,6 +385,7 @@ impl Default for Options {
             resolve_depth: DEFAULT_RESOLVE_DEPTH,
             max_pending_per_client: 64,
             max_background_resolves: 64,
+            kernel_timeout: 0,
             send_depth: 1,
             recv_depth: 1024,
             min_mtu: Mtu::MTU_2048,
@@ -628,6 +661,15 @@ impl Parser<'_> {
                 self.opts.acme_plus_kernel_only = on;
             }
             b"provider_lib_path" => self.opts.provider_lib_path = text(value),
+            b"builtin_provider" => {
+                if ["yes", "true", "1"].iter().any(|w| eq(value, w)) {
+                    self.opts.builtin_provider = true;
+                } else if ["no", "false", "0"].iter().any(|w| eq(value, w)) {
+                    self.opts.builtin_provider = false;
+                } else {
+                    self.unchanged(line, name, value);
+                }
+            }
             b"support_ips_in_addr_cfg" => {
                 self.opts.support_ips_in_addr_cfg = self.int(line, name, value) != 0;
             }
@@ -704,9 +746,19 @@ impl Parser<'_> {
                     &mut o.max_pending_per_client
                 });
             }
+            b"provider_timeout" => {
+                self.set_u32(line, name, value, range::PROVIDER_TIMEOUT, |o| {
+                    &mut o.provider_timeout
+                });
+            }
             b"max_background_resolves" => {
                 self.set_u32(line, name, value, range::MAX_BACKGROUND_RESOLVES, |o| {
                     &mut o.max_background_resolves
+                });
+            }
+            b"kernel_timeout" => {
+                self.set_u32(line, name, value, range::KERNEL_TIMEOUT, |o| {
+                    &mut o.kernel_timeout
                 });
             }
             b"send_depth" => self.set_u32(line, name, value, range::DEPTH, |o| &mut o.send_depth),
@@ -870,7 +922,7 @@ impl Options {
                 p.opts.daemon_options.push(OptionLine {
                     line,
                     name: d,
-                    value: self::text(lex::trim(value)),
+                    value: lex::trim(value).to_vec(),
                 });
                 taken = line;
                 continue;
@@ -1064,6 +1116,8 @@ server_port 7000
 server_mode OPEN
 acme_plus_kernel_only YES
 provider_lib_path /opt/p
+builtin_provider NO
+provider_timeout 5000
 support_ips_in_addr_cfg 5
 timeout 100
 retries 4
@@ -1099,6 +1153,8 @@ addr_data_file /h
             server_mode: ServerMode::Open,
             acme_plus_kernel_only: true,
             provider_lib_path: "/opt/p".into(),
+            builtin_provider: false,
+            provider_timeout: 5000,
             support_ips_in_addr_cfg: true,
             timeout_ms: 100,
             retries: 4,
@@ -1117,6 +1173,7 @@ addr_data_file /h
             resolve_depth: 2,
             max_pending_per_client: 64,
             max_background_resolves: 64,
+            kernel_timeout: 0,
             send_depth: 3,
             recv_depth: 16,
             min_mtu: Mtu::MTU_4096,
@@ -1183,7 +1240,7 @@ addr_data_file /h
         let line = |line, name, value: &str| OptionLine {
             line,
             name,
-            value: value.into(),
+            value: value.as_bytes().to_vec(),
         };
         assert_eq!(
             o.daemon_options,
@@ -1305,7 +1362,7 @@ addr_data_file /h
                 d[0]
             );
         }
-        let bounds: [(&str, i64, i64); 18] = [
+        let bounds: [(&str, i64, i64); 20] = [
             ("log_level", 0, 2),
             ("umad_debug_level", 0, i64::from(i32::MAX)),
             ("server_port", 1, 65535),
@@ -1319,6 +1376,8 @@ addr_data_file /h
             ("recv_depth", 1, 65_536),
             ("max_pending_per_client", 1, 65_536),
             ("max_background_resolves", 0, 65_536),
+            ("kernel_timeout", 0, 200_000),
+            ("provider_timeout", 100, 3_600_000),
             ("timeout", 1, 600_000),
             ("sa_busy_retries", 0, 1000),
             ("sa_backoff_ms", 1, 60_000),
@@ -1459,6 +1518,18 @@ addr_data_file /h
         );
         let (_, d) = parse("min_rate 7");
         assert_eq!(severities(&d), [(1, Severity::Warning)]);
+    }
+
+    #[test]
+    fn builtin_provider_takes_yes_or_no_and_warns_on_anything_else() {
+        assert!(only("builtin_provider yes").builtin_provider);
+        assert!(!only("builtin_provider no").builtin_provider);
+        let (o, d) = parse("builtin_provider maybe\n");
+        assert!(o.builtin_provider, "left at its default");
+        assert_eq!(d.len(), 1);
+        let shown = alloc::format!("{}", d[0]);
+        assert!(shown.contains(":1: "), "{shown}");
+        assert!(shown.contains("'maybe'"), "{shown}");
     }
 
     #[test]

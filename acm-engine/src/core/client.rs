@@ -141,12 +141,8 @@ impl Engine {
                     reply: Reply::new(&hdr),
                 });
             }
-            ReplyTo::Kernel {
-                nl_type,
-                seq,
-                path_use,
-            } => {
-                self.core.netlink_reply(nl_type, seq, path_use, None);
+            ReplyTo::Kernel { nl_type, seq, ask } => {
+                self.core.netlink_reply(nl_type, seq, ask, None);
             }
         }
     }

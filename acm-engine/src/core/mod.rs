@@ -4,8 +4,10 @@
 //! [`crate::provider::Provider`].
 
 mod client;
+mod kernel_wait;
 mod netlink;
 mod queries;
+mod reconfigure;
 mod sa_agent;
 mod sa_control;
 mod sa_flow;
@@ -111,6 +113,8 @@ pub(crate) struct Core {
     /// Provider names, by index, for EP_QUERY.
     pub(crate) provider_names: Vec<String>,
     pub(crate) netlink_warned: bool,
+    /// The kernel's requests not answered yet, with the deadline of each.
+    pub(crate) kernel_waits: kernel_wait::KernelWaits,
     /// Replies providers dropped unanswered (debug builds log a warning).
     #[cfg(debug_assertions)]
     pub(crate) dropped: crate::request::DropCount,
@@ -118,11 +122,8 @@ pub(crate) struct Core {
 
 impl Core {
     pub(crate) fn new(config: EngineConfig, seed: u64, now: Instant, names: Vec<String>) -> Self {
-        let log_level = match config.options.log_level {
-            i32::MIN..=0 => Level::Basic,
-            1 => Level::Config,
-            _ => Level::Verbose,
-        };
+        let log_level = level_of(config.options.log_level);
+        let kernel_waits = kernel_wait::KernelWaits::new(config.options.kernel_timeout);
         Self {
             now,
             config,
@@ -141,6 +142,7 @@ impl Core {
             local_ips: Vec::new(),
             provider_names: names,
             netlink_warned: false,
+            kernel_waits,
             #[cfg(debug_assertions)]
             dropped: crate::request::DropCount::default(),
         }
@@ -230,17 +232,13 @@ impl Core {
             ReplyTo::Client { conn, epoch } => {
                 self.deliver(conn, epoch, Reply::from_array(buf, len));
             }
-            ReplyTo::Kernel {
-                nl_type,
-                seq,
-                path_use,
-            } => {
+            ReplyTo::Kernel { nl_type, seq, ask } => {
                 let path = if status == Status::SUCCESS {
                     path
                 } else {
                     None
                 };
-                self.netlink_reply(nl_type, seq, path_use, path);
+                self.netlink_reply(nl_type, seq, ask, path);
             }
         }
     }
@@ -359,6 +357,15 @@ impl Core {
 
     pub(crate) fn ip_known(&self, addr: &IpAddr) -> bool {
         self.local_ips.iter().any(|i| &i.addr == addr)
+    }
+}
+
+/// The engine's log level for the `log_level` option.
+pub(crate) const fn level_of(log_level: i32) -> Level {
+    match log_level {
+        i32::MIN..=0 => Level::Basic,
+        1 => Level::Config,
+        _ => Level::Verbose,
     }
 }
 

@@ -1,16 +1,22 @@
-//! Kernel path requests over RDMA netlink (docs/protocol/netlink-ls.md): RDMA_NL_LS
-//! RESOLVE requests are turned into path resolves and answered through the same
-//! resolution path.
+//! Kernel requests over RDMA netlink (docs/protocol/netlink-ls.md): RDMA_NL_LS RESOLVE
+//! requests become path resolves and IP_RESOLVE requests destination resolves, both
+//! answered through the same resolution path; each is answered before the kernel stops
+//! waiting ([`super::kernel_wait`]).
 
 use super::Core;
 use crate::Engine;
 use crate::log::{Level, log};
-use crate::request::ReplyTo;
+use crate::request::{KernelAsk, ReplyTo};
 use acm_proto::client::{
-    AddrType, Direction, ENTRY_LEN, EpFlags, HEADER_LEN, HeaderRepr, MessagePacket, Opcode,
+    AddrType, Direction, ENTRY_LEN, EpAddrRepr, EpFlags, HEADER_LEN, HeaderRepr, MessagePacket,
+    Opcode,
 };
-use acm_proto::netlink::{LsOp, LsReplyRepr, LsRequestRepr, NlMsgHeaderRepr, PathUse};
+use acm_proto::netlink::{
+    IpResolveReplyRepr, IpResolveRequestRepr, LsOp, LsReplyRepr, LsRequestRepr, NlMsgFlags,
+    NlMsgHeaderRepr, PathUse, SetTimeoutRepr,
+};
 use acm_proto::path_record::{PathDataRepr, PathFlags, PathRecordRepr};
+use core::net::IpAddr;
 
 /// The netlink client number of the LS service.
 const RDMA_NL_LS: u16 = 4;
@@ -39,6 +45,22 @@ impl Engine {
             }
             return;
         }
+        if !hdr.flags.contains(NlMsgFlags::REQUEST) {
+            // A reply or a SET_TIMEOUT of a user process (ours come back to us through
+            // the group): nothing the kernel asks.
+            log!(
+                self.core,
+                Level::Verbose,
+                "acm_nl_receive",
+                "LS message without NLM_F_REQUEST (op {}) ignored",
+                hdr.op()
+            );
+            return;
+        }
+        if hdr.op() == LsOp::IP_RESOLVE {
+            self.netlink_ip_resolve(&hdr, bytes);
+            return;
+        }
         if hdr.op() != LsOp::RESOLVE {
             log!(
                 self.core,
@@ -47,8 +69,12 @@ impl Engine {
                 "unsupported LS op {}; error reply",
                 hdr.op()
             );
-            self.core
-                .netlink_reply(hdr.msg_type, hdr.seq, PathUse::ALL, None);
+            self.core.send_netlink_reply(
+                hdr.msg_type,
+                hdr.seq,
+                KernelAsk::Path(PathUse::ALL),
+                None,
+            );
             return;
         }
         let req = match LsRequestRepr::parse(bytes) {
@@ -60,8 +86,12 @@ impl Engine {
                     "acm_nl_receive",
                     "invalid LS request: {e}"
                 );
-                self.core
-                    .netlink_reply(hdr.msg_type, hdr.seq, PathUse::ALL, None);
+                self.core.send_netlink_reply(
+                    hdr.msg_type,
+                    hdr.seq,
+                    KernelAsk::Path(PathUse::ALL),
+                    None,
+                );
                 return;
             }
         };
@@ -105,23 +135,134 @@ impl Engine {
             e.set_addr_type(AddrType::PATH);
             e.info_mut().copy_from_slice(&path.to_bytes());
         }
+        let ask = KernelAsk::Path(path_use);
+        self.core
+            .kernel_waits
+            .start(self.core.now, hdr.msg_type, hdr.seq, ask);
         let to = ReplyTo::Kernel {
             nl_type: hdr.msg_type,
             seq: hdr.seq,
-            path_use,
+            ask,
         };
         self.resolve_request(to, &msg);
+    }
+
+    /// An IP_RESOLVE: the destination resolved as a client's RESOLVE naming no source
+    /// (the host's routing picks it), answered with the path's DGID
+    /// (docs/protocol/netlink-ls.md §7).
+    fn netlink_ip_resolve(&mut self, hdr: &NlMsgHeaderRepr, bytes: &[u8]) {
+        let req = match IpResolveRequestRepr::parse(bytes) {
+            Ok(r) => r,
+            Err(e) => {
+                log!(
+                    self.core,
+                    Level::Verbose,
+                    "acm_nl_receive",
+                    "invalid IP_RESOLVE request: {e}"
+                );
+                self.core
+                    .send_netlink_reply(hdr.msg_type, hdr.seq, KernelAsk::Gid, None);
+                return;
+            }
+        };
+        log!(
+            self.core,
+            Level::Verbose,
+            "acm_nl_receive",
+            "kernel IP_RESOLVE {} (seq {}, ifindex {})",
+            req.addr,
+            hdr.seq,
+            req.ifindex
+        );
+        let dest = match req.addr {
+            IpAddr::V4(a) => EpAddrRepr::ipv4(EpFlags::DEST, a),
+            IpAddr::V6(a) => EpAddrRepr::ipv6(EpFlags::DEST, a),
+        };
+        let mut msg = [0u8; HEADER_LEN + ENTRY_LEN];
+        let mut m = MessagePacket::new_unchecked(&mut msg[..]);
+        HeaderRepr {
+            length: (HEADER_LEN + ENTRY_LEN) as u16,
+            ..HeaderRepr::new(Opcode::RESOLVE)
+        }
+        .emit(m.header_mut().into_inner(), Direction::Request);
+        dest.emit(&mut msg[HEADER_LEN..]);
+        self.core
+            .kernel_waits
+            .start(self.core.now, hdr.msg_type, hdr.seq, KernelAsk::Gid);
+        let to = ReplyTo::Kernel {
+            nl_type: hdr.msg_type,
+            seq: hdr.seq,
+            ask: KernelAsk::Gid,
+        };
+        self.resolve_request(to, &msg);
+    }
+
+    /// Answers every kernel request whose wait is almost over with an error, so that
+    /// the kernel asks the SA now rather than when its own wait ends.
+    pub(crate) fn expire_kernel_waits(&mut self) {
+        while let Some(w) = self.core.kernel_waits.pop_expired(self.core.now) {
+            log!(
+                self.core,
+                Level::Verbose,
+                "acm_nl_send",
+                "kernel request seq {} not resolved within {} ms; error reply so the kernel asks the SA now",
+                w.seq,
+                self.core.kernel_waits.budget().as_millis()
+            );
+            self.core.send_netlink_reply(w.nl_type, w.seq, w.ask, None);
+        }
+    }
+
+    /// Tells the kernel how long to wait for our answers, when `kernel_timeout` asks.
+    pub(crate) fn set_kernel_timeout(&mut self) {
+        let ms = self.core.config.options.kernel_timeout;
+        if ms == 0 {
+            return;
+        }
+        let pid = self.core.config.netlink_pid;
+        log!(
+            self.core,
+            Level::Config,
+            "acm_nl_send",
+            "asking the kernel to wait {} ms for path answers",
+            SetTimeoutRepr::kernel_clamp(ms)
+        );
+        self.core.push_client(crate::io::ClientOutput::Netlink(
+            SetTimeoutRepr::new(0, pid, ms).to_vec(),
+        ));
     }
 }
 
 impl Core {
-    /// Queues the kernel's reply: the path with the flags its use needs, or an error
-    /// (flags RDMA_NL_LS_F_ERR) that sends the kernel to the SA itself.
+    /// Answers a kernel request through its resolution: sent if the kernel still waits
+    /// for it, dropped if it was answered already (its wait ran out).
     pub(crate) fn netlink_reply(
         &mut self,
         nl_type: u16,
         seq: u32,
-        path_use: PathUse,
+        ask: KernelAsk,
+        path: Option<&[u8; 64]>,
+    ) {
+        if !self.kernel_waits.finish(nl_type, seq) {
+            log!(
+                self,
+                Level::Verbose,
+                "acm_nl_send",
+                "answer to kernel request seq {seq} dropped: it was answered when its wait ran out"
+            );
+            return;
+        }
+        self.send_netlink_reply(nl_type, seq, ask, path);
+    }
+
+    /// Queues the kernel's reply: for a RESOLVE the path with the flags its use needs,
+    /// for an IP_RESOLVE the path's DGID, or an error (flags RDMA_NL_LS_F_ERR), which
+    /// sends the kernel to the SA itself.
+    pub(crate) fn send_netlink_reply(
+        &mut self,
+        nl_type: u16,
+        seq: u32,
+        ask: KernelAsk,
         path: Option<&[u8; 64]>,
     ) {
         let request = NlMsgHeaderRepr {
@@ -130,25 +271,32 @@ impl Core {
             ..NlMsgHeaderRepr::default()
         };
         let pid = self.config.netlink_pid;
-        let reply = match path.and_then(|p| PathRecordRepr::parse(p).ok()) {
-            Some(path) => {
-                let flags = if path_use == PathUse::UNIDIRECTIONAL {
-                    PathFlags::UNIDIRECTIONAL_REPLY
-                } else {
-                    PathFlags::IBACMP_REPLY
-                };
-                LsReplyRepr::success(
-                    &request,
-                    pid,
-                    PathDataRepr {
-                        flags,
-                        reserved: 0,
-                        path,
-                    },
-                )
+        let path = path.and_then(|p| PathRecordRepr::parse(p).ok());
+        let reply = match ask {
+            KernelAsk::Gid => {
+                IpResolveReplyRepr::answer(&request, pid, path.map(|p| p.dgid)).to_vec()
             }
-            None => LsReplyRepr::error(&request, pid),
+            KernelAsk::Path(path_use) => match path {
+                Some(path) => {
+                    let flags = if path_use == PathUse::UNIDIRECTIONAL {
+                        PathFlags::UNIDIRECTIONAL_REPLY
+                    } else {
+                        PathFlags::IBACMP_REPLY
+                    };
+                    LsReplyRepr::success(
+                        &request,
+                        pid,
+                        PathDataRepr {
+                            flags,
+                            reserved: 0,
+                            path,
+                        },
+                    )
+                    .to_vec()
+                }
+                None => LsReplyRepr::error(&request, pid).to_vec(),
+            },
         };
-        self.push_client(crate::io::ClientOutput::Netlink(reply.to_vec()));
+        self.push_client(crate::io::ClientOutput::Netlink(reply));
     }
 }

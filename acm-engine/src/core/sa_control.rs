@@ -47,9 +47,10 @@ impl SaControl {
     }
 
     /// How many MADs may be sent now: [`SaControl::depth`], or 0 while the port waits
-    /// out a BUSY answer ([`SaControl::pause`]).
+    /// out a BUSY answer ([`SaControl::pause`]; a pause ends when `sa_adaptive_depth`
+    /// is turned off by a reload).
     pub(crate) fn credits(&self, o: &Options, now: Instant) -> u32 {
-        if now < self.paused_until {
+        if o.sa_adaptive_depth && now < self.paused_until {
             0
         } else {
             self.depth(o)

@@ -423,6 +423,32 @@ impl Engine {
         self.add_endpoints(port);
     }
 
+    /// Brings every endpoint's addresses in line with the address file and options as
+    /// they are now (after a reload): each kept endpoint gains and loses just the
+    /// addresses that changed, an endpoint left without any closes, and a partition
+    /// that now has an address gets its endpoint.
+    pub(super) fn refresh_addresses(&mut self) {
+        let ports: Vec<PortId> = self
+            .core
+            .active_ports()
+            .map(|(d, p)| PortId {
+                device: d.id,
+                port: p.num,
+            })
+            .collect();
+        for port in ports {
+            let eps = self
+                .core
+                .port(port)
+                .map(|p| p.endpoints.clone())
+                .unwrap_or_default();
+            for ep in eps {
+                self.reassign_addresses(port, ep);
+            }
+            self.add_endpoints(port);
+        }
+    }
+
     /// Brings a kept endpoint's addresses in line with the port as it is now, as the
     /// reference's shutdown and port up would (docs/ibacmp.md §9): address-file lines for
     /// `default` follow the pkey now at index 0, and IPs follow the GIDs. An endpoint

@@ -274,6 +274,21 @@ fn step(e: &mut Engine, w: &mut World, now: Instant, input: Input<'_>) {
     }
 }
 
+/// Opens every QP the engine asked for, as a backend does.
+fn open_qps(e: &mut Engine, w: &mut World, now: Instant) {
+    while let Some(ep) = w.qps.pop() {
+        step(
+            e,
+            w,
+            now,
+            Input::QpOpened {
+                ep,
+                result: Ok(0x48),
+            },
+        );
+    }
+}
+
 fn pick<T: Copy>(v: &mut Vec<T>, b: u8) -> Option<T> {
     if v.is_empty() {
         return None;
@@ -310,17 +325,7 @@ pub fn run(data: &[u8]) {
     );
     // Start-up as a backend runs it: the QP made, the join answered.
     for _ in 0..4 {
-        while let Some(ep) = w.qps.pop() {
-            step(
-                &mut e,
-                &mut w,
-                now,
-                Input::QpOpened {
-                    ep,
-                    result: Ok(0x48),
-                },
-            );
-        }
+        open_qps(&mut e, &mut w, now);
         let sa = std::mem::take(&mut w.sa);
         for mad in sa {
             if let Some(resp) = sa_answer(&mad) {
@@ -596,17 +601,7 @@ pub fn run(data: &[u8]) {
         let Some(t) = e.poll_timeout() else { break };
         now = now.max(t);
         step(&mut e, &mut w, now, Input::Tick);
-        while let Some(ep) = w.qps.pop() {
-            step(
-                &mut e,
-                &mut w,
-                now,
-                Input::QpOpened {
-                    ep,
-                    result: Ok(0x48),
-                },
-            );
-        }
+        open_qps(&mut e, &mut w, now);
         while let Some((ep, token)) = w.sends.pop() {
             step(
                 &mut e,

@@ -9,6 +9,7 @@ pub mod fabric;
 pub mod reference;
 pub mod reference_fabric;
 pub mod requests;
+pub mod seeded;
 
 use acm_engine::HostOutput;
 use acm_engine::driver::{self, Fabric};

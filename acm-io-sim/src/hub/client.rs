@@ -29,6 +29,8 @@ pub struct HubClient {
     path: PathBuf,
     /// The host's addresses with their prefixes, for source lookups.
     ips: Vec<(IpAddr, u8)>,
+    /// The host's default route, for source lookups outside its subnets.
+    default_route: Option<IpAddr>,
     /// Inputs produced locally, handed out before anything from the hub.
     local: VecDeque<FabricEvent>,
     buf: Vec<u8>,
@@ -75,6 +77,7 @@ impl HubClient {
             sock,
             path: my_path.to_path_buf(),
             ips: Vec::new(),
+            default_route: None,
             local: VecDeque::new(),
             buf: vec![0u8; MAX_DATAGRAM + 1],
             // Nothing to detach until the hub has said yes.
@@ -98,6 +101,7 @@ impl HubClient {
             match msg {
                 HubMsg::Attached(setup) => {
                     client.detached = false;
+                    client.default_route = setup.default_route;
                     client.ips = setup
                         .ips
                         .iter()
@@ -135,6 +139,15 @@ impl HubClient {
             recv_depth: qp.recv_depth,
             send_depth: qp.send_depth,
         })
+    }
+
+    /// Reserves a QPN for an endpoint whose port is not known yet (answered by a
+    /// [`FabricEvent::QpOpened`]); its [`HubClient::open_qp`] keeps that QPN.
+    ///
+    /// # Errors
+    /// As for [`HubClient::open_qp`].
+    pub fn create_qp(&self, ep: EndpointId) -> Result<(), HubError> {
+        self.send(&HostMsg::CreateQp { ep })
     }
 
     /// Destroys an endpoint's QP at the hub.
@@ -198,10 +211,12 @@ impl HubClient {
         })
     }
 
-    /// Answers a source lookup locally by [`fabric::route_source`] over the host's
-    /// addresses; the answer is the next [`HubClient::local_event`].
+    /// Answers a source lookup locally by [`fabric::route_with_default`] over the
+    /// host's addresses and default route, as the simulator does; the answer is the
+    /// next [`HubClient::local_event`].
     pub fn source_query(&mut self, q: &SourceQuery) {
-        let result = fabric::route_source(self.ips.iter().copied(), q.dest);
+        let result =
+            fabric::route_with_default(self.ips.iter().copied(), self.default_route, q.dest);
         self.local
             .push_back(FabricEvent::SourceAnswer { id: q.id, result });
     }

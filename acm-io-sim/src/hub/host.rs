@@ -5,6 +5,7 @@
 use super::HubError;
 use super::client::HubClient;
 use super::wire::HostSetup;
+use crate::ProviderFactory;
 use acm_engine::HostOutput;
 use acm_engine::driver::{self, Fabric};
 use acm_engine::{EndpointId, Engine, Input, Instant};
@@ -38,9 +39,36 @@ impl HubHost {
         seed: u64,
         now: Instant,
     ) -> Result<Self, HubError> {
+        Self::attach_with_providers(hub, my_socket, host, config, None, seed, now)
+    }
+
+    /// As [`HubHost::attach`], with the engine's providers made by `providers` from its
+    /// configuration (as [`crate::Sim::driving_with_providers`] makes a driven host's),
+    /// or the built-in one alone without. Providers with threads of their own hand
+    /// their work in through [`Input::ProviderWake`].
+    ///
+    /// # Errors
+    /// The hub cannot be reached or refuses the host.
+    pub fn attach_with_providers(
+        hub: &Path,
+        my_socket: &Path,
+        host: &str,
+        config: impl FnOnce(&HostSetup) -> acm_engine::EngineConfig,
+        providers: Option<ProviderFactory>,
+        seed: u64,
+        now: Instant,
+    ) -> Result<Self, HubError> {
         let (client, setup) = HubClient::attach(hub, my_socket, host)?;
+        let config = config(&setup);
+        let engine = match providers {
+            Some(mut make) => {
+                let list = make(&config);
+                Engine::with_providers(config, seed, now, list)
+            }
+            None => Engine::new(config, seed, now),
+        };
         let mut h = Self {
-            engine: Engine::new(config(&setup), seed, now),
+            engine,
             client,
             failed: None,
             attached: 0,

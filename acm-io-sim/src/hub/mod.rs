@@ -21,10 +21,11 @@
 //! # Source-address lookups
 //!
 //! A source lookup never reaches the hub: [`HubClient`] answers it locally from
-//! the addresses in the host's [`HostSetup`], with the simulator's rule
-//! ([`fabric::route_source`](crate::fabric::route_source): the host's own address,
-//! else its first address on the destination's subnet, else ENETUNREACH), and the
-//! driver feeds the answer at once.
+//! the addresses and default route in the host's [`HostSetup`], with the simulator's
+//! rule ([`fabric::route_with_default`](crate::fabric::route_with_default): the host's
+//! own address, else its first address on the destination's subnet, else its default
+//! route of the destination's family, else ENETUNREACH), and the driver feeds the
+//! answer at once.
 //!
 //! # Protocol
 //!
@@ -58,12 +59,13 @@
 //! | 0x13 | MCAST_ATTACH | ep u32, mgid (16 bytes), mlid u16 | `McastAttach` |
 //! | 0x14 | MCAST_DETACH | ep u32, mgid (16 bytes), mlid u16 | `McastDetach` |
 //! | 0x15 | SA_SEND | port, tid u64, dlid u16, sl u8, pkey_index u16, remote_qpn u32, remote_qkey u32, timeout_ms u32, retries u32, mad (256 bytes) | `SaSend` (answered by SA_RESPONSE or SA_SEND_FAILED) |
+//! | 0x16 | CREATE_QP | ep u32 | — (answered by QP_OPENED; for emulated verbs, whose QPs are numbered before they have a port) |
 //!
 //! Hub → host:
 //!
 //! | type | name | body | engine input |
 //! |---|---|---|---|
-//! | 0x81 | ATTACHED | host index u32, sm_lid u16, sm_sl u8, name: str, device count u16, devices…, address count u16, addresses… | `DeviceAdded`, `LocalIpAdded` |
+//! | 0x81 | ATTACHED | host index u32, sm_lid u16, sm_sl u8, name: str, device count u16, devices…, address count u16, addresses…, default route | `DeviceAdded`, `LocalIpAdded` |
 //! | 0x82 | ERROR | code u16 ([`wire::error_code`]), message: str | — |
 //! | 0x83 | BYE | reason: str | — (the attachment is over: hub shutdown, or the host attached again from another socket) |
 //! | 0x90 | QP_OPENED | ep u32, ok u8 (0/1), qpn u32 | `QpOpened` |
@@ -77,7 +79,8 @@
 //! (IB rate enum), mtu u8 (IB MTU enum), subnet_timeout u8, GID count u8, the GIDs
 //! (16 bytes each), pkey count u16, the pkeys (u16 each). An address is: family u8
 //! (4 or 6), address (16 bytes; IPv4 in the first 4), prefix u8 (0xFF for none), port
-//! GID (16 bytes), pkey u16.
+//! GID (16 bytes), pkey u16. The default route is a family u8 (0 for none, 4 or 6) and an
+//! address (16 bytes).
 //!
 //! # Semantics
 //!
@@ -86,7 +89,9 @@
 //!   and the new attachment gets fresh QPNs and a fresh umad agent id, as a restarted
 //!   host in the simulator does. An unknown host name is refused with ERROR.
 //! * QPNs start at 0x48 (plus 0x100 per earlier attachment of the host); OPEN_QP on a
-//!   port the host does not have fails (ok = 0).
+//!   port the host does not have fails (ok = 0). CREATE_QP reserves the endpoint's
+//!   next QPN without a port (nothing reaches it yet); the endpoint's OPEN_QP then
+//!   binds that QPN to the port, and CLOSE_QP or DETACH drops the reservation.
 //! * UD_SEND_DONE is sent at once (always ok); each receiver gets UD_RECEIVE after the
 //!   spec's latency between the two hosts.
 //! * SA_SEND: the hub rewrites the TID's upper 32 bits with the host's agent id, passes

@@ -61,6 +61,8 @@ struct HubHost {
     /// Attachments so far (the next incarnation).
     attaches: u32,
     qps: QpTable,
+    /// QPNs reserved by CREATE_QP for endpoints not opened on a port yet.
+    reserved: BTreeMap<EndpointId, u32>,
     next_qpn: u32,
     agent: u32,
     umad: BTreeMap<u64, UmadSend>,
@@ -484,6 +486,7 @@ impl Hub {
             sm_sl: self.sm_sl,
             devices: self.topo.devices(h, self.sm_lid, self.sm_sl),
             ips: fabric::local_ips(&self.spec, h),
+            default_route: self.spec.hosts[h.index()].default_route,
         };
         let reply = HubMsg::Attached(setup).encode();
         if reply.len() > MAX_DATAGRAM {
@@ -526,6 +529,7 @@ impl Hub {
             fabric::close_qp(&mut self.hosts[h.index()].qps, &mut self.mcast, h, ep);
         }
         let host = &mut self.hosts[h.index()];
+        host.reserved.clear();
         host.umad.clear();
         host.outbox.clear();
         self.by_path.remove(&path);
@@ -550,8 +554,11 @@ impl Hub {
                 let pr = fabric::port_ref(h, port);
                 let qpn = if self.topo.port(pr).is_some() {
                     let host = &mut self.hosts[h.index()];
-                    let qpn = host.next_qpn;
-                    host.next_qpn = host.next_qpn.wrapping_add(1);
+                    let qpn = host.reserved.remove(&ep).unwrap_or_else(|| {
+                        let qpn = host.next_qpn;
+                        host.next_qpn = host.next_qpn.wrapping_add(1);
+                        qpn
+                    });
                     host.qps.insert(
                         ep,
                         FabricQp {
@@ -568,7 +575,21 @@ impl Hub {
                 };
                 self.send(h, &HubMsg::QpOpened { ep, qpn });
             }
+            HostMsg::CreateQp { ep } => {
+                let host = &mut self.hosts[h.index()];
+                let qpn = match host.reserved.get(&ep) {
+                    Some(&qpn) => qpn,
+                    None => {
+                        let qpn = host.next_qpn;
+                        host.next_qpn = host.next_qpn.wrapping_add(1);
+                        host.reserved.insert(ep, qpn);
+                        qpn
+                    }
+                };
+                self.send(h, &HubMsg::QpOpened { ep, qpn: Some(qpn) });
+            }
             HostMsg::CloseQp { ep } => {
+                self.hosts[h.index()].reserved.remove(&ep);
                 fabric::close_qp(&mut self.hosts[h.index()].qps, &mut self.mcast, h, ep);
             }
             HostMsg::UdSend { ep, token, av, mad } => self.ud_send(h, ep, token, &av, mad),

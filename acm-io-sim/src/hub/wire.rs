@@ -44,6 +44,8 @@ pub mod msg_type {
     pub const MCAST_DETACH: u8 = 0x14;
     /// Host → hub: `FabricOp::SaSend`.
     pub const SA_SEND: u8 = 0x15;
+    /// Host → hub: reserve a QPN for an endpoint before its port is known.
+    pub const CREATE_QP: u8 = 0x16;
     /// Hub → host: the attachment is made; the host's setup.
     pub const ATTACHED: u8 = 0x81;
     /// Hub → host: a request was refused.
@@ -282,6 +284,13 @@ pub enum HostMsg {
         /// Send queue depth (informational).
         send_depth: u32,
     },
+    /// Reserve a QP number for an endpoint whose port is not known yet (a verbs QP
+    /// is numbered at `ibv_create_qp` and given its port at the INIT transition); a
+    /// later OPEN_QP of the endpoint keeps that number.
+    CreateQp {
+        /// The endpoint.
+        ep: EndpointId,
+    },
     /// Destroy an endpoint's QP.
     CloseQp {
         /// The endpoint.
@@ -360,6 +369,11 @@ impl HostMsg {
                 w.u16(*pkey_index);
                 w.u32(*recv_depth);
                 w.u32(*send_depth);
+                w.finish()
+            }
+            Self::CreateQp { ep } => {
+                let mut w = W::new(t::CREATE_QP);
+                w.u32(ep.0);
                 w.finish()
             }
             Self::CloseQp { ep } => {
@@ -441,6 +455,9 @@ impl HostMsg {
                 recv_depth: r.u32()?,
                 send_depth: r.u32()?,
             },
+            t::CREATE_QP => Self::CreateQp {
+                ep: EndpointId(r.u32()?),
+            },
             t::CLOSE_QP => Self::CloseQp {
                 ep: EndpointId(r.u32()?),
             },
@@ -511,6 +528,9 @@ pub struct HostSetup {
     pub devices: Vec<DeviceDesc>,
     /// Its IP addresses, each to be fed as `Input::LocalIpAdded`.
     pub ips: Vec<LocalIp>,
+    /// The source its routing picks for a destination outside every IPoIB subnet (the
+    /// spec's `default_route`), for source lookups.
+    pub default_route: Option<IpAddr>,
 }
 
 /// A message from the hub to a host.
@@ -631,32 +651,43 @@ fn get_port_attrs(r: &mut R<'_>) -> Result<PortAttrs, WireError> {
     })
 }
 
-fn put_ip(w: &mut W, ip: &LocalIp) {
+/// Family (4 or 6; 0 for none) and 16 address bytes, IPv4 in the first 4.
+fn put_addr(w: &mut W, addr: Option<IpAddr>) {
     let mut a = [0u8; 16];
-    match ip.addr {
-        IpAddr::V4(v4) => {
+    match addr {
+        None => w.u8(0),
+        Some(IpAddr::V4(v4)) => {
             w.u8(4);
             a[..4].copy_from_slice(&v4.octets());
         }
-        IpAddr::V6(v6) => {
+        Some(IpAddr::V6(v6)) => {
             w.u8(6);
             a = v6.octets();
         }
     }
     w.bytes(&a);
+}
+
+fn get_addr(r: &mut R<'_>) -> Result<Option<IpAddr>, WireError> {
+    let family = r.u8()?;
+    let a: [u8; 16] = r.arr()?;
+    Ok(match family {
+        0 => None,
+        4 => Some(IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3]))),
+        6 => Some(IpAddr::V6(Ipv6Addr::from(a))),
+        _ => return Err(WireError::BadField("address family")),
+    })
+}
+
+fn put_ip(w: &mut W, ip: &LocalIp) {
+    put_addr(w, Some(ip.addr));
     w.u8(ip.prefix_len.unwrap_or(0xFF));
     w.gid(&ip.gid);
     w.u16(ip.pkey);
 }
 
 fn get_ip(r: &mut R<'_>) -> Result<LocalIp, WireError> {
-    let family = r.u8()?;
-    let a: [u8; 16] = r.arr()?;
-    let addr = match family {
-        4 => IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3])),
-        6 => IpAddr::V6(Ipv6Addr::from(a)),
-        _ => return Err(WireError::BadField("address family")),
-    };
+    let addr = get_addr(r)?.ok_or(WireError::BadField("address family"))?;
     let prefix = r.u8()?;
     Ok(LocalIp {
         addr,
@@ -695,6 +726,7 @@ impl HubMsg {
                 for ip in s.ips.iter().take(usize::from(u16::MAX)) {
                     put_ip(&mut w, ip);
                 }
+                put_addr(&mut w, s.default_route);
                 w.finish()
             }
             Self::Error { code, message } => {
@@ -781,6 +813,7 @@ impl HubMsg {
                 }
                 let n = r.u16()?;
                 let ips = (0..n).map(|_| get_ip(&mut r)).collect::<Result<_, _>>()?;
+                let default_route = get_addr(&mut r)?;
                 Self::Attached(HostSetup {
                     host,
                     name,
@@ -788,6 +821,7 @@ impl HubMsg {
                     sm_sl,
                     devices,
                     ips,
+                    default_route,
                 })
             }
             t::ERROR => Self::Error {
@@ -874,6 +908,7 @@ mod tests {
                 send_depth: 2,
             },
             HostMsg::CloseQp { ep: EndpointId(3) },
+            HostMsg::CreateQp { ep: EndpointId(4) },
             HostMsg::UdSend {
                 ep: EndpointId(3),
                 token: SendToken(0x1122_3344_5566_7788),
@@ -969,6 +1004,7 @@ mod tests {
                         pkey: 0x8001,
                     },
                 ],
+                default_route: Some("192.168.122.17".parse().unwrap()),
             }),
             HubMsg::Error {
                 code: error_code::UNKNOWN_HOST,
@@ -1034,8 +1070,9 @@ mod tests {
     #[test]
     fn fixed_layouts() {
         let sizes: Vec<usize> = host_msgs().iter().map(|m| m.encode().len()).collect();
-        // ATTACH "node1", DETACH, OPEN_QP, CLOSE_QP, UD_SEND, MCAST x2, SA_SEND.
-        assert_eq!(sizes, vec![15, 8, 29, 12, 312, 30, 30, 298]);
+        // ATTACH "node1", DETACH, OPEN_QP, CLOSE_QP, CREATE_QP, UD_SEND, MCAST x2,
+        // SA_SEND.
+        assert_eq!(sizes, vec![15, 8, 29, 12, 12, 312, 30, 30, 298]);
         let d = HubMsg::UdReceive {
             ep: EndpointId(0x0403_0201),
             wc: RecvInfo::default(),

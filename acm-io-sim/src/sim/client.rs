@@ -134,7 +134,7 @@ impl Sim {
             outcome: Outcome::Pending,
         });
         let h = &mut self.hosts[host.index()];
-        let conn = ConnId(h.next_conn);
+        let conn = ConnId(h.next_conn | super::SUBMIT_CONN_BIT);
         h.next_conn += 1;
         h.conns.insert(conn, idx);
         self.schedule(at.max(self.now), Event::Client { host, conn, bytes });

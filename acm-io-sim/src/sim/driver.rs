@@ -6,18 +6,25 @@
 //! step with real time ([`Sim::run_until`] with the elapsed time, sleeping until
 //! [`Sim::next_due`]), so the fabric behaves like a real one, only without hardware.
 //!
-//! Connection ids are the driver's own; the simulator marks them with
-//! [`DRIVER_CONN_BIT`] so they never meet the ids of [`Sim::submit`]'s one-shot
-//! connections on the same host.
+//! Connection ids are the driver's own, unchanged on their way to the engine: the
+//! engine's log lines then name a client by the number the daemon's own lines use.
+//! [`Sim::submit`]'s one-shot connections are the ones marked, with
+//! [`SUBMIT_CONN_BIT`], so that the two never meet on the same host.
 
 use super::Sim;
 use crate::spec::HostId;
 use acm_engine::HostOutput;
-use acm_engine::{ClientOutput, ConnId, Input, Instant};
+use acm_engine::{ConnId, Input, Instant};
 use std::collections::VecDeque;
 
-/// Set in the engine-side id of every driver connection.
-pub const DRIVER_CONN_BIT: u64 = 1 << 63;
+/// Makes a driven host's providers from its engine configuration
+/// ([`Sim::driving_with_providers`]).
+pub type ProviderFactory =
+    Box<dyn FnMut(&acm_engine::EngineConfig) -> Vec<Box<dyn acm_engine::provider::Provider>>>;
+
+/// Set in the id of every one-shot connection of [`Sim::submit`], and clear in every
+/// driver connection's.
+pub const SUBMIT_CONN_BIT: u64 = 1 << 63;
 
 /// The driven host and its engine's outputs for the driver.
 #[derive(Debug)]
@@ -51,11 +58,35 @@ impl Sim {
     /// handed to the driven host's engine now.
     ///
     /// # Panics
-    /// Without a driven host.
+    /// Without a driven host, or if `conn` has [`SUBMIT_CONN_BIT`] set.
     pub fn driver_request(&mut self, conn: ConnId, bytes: &[u8]) {
         let h = self.driven();
-        let conn = ConnId(conn.0 | DRIVER_CONN_BIT);
+        assert_eq!(
+            conn.0 & SUBMIT_CONN_BIT,
+            0,
+            "driver connection ids have the high bit clear"
+        );
         self.input(h, Input::ClientRequest { conn, bytes });
+    }
+
+    /// A provider of the driven host has work from outside the engine (a plugin's
+    /// thread answered): [`Input::ProviderWake`] to its engine now.
+    ///
+    /// # Panics
+    /// Without a driven host.
+    pub fn driver_wake(&mut self) {
+        let h = self.driven();
+        self.input(h, Input::ProviderWake);
+    }
+
+    /// The driven host's configuration files were read again (the daemon's SIGHUP):
+    /// [`Input::Reconfigure`] to its engine now.
+    ///
+    /// # Panics
+    /// Without a driven host.
+    pub fn driver_reconfigure(&mut self, config: &acm_engine::config::Reconfig) {
+        let h = self.driven();
+        self.input(h, Input::Reconfigure(config));
     }
 
     /// Driver connection `conn` is gone.
@@ -64,11 +95,10 @@ impl Sim {
     /// Without a driven host.
     pub fn driver_closed(&mut self, conn: ConnId) {
         let h = self.driven();
-        self.input(h, Input::ClientClosed(ConnId(conn.0 | DRIVER_CONN_BIT)));
+        self.input(h, Input::ClientClosed(conn));
     }
 
-    /// The next reply, close or log line for the driver (connection ids as the driver
-    /// gave them).
+    /// The next reply, close or log line for the driver.
     #[must_use]
     pub fn poll_driver_output(&mut self) -> Option<HostOutput> {
         self.driver.as_mut()?.out.pop_front()
@@ -95,27 +125,11 @@ impl Sim {
     }
 
     pub(crate) fn is_driver_conn(&self, h: HostId, conn: ConnId) -> bool {
-        conn.0 & DRIVER_CONN_BIT != 0 && self.is_driver_host(h)
+        conn.0 & SUBMIT_CONN_BIT == 0 && self.is_driver_host(h)
     }
 
-    /// Queues an output for the driver, its connection id back in the driver's terms.
+    /// Queues an output for the driver (its connection ids are the driver's own).
     pub(crate) fn push_driver_output(&mut self, out: HostOutput) {
-        let unmark = |conn: ConnId| ConnId(conn.0 & !DRIVER_CONN_BIT);
-        let out = match out {
-            HostOutput::Client(ClientOutput::Reply { conn, reply }) => {
-                HostOutput::Client(ClientOutput::Reply {
-                    conn: unmark(conn),
-                    reply,
-                })
-            }
-            HostOutput::Client(ClientOutput::Close { conn, reason }) => {
-                HostOutput::Client(ClientOutput::Close {
-                    conn: unmark(conn),
-                    reason,
-                })
-            }
-            other => other,
-        };
         if let Some(d) = self.driver.as_mut() {
             d.out.push_back(out);
         }

@@ -69,6 +69,7 @@ impl SimHost {
         seed: u64,
         incarnation: u32,
         config: Option<acm_engine::EngineConfig>,
+        providers: Option<&mut super::driver::ProviderFactory>,
     ) -> Self {
         let config = config.unwrap_or_else(|| fabric::engine_config(spec, h));
         let sa_depth = config.options.sa_depth.max(1);
@@ -77,9 +78,16 @@ impl SimHost {
         let engine_seed =
             SimRng::derive(seed, ((h.index() as u64) << 20) | u64::from(incarnation)).next_u64();
         let ips = fabric::local_ips(spec, h);
+        let engine = match providers {
+            Some(make) => {
+                let list = make(&config);
+                Engine::with_providers(config, engine_seed, Instant::ZERO, list)
+            }
+            None => Engine::new(config, engine_seed, Instant::ZERO),
+        };
         Self {
             index: h,
-            engine: Engine::new(config, engine_seed, Instant::ZERO),
+            engine,
             incarnation,
             timer: None,
             qps: BTreeMap::new(),
@@ -326,12 +334,10 @@ impl Sim {
     /// The source the host's routing picks for `dest` ([`fabric::route_source`]).
     fn route(&self, h: HostId, dest: IpAddr) -> Result<IpAddr, u8> {
         let host = &self.spec.hosts[h.index()];
-        fabric::route_source(host.ips.iter().map(|ip| (ip.addr, ip.prefix)), dest).or_else(
-            |errno| {
-                host.default_route
-                    .filter(|r| r.is_ipv4() == dest.is_ipv4())
-                    .ok_or(errno)
-            },
+        fabric::route_with_default(
+            host.ips.iter().map(|ip| (ip.addr, ip.prefix)),
+            host.default_route,
+            dest,
         )
     }
 

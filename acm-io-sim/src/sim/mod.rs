@@ -24,7 +24,7 @@ mod seed;
 mod trace;
 
 pub use client::{Outcome, RequestId, ResolveResult, requests};
-pub use driver::DRIVER_CONN_BIT;
+pub use driver::{ProviderFactory, SUBMIT_CONN_BIT};
 pub use faults::LinkFaults;
 pub use invariants::Violation;
 pub use seed::{DEFAULT_SEED, run_seeded, seed_from_env};
@@ -209,6 +209,9 @@ pub struct Sim {
     pub(crate) configs: BTreeMap<HostId, acm_engine::EngineConfig>,
     /// The host a driver serves clients for, and what its engine said to them.
     pub(crate) driver: Option<driver::Driver>,
+    /// Makes the driven host's providers, when they are not just the built-in one (a
+    /// daemon's plugins); kept for restarts.
+    pub(crate) providers: Option<driver::ProviderFactory>,
 }
 
 impl Sim {
@@ -227,7 +230,7 @@ impl Sim {
         seed: u64,
         configs: BTreeMap<HostId, acm_engine::EngineConfig>,
     ) -> Self {
-        Self::build(spec, seed, configs, None)
+        Self::build(spec, seed, configs, None, None)
     }
 
     /// [`Sim::with_configs`], with host `driven` handed to a driver from the start
@@ -243,7 +246,24 @@ impl Sim {
         configs: BTreeMap<HostId, acm_engine::EngineConfig>,
         driven: HostId,
     ) -> Self {
-        Self::build(spec, seed, configs, Some(driven))
+        Self::build(spec, seed, configs, Some(driven), None)
+    }
+
+    /// [`Sim::driving`], with the driven host's engine running the providers `factory`
+    /// makes (called with its configuration, again at each restart) instead of the
+    /// built-in one alone.
+    ///
+    /// # Panics
+    /// If `driven` is not a host of `spec`.
+    #[must_use]
+    pub fn driving_with_providers(
+        spec: FabricSpec,
+        seed: u64,
+        configs: BTreeMap<HostId, acm_engine::EngineConfig>,
+        driven: HostId,
+        factory: driver::ProviderFactory,
+    ) -> Self {
+        Self::build(spec, seed, configs, Some(driven), Some(factory))
     }
 
     fn build(
@@ -251,6 +271,7 @@ impl Sim {
         seed: u64,
         configs: BTreeMap<HostId, acm_engine::EngineConfig>,
         driven: Option<HostId>,
+        providers: Option<driver::ProviderFactory>,
     ) -> Self {
         let topo = Topology::new(&spec);
         let mut sim = Self {
@@ -280,10 +301,13 @@ impl Sim {
             logs: Vec::new(),
             configs,
             driver: None,
+            providers,
             spec,
         };
         for h in sim.spec.host_ids() {
-            let host = SimHost::new(&sim.spec, h, seed, 0, sim.configs.get(&h).cloned());
+            let factory = sim.providers.as_mut().filter(|_| driven == Some(h));
+            let config = sim.configs.get(&h).cloned();
+            let host = SimHost::new(&sim.spec, h, seed, 0, config, factory);
             sim.hosts.push(host);
         }
         if let Some(h) = driven {
@@ -797,10 +821,11 @@ impl Sim {
         if let Some(t) = self.hosts[h.index()].timer.take() {
             self.timers.remove(&(t, h));
         }
-        let old = std::mem::replace(
-            &mut self.hosts[h.index()],
-            SimHost::new(&self.spec, h, self.seed, inc, self.configs.get(&h).cloned()),
-        );
+        let driven = self.driven_host() == Some(h);
+        let factory = self.providers.as_mut().filter(|_| driven);
+        let config = self.configs.get(&h).cloned();
+        let host = SimHost::new(&self.spec, h, self.seed, inc, config, factory);
+        let old = std::mem::replace(&mut self.hosts[h.index()], host);
         for (ep, qp) in old.qps {
             for m in qp.mcast {
                 if let Some(set) = self.mcast.get_mut(&m) {

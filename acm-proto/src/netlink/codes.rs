@@ -48,11 +48,13 @@ open_enum! {
     pub struct LsOp(u16) {
         /// A PathRecord lookup from the kernel (type 0x1000). The only op ibacm serves.
         RESOLVE = 0,
-        /// Userspace tells the kernel its local-service timeout (type 0x1001). ibacm never
-        /// sends it.
+        /// Userspace tells the kernel its local-service timeout (type 0x1001,
+        /// [`SetTimeoutRepr`](super::SetTimeoutRepr)). The reference never sends it; ours
+        /// does when `kernel_timeout` is set.
         SET_TIMEOUT = 1,
-        /// Address resolution through an IB gateway (type 0x1002). ibacm answers it with
-        /// an error reply (docs/reference-quirks.md §29).
+        /// Address resolution through an IB gateway (type 0x1002,
+        /// [`IpResolveRequestRepr`](super::IpResolveRequestRepr)). The reference answers
+        /// it with an error reply (docs/reference-quirks.md §29); ours with the GID.
         IP_RESOLVE = 2,
     }
 }

@@ -22,13 +22,17 @@
 //! | [`ResolveHeaderPacket`], [`ResolveHeaderRepr`] | `struct rdma_ls_resolve_header` (68 bytes) |
 //! | [`LsRequestRepr`] | a whole kernel request (RESOLVE layout) |
 //! | [`LsReplyRepr`] | a whole ibacm reply (success or error) |
+//! | [`IpResolveRequestRepr`], [`IpResolveReplyRepr`] | the kernel's IP_RESOLVE and its answer (a DGID) |
+//! | [`SetTimeoutRepr`] | SET_TIMEOUT, the daemon telling the kernel how long to wait |
 
 mod attr;
 mod codes;
 mod header;
+mod ip_resolve;
 mod reply;
 mod request;
 mod resolve_header;
+mod set_timeout;
 
 pub use attr::{
     NLA_ALIGNTO, NLA_F_NESTED, NLA_F_NET_BYTEORDER, NLA_HDRLEN, NLA_TYPE_MASK, NlAttr, NlAttrIter,
@@ -42,9 +46,17 @@ pub use header::{
     NLM_F_ACK, NLM_F_DUMP_FILTERED, NLM_F_DUMP_INTR, NLM_F_ECHO, NLM_F_MULTI, NLM_F_REQUEST,
     NLMSG_HDRLEN, NlMsgFlags, NlMsgHeaderPacket, NlMsgHeaderRepr, RDMA_NL_LS_F_ERR,
 };
+pub use ip_resolve::{
+    IP_RESOLVE_ATTRS_OFFSET, IP_RESOLVE_HEADER_LEN, IP_RESOLVE_REPLY_LEN, IpResolveReplyRepr,
+    IpResolveRequestRepr,
+};
 pub use reply::{LS_ERROR_REPLY_LEN, LS_SUCCESS_REPLY_LEN, LsReplyRepr};
 pub use request::{LS_ATTRS_OFFSET, LS_REQUEST_MIN_PAYLOAD, LsRequestRepr};
 pub use resolve_header::{RESOLVE_HEADER_LEN, ResolveHeaderPacket, ResolveHeaderRepr};
+pub use set_timeout::{
+    KERNEL_LS_TIMEOUT_DEFAULT_MS, KERNEL_LS_TIMEOUT_MAX_MS, KERNEL_LS_TIMEOUT_MIN_MS,
+    SET_TIMEOUT_LEN, SetTimeoutRepr,
+};
 
 #[cfg(test)]
 mod tests {

@@ -5,6 +5,7 @@
 use super::{Backend, BackendError};
 use acm_engine::HostOutput;
 use acm_engine::{ConnId, EngineConfig, Input, Instant};
+use acm_io_sim::ProviderFactory;
 use acm_io_sim::hub::{HostSetup, HubError, HubHost};
 use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
@@ -26,7 +27,8 @@ pub struct HubBackend {
 
 impl HubBackend {
     /// Attaches to the hub at `hub` as `host` through our own socket `my_socket`, and
-    /// brings the engine up with the host's devices and addresses.
+    /// brings the engine up with the host's devices and addresses;
+    /// `providers` makes the engine's providers (the built-in one alone without).
     ///
     /// # Errors
     /// The hub cannot be reached or refuses the host.
@@ -35,11 +37,14 @@ impl HubBackend {
         my_socket: &Path,
         host: &str,
         config: impl FnOnce(&HostSetup) -> EngineConfig,
+        providers: Option<ProviderFactory>,
         seed: u64,
         now: Instant,
     ) -> Result<Self, HubError> {
+        let attached =
+            HubHost::attach_with_providers(hub, my_socket, host, config, providers, seed, now)?;
         let mut b = Self {
-            host: HubHost::attach(hub, my_socket, host, config, seed, now)?,
+            host: attached,
             out: VecDeque::new(),
             label: format!("fabric hub {}, host {host}", hub.display()),
             failed: None,
@@ -100,8 +105,18 @@ impl Backend for HubBackend {
         self.pump(now);
     }
 
+    fn reconfigure(&mut self, now: Instant, config: &acm_engine::config::Reconfig) {
+        self.input(now, Input::Reconfigure(config));
+        self.pump(now);
+    }
+
     fn netlink(&mut self, now: Instant, bytes: &[u8]) {
         self.input(now, Input::Netlink(bytes));
+        self.pump(now);
+    }
+
+    fn provider_wake(&mut self, now: Instant) {
+        self.input(now, Input::ProviderWake);
         self.pump(now);
     }
 

@@ -61,6 +61,15 @@ pub trait Backend {
     /// This host's engine, for the metrics file's counters and cache sizes.
     fn engine(&self) -> &acm_engine::Engine;
 
+    /// The configuration files were read again (SIGHUP, [`super::reload`]): feed the
+    /// engine [`acm_engine::Input::Reconfigure`].
+    fn reconfigure(&mut self, now: Instant, config: &acm_engine::config::Reconfig);
+
+    /// A C provider plugin handed work to the core from one of its threads (the event
+    /// loop's waker fired): feed the engine [`acm_engine::Input::ProviderWake`].
+    /// Backends that run no plugins ignore it.
+    fn provider_wake(&mut self, _now: Instant) {}
+
     /// Whether the kernel's RDMA_NL_LS path requests belong to this backend's engine:
     /// true only for real hardware, whose ports the kernel's requests name. The event
     /// loop then opens (or inherits from systemd) the NETLINK_RDMA socket.

@@ -36,6 +36,22 @@ impl SimBackend {
         Self { sim, host, label }
     }
 
+    /// [`SimBackend::new`], this host's engine running the providers `factory` makes
+    /// (the built-in and the loaded C plugins).
+    #[must_use]
+    pub fn with_providers(
+        spec: FabricSpec,
+        host: HostId,
+        config: EngineConfig,
+        seed: u64,
+        label: String,
+        factory: acm_io_sim::ProviderFactory,
+    ) -> Self {
+        let configs = BTreeMap::from([(host, config)]);
+        let sim = Sim::driving_with_providers(spec, seed, configs, host, factory);
+        Self { sim, host, label }
+    }
+
     /// The host this daemon is.
     #[must_use]
     pub fn host(&self) -> HostId {
@@ -65,6 +81,16 @@ impl Backend for SimBackend {
     fn client_closed(&mut self, now: Instant, conn: ConnId) {
         self.sim.run_until(now);
         self.sim.driver_closed(conn);
+    }
+
+    fn provider_wake(&mut self, now: Instant) {
+        self.sim.run_until(now);
+        self.sim.driver_wake();
+    }
+
+    fn reconfigure(&mut self, now: Instant, config: &acm_engine::config::Reconfig) {
+        self.sim.run_until(now);
+        self.sim.driver_reconfigure(config);
     }
 
     fn netlink(&mut self, _now: Instant, _bytes: &[u8]) {

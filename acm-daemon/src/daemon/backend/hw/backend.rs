@@ -488,8 +488,16 @@ impl Backend for HwBackend {
         self.input(now, Input::ClientClosed(conn));
     }
 
+    fn reconfigure(&mut self, now: Instant, config: &acm_engine::config::Reconfig) {
+        self.input(now, Input::Reconfigure(config));
+    }
+
     fn netlink(&mut self, now: Instant, bytes: &[u8]) {
         self.input(now, Input::Netlink(bytes));
+    }
+
+    fn provider_wake(&mut self, now: Instant) {
+        self.input(now, Input::ProviderWake);
     }
 
     fn advance(&mut self, now: Instant, io_ready: bool) -> Result<(), BackendError> {

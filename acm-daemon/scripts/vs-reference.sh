@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Cache-hit throughput of our daemon and of rdma-core's C ibacm, side by side in one run
+# on the same emulated HCA (issue 18; figures go to BENCHMARKS.md "Issue 18: cache hits
+# against the reference").
+#
+# One acm-fabric-hub serves the demo fabric. node2 is our daemon on the hub (the peer
+# both resolve, once). node1 is Debian's /usr/sbin/ibacm with its own provider
+# (libibacmp.so), node3 is our ibacm's hardware backend (feature verbs, no --fabric);
+# both run under the emulated HCA (LD_PRELOAD of libacm_fake_hca.so), so each does the
+# work it does on a real host, above verbs and umad. The C daemon's paths are fixed
+# (/run/ibacm-unix.sock, /sys/class/infiniband*), so it runs in a private mount
+# namespace (root, unshare) with the host's generated sysfs tree mounted there; acm-load
+# joins that namespace (nsenter) to reach it. Both daemons run the same options
+# (log_level LOG_LEVEL, default 0), and acm-load sends the same cache-hit RESOLVE by
+# name (node1/node3 -> node2, one request in flight per client) to each in turn, ROUNDS
+# times per client count, beside the two echo servers (fast and reference-style).
+# Printed per run: requests/s, p50, the ratio ours/C, and each daemon's CPU time and
+# context switches per request (from /proc, all threads).
+#
+# usage: acm-daemon/scripts/vs-reference.sh [SECONDS] [ROUNDS] [CLIENTS...]
+#        (defaults: 10 s, 3 rounds, 1 4 16 256 clients; root; run from the repository
+#        root; Debian's ibacm package installed)
+set -euo pipefail
+secs=${1:-10}
+rounds=${2:-3}
+shift $(( $# > 2 ? 2 : $# )) || true
+clients=("$@")
+[ ${#clients[@]} -gt 0 ] || clients=(1 4 16 256)
+[ "$(id -u)" = 0 ] || { echo "vs-reference.sh: needs root (a mount namespace for the C daemon)" >&2; exit 2; }
+[ -x /usr/sbin/ibacm ] || { echo "vs-reference.sh: needs Debian's ibacm (/usr/sbin/ibacm)" >&2; exit 2; }
+
+bin=${BIN:-${CARGO_TARGET_DIR:-target}/release}
+if [ -z "${BIN:-}" ]; then
+  cargo build --release -q -p acm-fake-hca -p acm-fabric-hub -p acm-daemon --features acm-daemon/verbs
+fi
+fabric=$PWD/testdata/fabrics/demo.toml
+dir=$(mktemp -d /tmp/acm-vsref.XXXXXX)
+cleanup() {
+  kill $(jobs -p) 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+fake=$(realpath "$bin/libacm_fake_hca.so")
+
+printf 'log_level %s\n' "${LOG_LEVEL:-0}" > "$dir/opts.cfg"
+"$bin/acm-fabric-hub" --fabric "$fabric" --socket "$dir/hub.sock" 2> "$dir/hub.log" &
+for _ in $(seq 100); do [ -S "$dir/hub.sock" ] && break; sleep 0.05; done
+
+# node2: the peer, ours on the hub.
+"$bin/ibacm" -P --fabric "hub:$dir/hub.sock:node2" --run-dir "$dir/n2" -O "$dir/opts.cfg" \
+  > "$dir/n2.out" 2>&1 &
+
+# node3: ours, hardware backend, emulated HCA.
+"$bin/acm-fake-hca-sysfs" "$fabric" node3 "$dir/sys3"
+mkdir -p "$dir/dev3"
+printf 'node3 mlx5_0 1 default\n' > "$dir/addr3.cfg"
+env ACM_FAKE_HCA_HUB="$dir/hub.sock" ACM_FAKE_HCA_HOST=node3 ACM_SYSFS_ROOT="$dir/sys3" \
+  ACM_DEV_ROOT="$dir/dev3" LD_PRELOAD="$fake" \
+  "$bin/ibacm" -P --run-dir "$dir/n3" -O "$dir/opts.cfg" -A "$dir/addr3.cfg" \
+  --log-file "$dir/n3.log" > "$dir/n3.out" 2>&1 &
+ours=$!
+
+# node1: the C daemon in a private mount namespace.
+"$bin/acm-fake-hca-sysfs" "$fabric" node1 "$dir/sys1"
+printf 'node1 mlx5_0 1 default\n' > "$dir/addr1.cfg"
+{ cat "$dir/opts.cfg"; printf 'log_file %s\nlock_file %s\n' "$dir/c.log" "$dir/c.pid"; } > "$dir/c-opts.cfg"
+cat > "$dir/c-ns.sh" <<EOS
+set -e
+mount --make-rprivate /
+mkdir -p $dir/orig-class
+mount --bind /sys/class $dir/orig-class
+mount -t tmpfs none /sys/class
+for c in $dir/orig-class/*; do mkdir -p /sys/class/\${c##*/}; mount --bind \$c /sys/class/\${c##*/}; done
+mkdir -p /sys/class/infiniband /sys/class/infiniband_mad
+mount --bind $dir/sys1/class/infiniband /sys/class/infiniband
+mount --bind $dir/sys1/class/infiniband_mad /sys/class/infiniband_mad
+mount -t tmpfs none /run
+exec env ACM_FAKE_HCA_HUB=$dir/hub.sock ACM_FAKE_HCA_HOST=node1 \
+  ACM_FAKE_HCA_DEV_ROOT=/dev/infiniband LD_PRELOAD=$fake \
+  /usr/sbin/ibacm -P -O $dir/c-opts.cfg -A $dir/addr1.cfg
+EOS
+unshare -m bash "$dir/c-ns.sh" > "$dir/c.out" 2>&1 &
+cns=$!
+
+"$bin/acm-load" --echo-server "$dir/echo.sock" > /dev/null &
+"$bin/acm-load" --echo-server "$dir/echo-ref.sock" --echo-style reference > /dev/null &
+
+c=""
+for _ in $(seq 200); do
+  # unshare and the script exec into the daemon: same pid.
+  [ "$(cat /proc/$cns/comm 2>/dev/null)" = ibacm ] && c=$cns
+  [ -n "$c" ] && [ -S "$dir/n3/ibacm-unix.sock" ] && [ -S "$dir/n2/ibacm-unix.sock" ] \
+    && nsenter -t "$c" -m test -S /run/ibacm-unix.sock && break
+  sleep 0.05
+done
+[ -n "$c" ] || { echo "the C daemon did not start:"; cat "$dir/c.out"; exit 1; }
+sleep 1
+
+load() { # where clients src -> json
+  local where=$1 n=$2 src=$3
+  case $where in
+    c) nsenter -t "$c" -m "$bin/acm-load" -S /run/ibacm-unix.sock -c "$n" --duration "$secs" \
+         -f n -s "$src" -d node2 --json -q ;;
+    *) "$bin/acm-load" -S "$where" -c "$n" --duration "$secs" -f n -s "$src" -d node2 --json -q ;;
+  esac
+}
+summary() { # json -> "rps answered p50"
+  python3 -c 'import json,sys; j=json.load(sys.stdin); l=j["latency_us"]
+assert j["errors"]["total"] == 0, j["errors"]
+print("%d %d %s" % (j["requests_per_s"], j["requests"]["answered"], l["p50"]))'
+}
+usage() { # pid -> "cpu_ticks context_switches", summed over the process's threads
+  local ticks=0 cs=0 t
+  for t in /proc/"$1"/task/*; do
+    ticks=$(( ticks + $(awk '{print $14 + $15}' "$t/stat") ))
+    cs=$(( cs + $(awk '/ctxt_switches/ {n += $2} END {print n}' "$t/status") ))
+  done
+  echo "$ticks $cs"
+}
+measured() { # pid where clients src -> "rps p50 cpu_us/req cs/req"
+  local t0 cs0 t1 cs1 rps n p50
+  read -r t0 cs0 < <(usage "$1")
+  read -r rps n p50 < <(load "$2" "$3" "$4" | summary)
+  read -r t1 cs1 < <(usage "$1")
+  python3 -c "print('%d %s %.2f %.2f' % ($rps, '$p50', ($t1-$t0)/$hz*1e6/$n, ($cs1-$cs0)/$n))"
+}
+hz=$(getconf CLK_TCK)
+
+echo "log_level ${LOG_LEVEL:-0}; $secs s per run"
+echo "clients round   C_rps (p50 us) C_cpu_us/req C_cs/req   ours_rps (p50 us) ours_cpu_us/req ours_cs/req   ours/C   echo_rps ref_echo_rps"
+for n in "${clients[@]}"; do
+  for r in $(seq "$rounds"); do
+    read -r crps cp50 ccpu ccs < <(measured "$c" c "$n" node1)
+    read -r orps op50 ocpu ocs < <(measured "$ours" "$dir/n3/ibacm-unix.sock" "$n" node3)
+    read -r e _ _ < <(load "$dir/echo.sock" "$n" node3 | summary)
+    read -r f _ _ < <(load "$dir/echo-ref.sock" "$n" node3 | summary)
+    python3 -c "print('%7s %5s %8d (%s) %12s %8s   %8d (%s) %15s %11s   %6.2f   %8d %12d' % (
+      '$n', '$r', $crps, '$cp50', '$ccpu', '$ccs', $orps, '$op50', '$ocpu', '$ocs', $orps / $crps, $e, $f))"
+  done
+done
