@@ -1,7 +1,8 @@
 //! `fabric-bench`: every host of a generated N-host fabric resolves a set of IPv4
 //! destinations (all the others, or K random ones), measured twice in one run: with
 //! our queue depths and SA behaviour under load, and with the reference's limits
-//! (`resolve_depth 1`, `sa_depth 1`, BUSY a failure, fixed SA timeout and depth).
+//! (`resolve_depth 1`, `sa_depth 1`, BUSY a failure, fixed SA and ACM timeouts, fixed
+//! depth).
 //!
 //! ```text
 //! cargo run --release -p fabric-bench -- --hosts 1024 --pattern all-to-all
@@ -58,10 +59,12 @@ const OURS_RESOLVE_DEPTH: u32 = 4;
 /// (`sa_adaptive_depth`), which BUSY answers and timeouts shrink.
 const OURS_SA_DEPTH: u32 = 16;
 
-/// The options that turn our SA behaviour under load off, for the reference's
+/// The options that turn our behaviour under load off, for the reference's
 /// configuration: BUSY fails the query, the SA timeout stays `timeout`, the depth
-/// stays `sa_depth` (docs/protocol/sa.md §8).
-const REFERENCE_SA_OPTIONS: &str = "sa_busy_retries 0\nsa_timeout_max 0\nsa_adaptive_depth no\n";
+/// stays `sa_depth` (docs/protocol/sa.md §8), and the ACM retry wait stays `timeout`
+/// (docs/ibacmp.md §10).
+const REFERENCE_SA_OPTIONS: &str =
+    "sa_busy_retries 0\nsa_timeout_max 0\nsa_adaptive_depth no\nacm_timeout_max 0\n";
 
 #[derive(Parser, Debug, Clone)]
 #[command(
