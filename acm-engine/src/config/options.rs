@@ -70,10 +70,11 @@ pub mod range {
 /// an SA that answers nothing but BUSY (a broken one) still ends in a failure.
 pub const DEFAULT_SA_BUSY_RETRIES: u32 = 32;
 
-/// The default `sa_backoff_ms`: a few SA round trips under load (the simulator's
-/// job-start storm, BENCHMARKS.md "Issue 18", sees tens of ms of queueing at an SA
-/// serving 20,000 queries a second), short enough to lose little when the BUSY was a
-/// passing burst.
+/// The default `sa_backoff_ms`: short enough to lose little when the BUSY was a passing
+/// burst, and doubling (with jitter) to 1.28 s within six refusals, past the wait of a
+/// saturated SA's queue (one second of service in the simulator's job-start storm,
+/// BENCHMARKS.md "Issue 18: the job-start storm against a finite SA", where the SA
+/// stays busy to the end and the BUSY answers cost no simulated time).
 pub const DEFAULT_SA_BACKOFF_MS: u32 = 20;
 
 /// The default `acm_timeout_max`, in ms: as [`DEFAULT_SA_TIMEOUT_MAX_MS`], for the same
