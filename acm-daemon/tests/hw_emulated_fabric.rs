@@ -149,7 +149,7 @@ fn three_hardware_daemons_resolve_one_another_with_route_prot_acm() {
 
 /// On a kernel without REGISTER_AGENT2 (before 3.18) the daemon registers its SA agent
 /// with ENABLE_PKEY and REGISTER_AGENT: it joins and its SA queries are answered.
-/// SM events through umad (docs/protocol/sa.md §8): each daemon's SA agent is
+/// SM events through umad (docs/protocol/sa.md §9): each daemon's SA agent is
 /// registered for Reports and its port subscribes to traps 64–67; when node 2 stops,
 /// its emulated HCA detaches, the hub's SM reports its GID out of service (trap 65),
 /// the emulated umad hands the unsolicited Report to node 1's agent, and node 1

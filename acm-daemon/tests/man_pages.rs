@@ -315,7 +315,12 @@ fn acmdump_options_are_documented() {
 /// except where the table says otherwise, plus the daemon's own options
 /// ([`DAEMON_OPTIONS`], whose lines the engine keeps in its `daemon_options` field).
 fn options_file_names() -> BTreeSet<String> {
-    const RENAMED: &[(&str, &str)] = &[("timeout_ms", "timeout"), ("providers", "provider")];
+    const RENAMED: &[(&str, &str)] = &[
+        ("timeout_ms", "timeout"),
+        ("providers", "provider"),
+        ("sa_timeout_max_ms", "sa_timeout_max"),
+        ("acm_timeout_max_ms", "acm_timeout_max"),
+    ];
     let debug = format!("{:#?}", Options::default());
     debug
         .lines()

@@ -119,6 +119,7 @@ impl Engine {
         let providers = self.providers.iter().filter_map(|p| p.poll_timeout()).min();
         [
             providers,
+            self.core.sa_next_due(),
             self.core.kernel_waits.next_deadline(),
             self.core.sm_next_retry(),
         ]
@@ -158,6 +159,7 @@ impl Engine {
         self.expire_kernel_waits();
         self.core.sm_fire_retries();
         let now = self.core.now;
+        self.core.sa_release_due();
         for i in 0..self.providers.len() {
             if self.providers[i].poll_timeout().is_some_and(|t| t <= now) {
                 self.with_provider(i, |p, cx| p.handle_timeout(cx));

@@ -224,7 +224,7 @@ pub enum Input<'a> {
         ok: bool,
     },
     /// An SA response arrived through umad, or an SA Report (an SM event,
-    /// docs/protocol/sa.md §8) the agent receives unasked.
+    /// docs/protocol/sa.md §9) the agent receives unasked.
     SaResponse {
         /// The port whose umad agent received it.
         port: PortId,

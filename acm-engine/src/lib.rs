@@ -59,6 +59,7 @@ mod io;
 pub mod log;
 pub mod provider;
 mod request;
+mod rtt;
 mod stats;
 mod time;
 

@@ -68,7 +68,7 @@ pub trait Provider {
     /// The port's SM was re-registered: rejoin the multicast groups.
     fn client_reregister(&mut self, _cx: &mut Ctx<'_>, _port: PortId) {}
 
-    /// The SA reported an SM event on `port` (docs/protocol/sa.md §8; only with
+    /// The SA reported an SM event on `port` (docs/protocol/sa.md §9; only with
     /// `sm_events yes`): a port GID came into or went out of service, or a multicast
     /// group was created or deleted. The core has acknowledged it; a provider that
     /// caches what the event makes stale drops it here.

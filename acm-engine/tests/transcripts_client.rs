@@ -520,7 +520,14 @@ fn sa_errors_map_to_client_statuses() {
     ];
     let mut text = String::new();
     for (mad_status, want, what) in cases {
-        let mut node = node_with(sa_failing_paths(mad_status), reference::route());
+        // A BUSY answer fails the query at once only with the BUSY retries turned off
+        // (the reference's behaviour; tests/transcripts_sa_load.rs has ours).
+        let mut config = reference::config();
+        config.options.sa_busy_retries = 0;
+        let mut node = Node::new(config, sa_failing_paths(mad_status), reference::route());
+        node.input(Input::DeviceAdded(reference::device()));
+        node.settle();
+        node.transcript.clear();
         let req = resolve_ip("10.0.0.1", "10.0.0.2");
         let t0 = node.now;
         let r = node.request(ConnId(1), &req).expect("reply");

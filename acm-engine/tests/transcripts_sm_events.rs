@@ -1,4 +1,4 @@
-//! Transcript tests of SM events (docs/protocol/sa.md §8), ours: the InformInfo
+//! Transcript tests of SM events (docs/protocol/sa.md §9), ours: the InformInfo
 //! subscriptions a port makes when it comes up and renews after an SM change or a
 //! client reregister, their retry when the SA refuses, and a Report that invalidates the
 //! route to the GID it names and is acknowledged with a ReportResp, byte by byte. With
@@ -99,7 +99,7 @@ fn a_port_subscribes_to_traps_64_to_67_one_at_a_time() {
     let node = started(true);
     assert_eq!(subscriptions(&node), [64, 65, 66, 67]);
     let sets = sa_sent_attr(&node, ATTR_INFORM_INFO);
-    // The first Set, byte by byte (docs/protocol/sa.md §8): SA header with method SET,
+    // The first Set, byte by byte (docs/protocol/sa.md §9): SA header with method SET,
     // attribute InformInfo, TID 0x80000001, no component mask; then the InformInfo.
     let mut expected = [0u8; MAD_LEN];
     expected[..4].copy_from_slice(&[0x01, 0x03, 0x02, 0x02]);

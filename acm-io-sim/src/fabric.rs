@@ -285,7 +285,8 @@ pub struct UmadSend {
     pub mad: Box<[u8; 256]>,
     /// Retries left.
     pub tries_left: u32,
-    /// The current try, from 0: a timeout of an earlier try is stale.
+    /// The current try's number, counting from 0 or from where the caller starts it: a
+    /// timeout of an earlier try (or of an earlier send with the same TID) is stale.
     pub attempt: u32,
     /// Per-try timeout.
     pub timeout: Duration,

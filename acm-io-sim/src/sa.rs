@@ -51,7 +51,7 @@
 //!   group's record as for a join. Leaving a group that does not exist or that the port
 //!   is not in is refused with 0x0200.
 //! * **InformInfo SET** (attribute 0x0003), a trap subscription
-//!   (docs/protocol/sa.md §8): a generic subscription to trap 64, 65, 66 or 67 is recorded for the sender's
+//!   (docs/protocol/sa.md §9): a generic subscription to trap 64, 65, 66 or 67 is recorded for the sender's
 //!   port (Subscribe 1) or removed (Subscribe 0) and answered GetResp with the record;
 //!   any other InformInfo is refused with 0x0200. A port's subscriptions go when the
 //!   port goes down, and all of them at an SM failover ([`SubnetAdmin::forget_all_members`]):
@@ -105,6 +105,28 @@ struct PendingReport {
     to: PortRef,
     mad: [u8; 256],
     tries_left: u32,
+}
+
+/// The header of an SA request and the method its response carries; `None` for
+/// anything that is not an SA request (too short, another class, a response).
+fn request_header(mad: &[u8]) -> Option<(SaHeaderRepr, Method)> {
+    if mad.len() < SA_HEADER_LEN {
+        return None;
+    }
+    let mut req = [0u8; MAD_LEN];
+    let n = mad.len().min(MAD_LEN);
+    req[..n].copy_from_slice(&mad[..n]);
+    let hdr = SaHeaderRepr::parse(&req).ok()?;
+    if hdr.mad.mgmt_class != MgmtClass::SA || hdr.mad.method.is_response() {
+        return None;
+    }
+    let method = hdr.mad.method;
+    let resp = if method == Method::SET {
+        Method::GET_RESP
+    } else {
+        method.response()
+    };
+    Some((hdr, resp))
 }
 
 /// The first multicast LID.
@@ -172,6 +194,11 @@ pub struct SaStats {
     pub reports: u64,
     /// Reports acknowledged with a ReportResp.
     pub reports_acked: u64,
+    /// Requests answered BUSY because the SA's queue was full (`[sa] overflow =
+    /// "busy"`, the simulator's [`crate::spec::SaSpec`]).
+    pub overflow_busy: u64,
+    /// Requests dropped because the SA's queue was full (`overflow = "drop"`).
+    pub overflow_dropped: u64,
 }
 
 /// The SM/SA of the simulated subnet.
@@ -267,6 +294,23 @@ impl SubnetAdmin {
             Ok(rec) => response(&hdr, resp_method, MadStatus::OK.0, &rec),
             Err(status) => response(&hdr, resp_method, status, &[]),
         })
+    }
+
+    /// Refuses one request because the SA's queue is full: the BUSY answer
+    /// ([`MadStatus::BUSY`], no data) when `busy`, else nothing (the request is dropped).
+    /// MADs that are not SA requests are dropped either way, as [`SubnetAdmin::answer`]
+    /// drops them.
+    pub fn overflow(&mut self, mad: &[u8], busy: bool) -> Option<[u8; 256]> {
+        let Some((hdr, resp_method)) = request_header(mad) else {
+            self.stats.dropped += 1;
+            return None;
+        };
+        if !busy {
+            self.stats.overflow_dropped += 1;
+            return None;
+        }
+        self.stats.overflow_busy += 1;
+        Some(response(&hdr, resp_method, MadStatus::BUSY.0, &[]))
     }
 
     /// The group with this MGID, if any port is in it.
@@ -1327,6 +1371,32 @@ mod tests {
         assert_eq!(status(&sa.answer(&t, p(0), &q).unwrap()), 0);
         let s = sa.stats();
         assert_eq!((s.busy, s.dropped, s.path_queries, s.joins), (2, 2, 1, 0));
+    }
+
+    #[test]
+    fn overflow_answers_busy_or_drops() {
+        let spec = FabricSpec::generate(2, &GenOptions::default());
+        let t = topo(&spec);
+        let mut sa = SubnetAdmin::new();
+        let q = path_mad(&query(&t, p(0), p(1), 0xFFFF));
+        let r = sa.overflow(&q, true).unwrap();
+        assert_eq!((r[3], status(&r)), (0x81, 0x0001));
+        assert_eq!(&r[8..16], &q[8..16], "the request's TID");
+        assert!(r[SA_HEADER_LEN..].iter().all(|&b| b == 0));
+        assert_eq!(sa.overflow(&q, false), None);
+        let mut m = q;
+        m[3] = 0x81; // a response is no request: dropped either way
+        assert_eq!(sa.overflow(&m, true), None);
+        let s = sa.stats();
+        assert_eq!(
+            (
+                s.overflow_busy,
+                s.overflow_dropped,
+                s.dropped,
+                s.path_queries
+            ),
+            (1, 1, 1, 0)
+        );
     }
 
     #[test]

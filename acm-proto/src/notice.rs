@@ -5,7 +5,7 @@
 //! ibacm (the reference) never subscribes; ours does, so that its caches follow the
 //! fabric: traps 64/65 (a GID came into or went out of service) and 66/67 (a multicast
 //! group was created or deleted) carry the GID concerned in the Notice's data details.
-//! See docs/protocol/sa.md §8; IBTA Vol 1 §13.4.8.2 (Notice), IBTA Vol 1 §13.4.8.3
+//! See docs/protocol/sa.md §9; IBTA Vol 1 §13.4.8.2 (Notice), IBTA Vol 1 §13.4.8.3
 //! (InformInfo), IBTA Vol 1 §14.2.5.1 (the SM's traps 64–67).
 
 use crate::Gid;
@@ -300,7 +300,7 @@ pub struct InformInfoRepr {
 }
 
 impl InformInfoRepr {
-    /// Our subscription to one generic trap (docs/protocol/sa.md §8): any GID, every
+    /// Our subscription to one generic trap (docs/protocol/sa.md §9): any GID, every
     /// LID (range begin 0xFFFF), generic, every type and every producer, reports to
     /// QP1 ([`REPORT_QPN`]) with [`REPORT_RESP_TIME`].
     #[must_use]

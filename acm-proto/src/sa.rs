@@ -348,14 +348,14 @@ impl SaHeaderRepr {
         Self::request(Method::SET, AttrId::MC_MEMBER_RECORD, tid, comp_mask.0)
     }
 
-    /// A trap subscription header (docs/protocol/sa.md §8): method SET, attribute
+    /// A trap subscription header (docs/protocol/sa.md §9): method SET, attribute
     /// InformInfo (0x0003), no component mask.
     #[must_use]
     pub fn inform_info_set(tid: u64) -> Self {
         Self::request(Method::SET, AttrId::INFORM_INFO, tid, 0)
     }
 
-    /// The acknowledgement of an SA Report (docs/protocol/sa.md §8): method ReportResp
+    /// The acknowledgement of an SA Report (docs/protocol/sa.md §9): method ReportResp
     /// (0x86), attribute Notice (0x0002), the Report's own TID.
     #[must_use]
     pub fn report_resp(tid: u64) -> Self {

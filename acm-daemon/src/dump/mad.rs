@@ -1,7 +1,7 @@
 //! MAD input (optionally behind a 40-byte GRH): fixed-size records, decoded by class.
 //!
 //! ACM MADs (class 0x2C) and SA MADs carrying a PathRecord, an MCMemberRecord, an
-//! InformInfo or a Notice (trap subscriptions and Reports, docs/protocol/sa.md §8) are
+//! InformInfo or a Notice (trap subscriptions and Reports, docs/protocol/sa.md §9) are
 //! decoded completely; for anything else the common header is decoded and the rest is shown as
 //! hex (and re-emitted from that hex, so `--roundtrip` still checks the decoded part).
 

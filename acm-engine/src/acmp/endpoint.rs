@@ -82,6 +82,8 @@ pub(crate) struct Request {
     pub(crate) sending: bool,
     /// When the current transmission times out (set at send completion).
     pub(crate) expires: Option<Instant>,
+    /// When the current transmission was posted (its response's round trip).
+    pub(crate) posted: Instant,
     /// Nobody waits for it (a NODELAY request's warm-up): counted against
     /// `max_background_resolves`.
     pub(crate) background: bool,
@@ -373,6 +375,9 @@ pub(crate) struct Ep {
     pub(crate) sends: BTreeMap<SendToken, SendKind>,
     /// When to retry failed joins.
     pub(crate) join_retry: Option<Instant>,
+    /// Round trips of the endpoint's ACM requests (request posted to response), which
+    /// the retry wait follows (`acm_timeout_max`, docs/ibacmp.md §10).
+    pub(crate) rtt: crate::rtt::RttEstimator,
 }
 
 impl Ep {

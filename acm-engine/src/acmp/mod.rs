@@ -43,6 +43,8 @@ struct AcmpOptions {
     route_acm: bool,
     loopback_local: bool,
     timeout_ms: u32,
+    /// `acm_timeout_max`: the ceiling of the adaptive ACM retry wait (0: off).
+    acm_timeout_max_ms: u32,
     retries: u32,
     resolve_depth: u32,
     max_pending_per_client: usize,
@@ -124,6 +126,7 @@ impl Acmp {
             route_acm: o.route_prot == RouteProt::Acm,
             loopback_local: o.loopback_prot == LoopbackProt::Local,
             timeout_ms: o.timeout_ms,
+            acm_timeout_max_ms: o.acm_timeout_max_ms,
             retries: o.retries,
             resolve_depth: o.resolve_depth.max(1),
             max_pending_per_client: o.max_pending_per_client as usize,
@@ -241,6 +244,7 @@ impl Provider for Acmp {
         self.opts.timeout_ms = o.timeout_ms;
         self.opts.retries = o.retries;
         self.opts.addr_prot = o.addr_prot;
+        self.opts.acm_timeout_max_ms = o.acm_timeout_max_ms;
         self.opts.addr_timeout = o.addr_timeout;
         self.opts.route_timeout = o.route_timeout;
         self.opts.max_pending_per_client = o.max_pending_per_client as usize;

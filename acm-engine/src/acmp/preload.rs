@@ -109,6 +109,7 @@ impl Acmp {
             last_src: None,
             sends: BTreeMap::new(),
             join_retry: None,
+            rtt: crate::rtt::RttEstimator::default(),
         };
         self.eps.insert(id, ep);
         cx.open_qp(OpenQp {

@@ -97,6 +97,7 @@ impl Acmp {
                 tries,
                 sending: false,
                 expires: None,
+                posted: cx.now(),
                 background,
             },
         );
@@ -117,6 +118,7 @@ impl Acmp {
         };
         req.sending = true;
         req.expires = None;
+        req.posted = cx.now();
         let mad = req.mad.clone();
         ep.sends.insert(token, SendKind::Request(tid));
         cx.ud_send(UdSend {
@@ -196,10 +198,15 @@ impl Acmp {
         token: SendToken,
         ok: bool,
     ) {
-        let wait = Duration::from_millis(self.opts.timeout_ms.into());
         let Some(ep) = self.eps.get_mut(&id) else {
             return;
         };
+        // The reference waits `timeout` after the subnet timeout; ours waits longer when
+        // the responses measured come later than that (slow receivers), never less.
+        let wait_ms = ep
+            .rtt
+            .timeout_ms(self.opts.timeout_ms, self.opts.acm_timeout_max_ms);
+        let wait = Duration::from_millis(wait_ms.into());
         let Some(kind) = ep.sends.remove(&token) else {
             return;
         };
@@ -340,8 +347,12 @@ impl Acmp {
         let Some(ep) = self.eps.get_mut(&id) else {
             return;
         };
+        let now = cx.now();
         let (dest, sending, src) = match ep.requests.remove(&repr.tid) {
-            Some(req) => (req.dest, req.sending, request_src(&req.mad)),
+            Some(req) => {
+                ep.rtt.sample(now.saturating_duration_since(req.posted));
+                (req.dest, req.sending, request_src(&req.mad))
+            }
             None => match ep.answer_waiting(repr.tid) {
                 // A request still waiting for a credit was never sent, but its TID
                 // matches: it is answered all the same, as any outstanding one.

@@ -458,7 +458,7 @@ impl Acmp {
 }
 
 impl Acmp {
-    /// An SM event the SA reported on `port` (docs/protocol/sa.md §8): a GID that came
+    /// An SM event the SA reported on `port` (docs/protocol/sa.md §9): a GID that came
     /// or went makes every settled entry naming it stale at once, so the next request
     /// resolves it afresh (lookups in flight are left to finish): an address from the
     /// hosts preload file keeps the GID the administrator gave it and has its route

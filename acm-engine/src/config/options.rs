@@ -43,6 +43,18 @@ pub mod range {
     pub const MAX_PENDING_PER_CLIENT: (u32, u32) = (1, 65_536);
     /// `max_background_resolves` (0: NODELAY never leaves a lookup behind).
     pub const MAX_BACKGROUND_RESOLVES: (u32, u32) = (0, 65_536);
+    /// `sa_busy_retries`: BUSY answers waited out per SA MAD (0: the reference's
+    /// behaviour, BUSY fails the query).
+    pub const SA_BUSY_RETRIES: (u32, u32) = (0, 1000);
+    /// `sa_backoff_ms`: the first back-off after a BUSY answer, in ms (at most a
+    /// minute; it doubles up to 64 times that).
+    pub const SA_BACKOFF: (u32, u32) = (1, 60_000);
+    /// `acm_timeout_max`: the longest ACM retry wait (beyond the subnet timeout) the
+    /// measured round trip may stretch it to, in ms (0: always `timeout`).
+    pub const ACM_TIMEOUT_MAX: (u32, u32) = (0, 600_000);
+    /// `sa_timeout_max`: the longest per-try SA timeout the round trip may stretch it
+    /// to, in ms (0: no adaptation, always `timeout`); at most 10 minutes, as `timeout`.
+    pub const SA_TIMEOUT_MAX: (u32, u32) = (0, 600_000);
     /// `kernel_timeout` in ms: 0 leaves the kernel's wait alone; the kernel itself keeps
     /// any other value within 100 to 200,000 ms.
     pub const KERNEL_TIMEOUT: (u32, u32) = (0, 200_000);
@@ -50,6 +62,29 @@ pub mod range {
     /// most an hour.
     pub const PROVIDER_TIMEOUT: (u32, u32) = (100, 3_600_000);
 }
+
+/// The default `sa_busy_retries`. An SA that answers BUSY is one that works: each
+/// BUSY costs the SA almost nothing and the back-off (20 ms doubling to 1.28 s, with
+/// jitter) spreads the retries. 32 of them outlast about 30 s of back-to-back
+/// refusals, far beyond any queue a working SA drains; the bound is there only so that
+/// an SA that answers nothing but BUSY (a broken one) still ends in a failure.
+pub const DEFAULT_SA_BUSY_RETRIES: u32 = 32;
+
+/// The default `sa_backoff_ms`: short enough to lose little when the BUSY was a passing
+/// burst, and doubling (with jitter) to 1.28 s within six refusals, past the wait of a
+/// saturated SA's queue (one second of service in the simulator's job-start storm,
+/// BENCHMARKS.md "Issue 18: the job-start storm against a finite SA", where the SA
+/// stays busy to the end and the BUSY answers cost no simulated time).
+pub const DEFAULT_SA_BACKOFF_MS: u32 = 20;
+
+/// The default `acm_timeout_max`, in ms: as [`DEFAULT_SA_TIMEOUT_MAX_MS`], for the same
+/// reason (receivers slow to answer are waited for, not asked again by multicast).
+pub const DEFAULT_ACM_TIMEOUT_MAX_MS: u32 = 16_000;
+
+/// The default `sa_timeout_max`, in ms: 8 times the reference's 2 s timeout, so a
+/// queueing SA (whose round trip the timeout follows) can take up to 16 s per try
+/// before a MAD is retried.
+pub const DEFAULT_SA_TIMEOUT_MAX_MS: u32 = 16_000;
 
 /// The default `provider_timeout`: a minute, longer than a lookup that waits behind a
 /// few others in libibacmp's queue takes with the reference's default `timeout` and
@@ -357,8 +392,33 @@ pub struct Options {
     pub timeout_ms: u32,
     /// `retries`: SA MAD retries and ACM retransmissions ([`range::RETRIES`]).
     pub retries: u32,
-    /// `sa_depth`: outstanding SA MADs per port ([`range::SA_DEPTH`]).
+    /// `sa_depth`: outstanding SA MADs per port ([`range::SA_DEPTH`]); with
+    /// `sa_adaptive_depth`, the ceiling of the adaptive window.
     pub sa_depth: u32,
+    /// `sa_busy_retries` (not in the reference): how many BUSY answers one SA MAD
+    /// waits out (back-off, then sent again) before the query fails; 0 fails it at the
+    /// first, as the reference does ([`DEFAULT_SA_BUSY_RETRIES`]).
+    pub sa_busy_retries: u32,
+    /// `sa_backoff_ms` (not in the reference): the first back-off after a BUSY answer,
+    /// doubling with each further BUSY of the same MAD up to 64 times, each drawn
+    /// between half and one and a half of that from the engine's seed
+    /// ([`DEFAULT_SA_BACKOFF_MS`]).
+    pub sa_backoff_ms: u32,
+    /// `sa_timeout_max` in ms (not in the reference): the per-try SA timeout follows
+    /// the measured round trip (smoothed, plus four deviations) between `timeout` and
+    /// this; 0 keeps it at `timeout`, as the reference does
+    /// ([`DEFAULT_SA_TIMEOUT_MAX_MS`]).
+    pub sa_timeout_max_ms: u32,
+    /// `sa_adaptive_depth` (not in the reference): SA MADs in flight per port start
+    /// at `sa_depth`, halve after a BUSY answer or a timeout and grow back by one per
+    /// window of answers, never above `sa_depth`; `no` keeps `sa_depth` fixed, as the
+    /// reference does.
+    pub sa_adaptive_depth: bool,
+    /// `acm_timeout_max` in ms (not in the reference): the wait before an ACM request
+    /// is sent again (after the subnet timeout) follows the endpoint's measured
+    /// request-to-response round trip between `timeout` and this; 0 keeps it at
+    /// `timeout`, as the reference does ([`DEFAULT_ACM_TIMEOUT_MAX_MS`]).
+    pub acm_timeout_max_ms: u32,
     /// `provider` lines, in file order.
     pub providers: Vec<ProviderRule>,
     /// `addr_prot`: the address protocols, in the order they are tried (`acm` alone by
@@ -414,7 +474,7 @@ pub struct Options {
     /// `sm_events` (not in the reference; yes by default): whether each port subscribes
     /// with the SA to the traps that say a port GID came or went (64/65) and that a
     /// multicast group was created or deleted (66/67), so that a Report invalidates the
-    /// cache entries concerned at once (docs/protocol/sa.md §8). With `no`, nothing is
+    /// cache entries concerned at once (docs/protocol/sa.md §9). With `no`, nothing is
     /// subscribed and cached addresses and routes stay until they expire, as with the
     /// reference.
     pub sm_events: bool,
@@ -439,6 +499,11 @@ impl Default for Options {
             timeout_ms: 2000,
             retries: 2,
             sa_depth: 1,
+            sa_busy_retries: DEFAULT_SA_BUSY_RETRIES,
+            sa_backoff_ms: DEFAULT_SA_BACKOFF_MS,
+            sa_timeout_max_ms: DEFAULT_SA_TIMEOUT_MAX_MS,
+            sa_adaptive_depth: true,
+            acm_timeout_max_ms: DEFAULT_ACM_TIMEOUT_MAX_MS,
             providers: Vec::new(),
             addr_prot: AddrProts::one(AddrProt::Acm),
             addr_timeout: 1440,
@@ -611,6 +676,27 @@ impl Parser<'_> {
         Some(n)
     }
 
+    /// A yes/no option (`yes`, `true`, `1` or `no`, `false`, `0`, any case); anything
+    /// else is warned, naming file and line, and leaves the setting unchanged.
+    fn yes_no(&mut self, line: usize, name: &[u8], value: &[u8]) -> Option<bool> {
+        if ["yes", "true", "1"].iter().any(|w| eq(value, w)) {
+            Some(true)
+        } else if ["no", "false", "0"].iter().any(|w| eq(value, w)) {
+            Some(false)
+        } else {
+            self.diag(
+                line,
+                Severity::Warning,
+                format!(
+                    "value '{}' of option '{}' is not yes or no; setting left unchanged",
+                    text(value),
+                    text(name)
+                ),
+            );
+            None
+        }
+    }
+
     /// [`Parser::ranged`] for an unsigned option: sets `*slot` when the value is usable.
     fn set_u32(
         &mut self,
@@ -719,6 +805,29 @@ impl Parser<'_> {
             b"timeout" => self.set_u32(line, name, value, range::TIMEOUT, |o| &mut o.timeout_ms),
             b"retries" => self.set_u32(line, name, value, range::RETRIES, |o| &mut o.retries),
             b"sa_depth" => self.set_u32(line, name, value, range::SA_DEPTH, |o| &mut o.sa_depth),
+            b"sa_busy_retries" => {
+                self.set_u32(line, name, value, range::SA_BUSY_RETRIES, |o| {
+                    &mut o.sa_busy_retries
+                });
+            }
+            b"sa_backoff_ms" => {
+                self.set_u32(line, name, value, range::SA_BACKOFF, |o| &mut o.sa_backoff_ms);
+            }
+            b"sa_timeout_max" => {
+                self.set_u32(line, name, value, range::SA_TIMEOUT_MAX, |o| {
+                    &mut o.sa_timeout_max_ms
+                });
+            }
+            b"acm_timeout_max" => {
+                self.set_u32(line, name, value, range::ACM_TIMEOUT_MAX, |o| {
+                    &mut o.acm_timeout_max_ms
+                });
+            }
+            b"sa_adaptive_depth" => {
+                if let Some(on) = self.yes_no(line, name, value) {
+                    self.opts.sa_adaptive_depth = on;
+                }
+            }
             b"addr_prot" => match AddrProts::parse(value) {
                 Ok(list) => self.opts.addr_prot = list,
                 Err(why) => self.diag(
@@ -1069,6 +1178,12 @@ mod tests {
         assert_eq!(o.provider_lib_path, "/usr/lib/x86_64-linux-gnu/ibacm");
         assert!(!o.support_ips_in_addr_cfg);
         assert_eq!((o.timeout_ms, o.retries, o.sa_depth), (2000, 2, 1));
+        assert_eq!(
+            (o.sa_busy_retries, o.sa_backoff_ms, o.sa_timeout_max_ms),
+            (32, 20, 16_000)
+        );
+        assert!(o.sa_adaptive_depth);
+        assert_eq!(o.acm_timeout_max_ms, 16_000);
         assert!(o.providers.is_empty());
         assert_eq!(o.addr_prot, AddrProts::default());
         assert_eq!(o.addr_timeout, 1440);
@@ -1151,6 +1266,11 @@ support_ips_in_addr_cfg 5
 timeout 100
 retries 4
 sa_depth 8
+sa_busy_retries 0
+sa_backoff_ms 5
+sa_timeout_max 0
+sa_adaptive_depth no
+acm_timeout_max 0
 addr_prot ACM,neigh
 addr_timeout -1
 route_prot acm
@@ -1184,6 +1304,11 @@ sm_events NO
             timeout_ms: 100,
             retries: 4,
             sa_depth: 8,
+            sa_busy_retries: 0,
+            sa_backoff_ms: 5,
+            sa_timeout_max_ms: 0,
+            sa_adaptive_depth: false,
+            acm_timeout_max_ms: 0,
             providers: Vec::new(),
             addr_prot: AddrProts::new(&[AddrProt::Acm, AddrProt::Neigh]).expect("a list"),
             addr_timeout: -1,
@@ -1212,6 +1337,10 @@ sm_events NO
             "a bad value keeps the default"
         );
         // And back.
+        assert!(only("sa_adaptive_depth YES\n").sa_adaptive_depth);
+        let (o, d) = parse("sa_adaptive_depth no\nsa_adaptive_depth maybe\n");
+        assert!(!o.sa_adaptive_depth, "a bad value leaves the earlier one");
+        assert_eq!(severities(&d), [(2, Severity::Warning)]);
         let o = only(
             "server_mode loop\nroute_prot SA\nloopback_prot LOCAL\nroute_preload no\naddr_preload None\nserver_mode Unix\n",
         );
@@ -1384,7 +1513,7 @@ sm_events NO
                 d[0]
             );
         }
-        let bounds: [(&str, i64, i64); 16] = [
+        let bounds: [(&str, i64, i64); 20] = [
             ("log_level", 0, 2),
             ("umad_debug_level", 0, i64::from(i32::MAX)),
             ("server_port", 1, 65535),
@@ -1401,6 +1530,10 @@ sm_events NO
             ("kernel_timeout", 0, 200_000),
             ("provider_timeout", 100, 3_600_000),
             ("timeout", 1, 600_000),
+            ("sa_busy_retries", 0, 1000),
+            ("sa_backoff_ms", 1, 60_000),
+            ("sa_timeout_max", 0, 600_000),
+            ("acm_timeout_max", 0, 600_000),
         ];
         for (name, min, max) in bounds {
             let (_, d) = parse(&format!("{name} {min}\n{name} {max}\n"));

@@ -14,6 +14,10 @@
 //! | `log_level` | applied | read at every log line |
 //! | `timeout`, `retries` | applied | read at every SA query and ACM request sent |
 //! | `sa_depth` | applied | read at every SA MAD queued and answered |
+//! | `sa_busy_retries`, `sa_backoff_ms` | applied | read at every BUSY answer |
+//! | `sa_timeout_max` | applied | read at every SA MAD sent |
+//! | `sa_adaptive_depth` | applied | read at every SA MAD queued and answered; turned off, the port's window and any pause stop counting at once |
+//! | `acm_timeout_max` | applied | read at every ACM request sent |
 //! | `addr_timeout`, `route_timeout` | applied to entries stored from then on | read when an entry is stored; stored entries keep their expiry |
 //! | `max_pending_per_client`, `max_background_resolves` | applied | read at every request |
 //! | `support_ips_in_addr_cfg` | applied | the address file's IP lines are re-assigned with it |
@@ -94,6 +98,11 @@ pub fn option_changes(running: &Options, new: &Options) -> Vec<OptionChange> {
         timeout_ms,
         retries,
         sa_depth,
+        sa_busy_retries,
+        sa_backoff_ms,
+        sa_timeout_max_ms,
+        sa_adaptive_depth,
+        acm_timeout_max_ms,
         providers,
         addr_prot,
         addr_timeout,
@@ -186,6 +195,36 @@ pub fn option_changes(running: &Options, new: &Options) -> Vec<OptionChange> {
     note("timeout", num(running.timeout_ms), num(timeout_ms), Live);
     note("retries", num(running.retries), num(retries), Live);
     note("sa_depth", num(running.sa_depth), num(sa_depth), Live);
+    note(
+        "sa_busy_retries",
+        num(running.sa_busy_retries),
+        num(sa_busy_retries),
+        Live,
+    );
+    note(
+        "sa_backoff_ms",
+        num(running.sa_backoff_ms),
+        num(sa_backoff_ms),
+        Live,
+    );
+    note(
+        "sa_timeout_max",
+        num(running.sa_timeout_max_ms),
+        num(sa_timeout_max_ms),
+        Live,
+    );
+    note(
+        "sa_adaptive_depth",
+        yes_no(running.sa_adaptive_depth),
+        yes_no(*sa_adaptive_depth),
+        Live,
+    );
+    note(
+        "acm_timeout_max",
+        num(running.acm_timeout_max_ms),
+        num(acm_timeout_max_ms),
+        Live,
+    );
     note(
         "provider",
         provider_lines(&running.providers),
@@ -303,6 +342,11 @@ pub fn apply_live(running: &Options, new: &Options) -> Options {
     o.timeout_ms = new.timeout_ms;
     o.retries = new.retries;
     o.sa_depth = new.sa_depth;
+    o.sa_busy_retries = new.sa_busy_retries;
+    o.sa_backoff_ms = new.sa_backoff_ms;
+    o.sa_timeout_max_ms = new.sa_timeout_max_ms;
+    o.sa_adaptive_depth = new.sa_adaptive_depth;
+    o.acm_timeout_max_ms = new.acm_timeout_max_ms;
     o.addr_timeout = new.addr_timeout;
     o.addr_prot = new.addr_prot;
     o.route_timeout = new.route_timeout;
@@ -443,7 +487,9 @@ mod tests {
              addr_timeout 5\nroute_timeout 6\nmax_pending_per_client 2\nmax_background_resolves 1\n\
              resolve_depth 3\nsend_depth 2\nrecv_depth 9\nroute_prot acm\nmin_mtu 4096\n\
              lock_file /x\nprovider p default\nkernel_timeout 500\nallow_users root\n\
-             addr_prot acm,neigh\n",
+             addr_prot acm,neigh\n\
+             sa_busy_retries 0\nsa_backoff_ms 5\nsa_timeout_max 0\nsa_adaptive_depth no\n\
+             acm_timeout_max 0\nprovider_timeout 500\n",
         );
         let changes = option_changes(&running, &new);
         let applied = apply_live(&running, &new);
@@ -455,7 +501,7 @@ mod tests {
         }
         assert_eq!(
             changes.len(),
-            19 - 1,
+            25 - 1,
             "every line but allow_users: {changes:?}"
         );
         assert_eq!(applied.daemon_options, new.daemon_options);

@@ -9,15 +9,15 @@ mod netlink;
 mod queries;
 mod reconfigure;
 mod sa_agent;
+mod sa_control;
+mod sa_flow;
 mod sm_events;
 mod topology;
 
 use crate::counters::Counters;
 use crate::device::{DeviceId, PortAttrs, PortId};
 use crate::fxhash::SeqHashMap;
-use crate::io::{
-    ClientOutput, ConnId, EndpointId, FabricOp, HostOutput, LookupId, Output, Reply, SaSend,
-};
+use crate::io::{ClientOutput, ConnId, EndpointId, FabricOp, HostOutput, LookupId, Output, Reply};
 use crate::log::{Level, LogEvent, log};
 use crate::request::{Outcome, PendingReply, ReplyKind, ReplyTo};
 
@@ -66,7 +66,7 @@ pub(crate) struct Port {
     /// A client-reregister that arrived while the port was down.
     pub(crate) rereg_pending: bool,
     pub(crate) sa: SaAgent,
-    /// Its SA event subscriptions (docs/protocol/sa.md §8).
+    /// Its SA event subscriptions (docs/protocol/sa.md §9).
     pub(crate) sm: sm_events::SmSubs,
 }
 
@@ -100,8 +100,11 @@ pub(crate) struct Core {
     /// What the providers' lookup bounds did ([`crate::Engine::lookup_counters`]).
     pub(crate) lookup_counters: crate::LookupCounters,
     pub(crate) tid: u32,
-    /// The next TID of an SA event subscription (bit 31 set, docs/protocol/sa.md §8).
+    /// The next TID of an SA event subscription (bit 31 set, docs/protocol/sa.md §9).
     pub(crate) sub_tid: u32,
+    /// The engine's random stream (splitmix64 state, from the seed): the jitter of
+    /// SA back-offs.
+    pub(crate) rng: u64,
     /// Devices in discovery order (walks go in reverse).
     pub(crate) devices: Vec<Device>,
     /// Every endpoint ever made, by id; `None` once closed.
@@ -139,6 +142,7 @@ impl Core {
             lookup_counters: crate::LookupCounters::default(),
             tid: first_tid(seed),
             sub_tid: sm_events::SUB_TID_BIT | 1,
+            rng: seed ^ 0x5a5a_0ace_5eed_0001,
             devices: Vec::new(),
             endpoints: Vec::new(),
             conns: SeqHashMap::default(),
@@ -187,6 +191,15 @@ impl Core {
         u64::from(t)
     }
 
+    /// The next number of the engine's random stream (splitmix64).
+    pub(crate) fn next_random(&mut self) -> u64 {
+        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
     pub(crate) fn device(&self, id: DeviceId) -> Option<&Device> {
         self.devices.iter().find(|d| d.id == id)
     }
@@ -203,10 +216,7 @@ impl Core {
     }
 
     pub(crate) fn port_mut(&mut self, id: PortId) -> Option<&mut Port> {
-        self.device_mut(id.device)?
-            .ports
-            .iter_mut()
-            .find(|p| p.num == id.port)
+        port_in(&mut self.devices, id)
     }
 
     pub(crate) fn endpoint(&self, id: EndpointId) -> Option<&Endpoint> {
@@ -220,50 +230,6 @@ impl Core {
             .iter()
             .rev()
             .flat_map(|d| d.ports.iter().filter(|p| p.active).map(move |p| (d, p)))
-    }
-
-    /// Sends a provider's SA MAD through the port's agent.
-    pub(crate) fn send_sa(
-        &mut self,
-        provider: usize,
-        port: PortId,
-        mad: crate::io::Mad,
-    ) -> Result<(), Status> {
-        let timeout_ms = self.config.options.timeout_ms;
-        let retries = self.config.options.retries;
-        let depth = self.config.options.sa_depth.max(1);
-        let limit = self.config.limits.sa_queue;
-        let Some(p) = self.port_mut(port) else {
-            return Err(Status::ETIMEDOUT);
-        };
-        if !p.active {
-            return Err(Status::ETIMEDOUT);
-        }
-        let attrs_dest = sa_agent::sa_dest(&p.attrs);
-        match p.sa.submit(provider, mad, depth, limit) {
-            sa_agent::Submit::Send(tid, mad) => {
-                self.push_fabric(FabricOp::SaSend(SaSend {
-                    port,
-                    tid,
-                    dest: attrs_dest,
-                    timeout_ms,
-                    retries,
-                    mad,
-                }));
-                Ok(())
-            }
-            sa_agent::Submit::Queued => Ok(()),
-            sa_agent::Submit::Full => {
-                log!(
-                    self,
-                    Level::Basic,
-                    "acm_send_sa_mad",
-                    "SA queue full on port {}",
-                    port.port
-                );
-                Err(Status::ENOMEM)
-            }
-        }
     }
 
     /// Builds and routes the reply of a pending request.
@@ -443,6 +409,17 @@ pub(crate) const fn level_of(log_level: i32) -> Level {
 const REPLY_MAX: usize = HEADER_LEN + 2 * ENTRY_LEN;
 
 /// The TID counter's first value. Seed 0 starts at 1, as the reference does; other
+/// Port `id` among `devices` (a borrow of the devices alone, so the options can be
+/// read beside it).
+pub(crate) fn port_in(devices: &mut [Device], id: PortId) -> Option<&mut Port> {
+    devices
+        .iter_mut()
+        .find(|d| d.id == id.device)?
+        .ports
+        .iter_mut()
+        .find(|p| p.num == id.port)
+}
+
 /// seeds start elsewhere so that a restarted engine does not reuse the TIDs its previous
 /// life had in flight.
 fn first_tid(seed: u64) -> u32 {

@@ -1,4 +1,4 @@
-//! SM events (docs/protocol/sa.md §8), ours: each active port subscribes with the SA to
+//! SM events (docs/protocol/sa.md §9), ours: each active port subscribes with the SA to
 //! traps 64–67, and a Report from the SA invalidates what the provider cached about the
 //! GID it names, at once, instead of serving a stale path until it expires.
 //!

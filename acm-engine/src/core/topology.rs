@@ -398,7 +398,7 @@ impl Engine {
         let Some(p) = self.core.port_mut(port) else {
             return;
         };
-        // A new SM knows none of the old one's subscriptions (docs/protocol/sa.md §8).
+        // A new SM knows none of the old one's subscriptions (docs/protocol/sa.md §9).
         let renew = sm_change || p.attrs.sm_lid != attrs.sm_lid;
         p.attrs = attrs.clone();
         let Some(idx) = p.provider else { return };

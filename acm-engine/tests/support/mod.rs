@@ -72,15 +72,34 @@ impl Node {
     /// configuration says, so that the transcripts and replays of the real ibacm hold
     /// (the reference never subscribes to SA events). [`Node::with_sm_events`] keeps
     /// the option as configured.
-    pub fn new(mut config: EngineConfig, sa: SaScript, route: RouteScript) -> Self {
+    pub fn new(config: EngineConfig, sa: SaScript, route: RouteScript) -> Self {
+        Self::with_seed(config, sa, route, 0)
+    }
+
+    /// [`Node::new`] with the engine's seed (its TIDs and its back-off jitter).
+    pub fn with_seed(
+        mut config: EngineConfig,
+        sa: SaScript,
+        route: RouteScript,
+        seed: u64,
+    ) -> Self {
         config.options.sm_events = false;
-        Self::with_sm_events(config, sa, route)
+        Self::with_sm_events_and_seed(config, sa, route, seed)
     }
 
     /// A node whose `sm_events` option is taken as configured.
     pub fn with_sm_events(config: EngineConfig, sa: SaScript, route: RouteScript) -> Self {
+        Self::with_sm_events_and_seed(config, sa, route, 0)
+    }
+
+    fn with_sm_events_and_seed(
+        config: EngineConfig,
+        sa: SaScript,
+        route: RouteScript,
+        seed: u64,
+    ) -> Self {
         Self {
-            engine: Engine::new(config, 0, Instant::ZERO),
+            engine: Engine::new(config, seed, Instant::ZERO),
             now: Instant::ZERO,
             sa,
             route,

@@ -29,7 +29,7 @@ pub fn gid_of_lid(lid: u16) -> Gid {
 pub fn config(log_level: Option<i32>) -> EngineConfig {
     let (mut options, _) = Options::parse("ibacm_opts.cfg", OPTS);
     // The reference never subscribes to SA events, and the captures' SA never saw a
-    // subscription (docs/protocol/sa.md §8).
+    // subscription (docs/protocol/sa.md §9).
     options.sm_events = false;
     if let Some(level) = log_level {
         options.log_level = level;

@@ -1,11 +1,19 @@
 //! `fabric-bench`: every host of a generated N-host fabric resolves a set of IPv4
 //! destinations (all the others, or K random ones), measured twice in one run: with
-//! our queue depths and with the reference's (`resolve_depth 1`, `sa_depth 1`).
+//! our queue depths and SA behaviour under load, and with the reference's limits
+//! (`resolve_depth 1`, `sa_depth 1`, BUSY a failure, fixed SA and ACM timeouts, fixed
+//! depth).
 //!
 //! ```text
 //! cargo run --release -p fabric-bench -- --hosts 1024 --pattern all-to-all
 //! cargo run --release -p fabric-bench -- --hosts 1024 --pattern random-16 --route-prot sa
+//! cargo run --release -p fabric-bench -- --hosts 4096 --route-prot sa --sa-rate 20000
 //! ```
+//!
+//! `--sa-rate` gives the simulated SA a finite service rate and a queue of a second's
+//! worth of requests (`SaSpec::scalable_sa`; `--sa-queue`, `--sa-overflow` change
+//! them), and `--recv-ns`/`--send-ns` a cost per MAD received by a host and sent by a
+//! port: the job-start storm against an SA as fast as a real one.
 //!
 //! Each configuration runs in a child process of this binary (`--only ours|reference`),
 //! so the peak memory (`VmHWM`) reported is that configuration's alone. A run builds
@@ -19,7 +27,7 @@
 use acm_engine::{Counter, Instant};
 use acm_io_sim::rng::SimRng;
 use acm_io_sim::sim::{Outcome, requests};
-use acm_io_sim::spec::{FabricSpec, GenOptions};
+use acm_io_sim::spec::{FabricSpec, GenOptions, NicSpec, SaOverflow, SaSpec};
 use acm_io_sim::{HostId, Sim};
 use acm_proto::client::{HeaderPacket, Status};
 use clap::{Parser, ValueEnum};
@@ -45,9 +53,18 @@ const OURS_RESOLVE_DEPTH: u32 = 4;
 /// needs one query per destination, and with depth 1 they queue behind each other
 /// (N − 1 SA round trips for all-to-all); 16 cuts that 16-fold while keeping what a
 /// whole fabric asks the SA at once (16 × N) within what a real SA answers quickly.
-/// The simulated SA answers every query after `sm.response_us` whatever the load, so
-/// larger depths look better here than they would on a real subnet.
+/// Without `--sa-rate` the simulated SA answers every query after `sm.response_us`
+/// whatever the load, so larger depths look better there than on a real subnet; with
+/// it, the depth is only the ceiling of each port's adaptive window
+/// (`sa_adaptive_depth`), which BUSY answers and timeouts shrink.
 const OURS_SA_DEPTH: u32 = 16;
+
+/// The options that turn our behaviour under load off, for the reference's
+/// configuration: BUSY fails the query, the SA timeout stays `timeout`, the depth
+/// stays `sa_depth` (docs/protocol/sa.md §8), and the ACM retry wait stays `timeout`
+/// (docs/ibacmp.md §10).
+const REFERENCE_SA_OPTIONS: &str =
+    "sa_busy_retries 0\nsa_timeout_max 0\nsa_adaptive_depth no\nacm_timeout_max 0\n";
 
 #[derive(Parser, Debug, Clone)]
 #[command(
@@ -92,6 +109,23 @@ struct Args {
     /// per source.
     #[arg(long)]
     check_pairs: bool,
+    /// The SA's service rate, queries per second of every kind (`[sa]` of the fabric
+    /// file, `SaSpec::scalable_sa`); 0 (the default) is an SA without limits.
+    #[arg(long, default_value_t = 0)]
+    sa_rate: u64,
+    /// Requests the SA holds at once with `--sa-rate`; by default one second of them
+    /// (the rate).
+    #[arg(long)]
+    sa_queue: Option<u32>,
+    /// What the SA does past its queue: answer BUSY or drop.
+    #[arg(long, value_enum, default_value_t = Overflow::Busy)]
+    sa_overflow: Overflow,
+    /// Nanoseconds each host takes to receive one UD MAD (`[nic] recv_ns`).
+    #[arg(long, default_value_t = 0)]
+    recv_ns: u64,
+    /// Nanoseconds each port takes to send one MAD (`[nic] send_ns`).
+    #[arg(long, default_value_t = 0)]
+    send_ns: u64,
     /// Internal: run one configuration in this process and print its result as JSON.
     #[arg(long, value_enum, hide = true)]
     only: Option<Config>,
@@ -144,6 +178,22 @@ impl RouteProt {
     }
 }
 
+/// `--sa-overflow`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Overflow {
+    Busy,
+    Drop,
+}
+
+impl Overflow {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Busy => "busy",
+            Self::Drop => "drop",
+        }
+    }
+}
+
 /// The two configurations measured in one run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -151,7 +201,8 @@ enum Config {
     /// Our depths (`--ours-resolve-depth`, `--ours-sa-depth`; by default
     /// [`OURS_RESOLVE_DEPTH`], [`OURS_SA_DEPTH`]).
     Ours,
-    /// The reference's limits: `resolve_depth 1`, `sa_depth 1`.
+    /// The reference's limits: `resolve_depth 1`, `sa_depth 1`, and our SA behaviour
+    /// under load turned off ([`REFERENCE_SA_OPTIONS`]).
     Reference,
 }
 
@@ -192,10 +243,37 @@ struct Report {
     /// Simulated time from the submit instant to the last reply (with waves, the sum of
     /// each wave's).
     sim_ms: f64,
-    /// Median and 99th percentile of the per-request simulated latency (reply instant
-    /// minus its wave's submit instant).
+    /// Median, 99th percentile and maximum of the per-request simulated latency (reply
+    /// instant minus its wave's submit instant).
     latency_p50_ms: f64,
     latency_p99_ms: f64,
+    latency_max_ms: f64,
+    /// `--sa-rate` (0: unlimited) and the SA's queue bound.
+    sa_rate: u64,
+    sa_queue: u32,
+    /// The SA's own limit: the PathRecord queries it served ÷ its rate (0 without a
+    /// rate). No schedule can answer them sooner.
+    sa_bound_ms: f64,
+    /// PathRecord queries the providers asked for (the engines' Route Query counters):
+    /// one per (source, destination) route needed. `sa_path_queries` also counts each
+    /// time one was sent again after a BUSY answer or a timeout.
+    route_queries: u64,
+    /// What the SA did in the resolve phase: PathRecord queries served, MCMemberRecord
+    /// requests served, other requests served, answered BUSY (queue full), dropped
+    /// (queue full), and the most it held at once over the whole run.
+    sa_served_path: u64,
+    sa_served_mcmember: u64,
+    sa_served_other: u64,
+    sa_busy: u64,
+    sa_dropped: u64,
+    sa_peak_queue: u64,
+    /// Other SA MADs the engines sent in the resolve phase.
+    sa_other: u64,
+    /// umad retries and sends that timed out after their last try, resolve phase.
+    umad_retries: u64,
+    umad_timeouts: u64,
+    /// The most UD MADs one host received over the whole run.
+    max_mads_received: u64,
     /// Events and engine timer firings the scheduler processed (the `Sim::step` calls
     /// that would have done something; `Sim::step_batch` counts each event of a
     /// batch), resolve phase.
@@ -315,8 +393,19 @@ fn run_child(args: &Args, config: Config) -> Result<Report, String> {
         .arg(args.ours_sa_depth.to_string())
         .arg("--waves")
         .arg(args.waves.to_string())
+        .arg("--sa-rate")
+        .arg(args.sa_rate.to_string())
+        .arg("--sa-overflow")
+        .arg(args.sa_overflow.as_str())
+        .arg("--recv-ns")
+        .arg(args.recv_ns.to_string())
+        .arg("--send-ns")
+        .arg(args.send_ns.to_string())
         .arg("--only")
         .arg(config.name());
+    if let Some(q) = args.sa_queue {
+        cmd.arg("--sa-queue").arg(q.to_string());
+    }
     if args.no_progress {
         cmd.arg("--no-progress");
     }
@@ -420,23 +509,42 @@ fn run(args: &Args, config: Config) -> Report {
         "route_prot {}\nresolve_depth {resolve_depth}\nsa_depth {sa_depth}\n",
         args.route_prot.as_str()
     );
+    if config == Config::Reference {
+        options.push_str(REFERENCE_SA_OPTIONS);
+    }
     if args.check_pairs {
         options.push_str("log_level 2\n");
     }
     let setup_start = WallInstant::now();
-    let spec = FabricSpec::generate(
+    let mut spec = FabricSpec::generate(
         args.hosts,
         &GenOptions {
             options: options.clone(),
             ..GenOptions::default()
         },
     );
+    if args.sa_rate > 0 {
+        spec.sa = SaSpec::scalable_sa(args.sa_rate);
+        if let Some(q) = args.sa_queue {
+            spec.sa.queue = q;
+        }
+        spec.sa.overflow = match args.sa_overflow {
+            Overflow::Busy => SaOverflow::Busy,
+            Overflow::Drop => SaOverflow::Drop,
+        };
+    }
+    spec.nic = NicSpec {
+        send_ns: args.send_ns,
+        recv_ns: args.recv_ns,
+    };
+    let sa_spec = spec.sa;
     let ips: Vec<IpAddr> = spec.hosts.iter().map(|h| h.ips[0].addr).collect();
     let mut sim = Sim::new(spec, args.seed);
     sim.keep_logs(args.check_pairs);
     let boot = sim.now();
     let startup_steps = drive(&mut sim, None, 0);
     let startup = sim.stats();
+    let sa_startup = sim.sa().stats().clone();
     let startup_sim = sim.now().saturating_duration_since(boot);
     let setup_wall = setup_start.elapsed();
 
@@ -471,6 +579,7 @@ fn run(args: &Args, config: Config) -> Report {
     let peak_kib = vm_hwm_kib().unwrap_or(0);
     bar.finish_and_clear();
     let end = sim.stats();
+    let sa_end = sim.sa().stats().clone();
 
     let mut latencies: Vec<u64> = Vec::with_capacity(total as usize);
     let (mut successes, mut failures, mut unanswered) = (0u64, 0u64, 0u64);
@@ -516,9 +625,11 @@ fn run(args: &Args, config: Config) -> Report {
     let sa_path_queries = end.sa_path_queries - startup.sa_path_queries;
     let others = args.hosts as u64 - 1;
     let mut max_per_source = 0;
+    let mut route_queries = 0;
     for h in 0..args.hosts {
         let q = sim.engine(HostId(h)).counters().get(Counter::RouteQuery);
         max_per_source = max_per_source.max(q);
+        route_queries += q;
         if args.route_prot == RouteProt::Sa && q > others && sa_budget_failures.len() < 10 {
             sa_budget_failures.push(format!(
                 "host {h}: {q} SA PathRecord queries, more than the {others} other hosts"
@@ -526,7 +637,7 @@ fn run(args: &Args, config: Config) -> Report {
         }
     }
     let max_per_pair = if args.check_pairs {
-        let (max, failures) = check_pairs(&sim, end.sa_path_queries);
+        let (max, failures) = check_pairs(&sim, route_queries);
         sa_budget_failures.extend(failures);
         Some(max)
     } else {
@@ -537,9 +648,9 @@ fn run(args: &Args, config: Config) -> Report {
             "route_prot acm sent {} SA PathRecord queries ({} during start-up)",
             end.sa_path_queries, startup.sa_path_queries
         )),
-        RouteProt::Sa if sa_path_queries > others * args.hosts as u64 => {
+        RouteProt::Sa if route_queries > others * args.hosts as u64 => {
             sa_budget_failures.push(format!(
-                "route_prot sa sent {sa_path_queries} SA PathRecord queries, more than the {} \
+                "route_prot sa asked {route_queries} SA PathRecord queries, more than the {} \
                  (source, destination) pairs",
                 others * args.hosts as u64
             ));
@@ -571,6 +682,27 @@ fn run(args: &Args, config: Config) -> Report {
         sim_ms: ms(wave_span.iter().sum()),
         latency_p50_ms: ms(pct(0.5)),
         latency_p99_ms: ms(pct(0.99)),
+        latency_max_ms: ms(latencies.last().copied().unwrap_or(0)),
+        sa_rate: args.sa_rate,
+        sa_queue: sa_spec.queue,
+        sa_bound_ms: if args.sa_rate == 0 {
+            0.0
+        } else {
+            (sa_end.path_queries - sa_startup.path_queries) as f64 * 1000.0 / args.sa_rate as f64
+        },
+        route_queries,
+        sa_served_path: sa_end.path_queries - sa_startup.path_queries,
+        sa_served_mcmember: (sa_end.joins + sa_end.leaves + sa_end.refused)
+            - (sa_startup.joins + sa_startup.leaves + sa_startup.refused),
+        sa_served_other: sa_end.unsupported - sa_startup.unsupported,
+        sa_busy: (sa_end.overflow_busy + sa_end.busy)
+            - (sa_startup.overflow_busy + sa_startup.busy),
+        sa_dropped: sa_end.overflow_dropped - sa_startup.overflow_dropped,
+        sa_peak_queue: sim.sa_peak_queue() as u64,
+        sa_other: end.sa_other - startup.sa_other,
+        umad_retries: end.umad_retries - startup.umad_retries,
+        umad_timeouts: end.umad_timeouts - startup.umad_timeouts,
+        max_mads_received: sim.max_mads_received(),
         steps,
         startup_steps,
         events: end.events - startup.events,
@@ -597,7 +729,8 @@ fn run(args: &Args, config: Config) -> Report {
 /// Counts the SA PathRecord queries per (source host, destination) from the engines'
 /// logs (`host{h}: acmp_resolve_path_sa: {destination}`, one line per query at
 /// `log_level 2`). Returns the largest count and the failures: pairs queried more than
-/// once, and a log that does not account for every query the simulator counted.
+/// once, and a log that does not account for every query the engines counted (their
+/// Route Query counters: a query sent again after a BUSY answer is the same query).
 fn check_pairs(sim: &Sim, queries: u64) -> (u64, Vec<String>) {
     const ORIGIN: &str = ": acmp_resolve_path_sa: ";
     let mut counts: HashMap<(usize, &str), u64> = HashMap::new();
@@ -622,7 +755,7 @@ fn check_pairs(sim: &Sim, queries: u64) -> (u64, Vec<String>) {
         .collect();
     if logged != queries {
         failures.push(format!(
-            "the engines' logs show {logged} SA PathRecord queries, the simulator counted {queries}"
+            "the engines' logs show {logged} SA PathRecord queries, their counters {queries}"
         ));
     }
     (max, failures)
@@ -673,12 +806,17 @@ fn drive(sim: &mut Sim, bar: Option<&ProgressBar>, base: u64) -> u64 {
 
 fn print_table(args: &Args, reports: &[Report]) {
     println!(
-        "fabric-bench: {} hosts, {}, route_prot {}, seed {}, {} wave(s)",
+        "fabric-bench: {} hosts, {}, route_prot {}, seed {}, {} wave(s), SA rate {}",
         args.hosts,
         args.pattern,
         args.route_prot.as_str(),
         args.seed,
-        args.waves
+        args.waves,
+        if args.sa_rate == 0 {
+            "unlimited".to_string()
+        } else {
+            format!("{}/s", args.sa_rate)
+        }
     );
     let col = |f: &dyn Fn(&Report) -> String| -> Vec<String> { reports.iter().map(f).collect() };
     let rows: Vec<(&str, Vec<String>)> = vec![
@@ -709,8 +847,38 @@ fn print_table(args: &Args, reports: &[Report]) {
             col(&|r| format!("{:.3} ms", r.sim_ms)),
         ),
         (
-            "latency p50 / p99",
-            col(&|r| format!("{:.3} / {:.3} ms", r.latency_p50_ms, r.latency_p99_ms)),
+            "latency p50 / p99 / max",
+            col(&|r| {
+                format!(
+                    "{:.3} / {:.3} / {:.3} ms",
+                    r.latency_p50_ms, r.latency_p99_ms, r.latency_max_ms
+                )
+            }),
+        ),
+        (
+            "SA limit (PathRecord served ÷ rate)",
+            col(&|r| format!("{:.3} ms", r.sa_bound_ms)),
+        ),
+        (
+            "SA served: PathRecord / MCMember / other",
+            col(&|r| {
+                format!(
+                    "{} / {} / {}",
+                    r.sa_served_path, r.sa_served_mcmember, r.sa_served_other
+                )
+            }),
+        ),
+        (
+            "SA BUSY / dropped / peak queue",
+            col(&|r| format!("{} / {} / {}", r.sa_busy, r.sa_dropped, r.sa_peak_queue)),
+        ),
+        (
+            "umad retries / timeouts",
+            col(&|r| format!("{} / {}", r.umad_retries, r.umad_timeouts)),
+        ),
+        (
+            "max MADs one host received",
+            col(&|r| r.max_mads_received.to_string()),
         ),
         (
             "steps (events + timer firings)",
@@ -722,8 +890,8 @@ fn print_table(args: &Args, reports: &[Report]) {
         ),
         ("ACM MADs", col(&|r| r.acm_mads.to_string())),
         (
-            "SA PathRecord queries",
-            col(&|r| r.sa_path_queries.to_string()),
+            "SA PathRecord queries asked / sent",
+            col(&|r| format!("{} / {}", r.route_queries, r.sa_path_queries)),
         ),
         (
             "max PathRecord queries by one host",

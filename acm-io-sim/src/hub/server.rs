@@ -2,7 +2,7 @@
 //! host's QPs and multicast attachments and its umad sends, and carries the hosts'
 //! outputs in real time. Its SM reports a host's ports in service (trap 64) when the
 //! host attaches and out of service (trap 65) when it detaches, and groups created or
-//! deleted (66/67), to the ports subscribed (docs/protocol/sa.md §8).
+//! deleted (66/67), to the ports subscribed (docs/protocol/sa.md §9).
 
 mod changes;
 
@@ -119,7 +119,7 @@ enum Event {
         tid: u64,
         attempt: u32,
     },
-    /// An SA Report (a trap, docs/protocol/sa.md §8) reaches a subscriber.
+    /// An SA Report (a trap, docs/protocol/sa.md §9) reaches a subscriber.
     Report {
         port: PortRef,
         mad: Box<[u8; MAD_LEN]>,
@@ -129,7 +129,7 @@ enum Event {
 }
 
 /// How long the SM waits for a ReportResp before it sends a Report again (the
-/// response time our subscriptions ask for, docs/protocol/sa.md §8).
+/// response time our subscriptions ask for, docs/protocol/sa.md §9).
 const REPORT_RESP_WAIT: Duration = Duration::from_secs(1);
 
 /// The fabric hub: a spec's fabric on a unix datagram socket, to which separate
@@ -600,7 +600,7 @@ impl Hub {
     }
 
     /// Reports `traps` to their subscribers, each Report repeated until acknowledged or
-    /// its tries are spent (docs/protocol/sa.md §8).
+    /// its tries are spent (docs/protocol/sa.md §9).
     fn send_traps(&mut self, traps: Vec<SmTrap>) {
         let Some(sm) = fabric::sm_port(&self.topo, self.sm_lid) else {
             return;

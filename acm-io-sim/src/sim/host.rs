@@ -4,9 +4,12 @@
 
 use super::client::{self, Outcome};
 use super::mcast::Receivers;
+use super::sa_server::Admission;
 use super::{Event, Sim, UdPayload, port_ref, us};
 use crate::fabric::{self, FabricQp, QpTable, QpTables, UmadExpiry, UmadSend};
 use crate::rng::SimRng;
+use crate::sa::SaMode;
+use crate::spec::SaOverflow;
 use crate::spec::{FabricSpec, HostId};
 use crate::topology::{PortRef, Topology};
 use acm_engine::HostOutput;
@@ -23,7 +26,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 /// How long the SM waits for a ReportResp before it sends a Report again: about the
-/// response time our subscriptions ask for (docs/protocol/sa.md §8, RespTimeValue 18).
+/// response time our subscriptions ask for (docs/protocol/sa.md §9, RespTimeValue 18).
 const REPORT_RESP_WAIT: Duration = Duration::from_secs(1);
 
 pub(crate) use crate::fabric::engine_port;
@@ -53,6 +56,12 @@ pub(crate) struct SimHost {
     pub(crate) neigh: BTreeMap<IpAddr, SimNeigh>,
     /// Draws the ARP exchanges' durations.
     neigh_rng: SimRng,
+    /// When each port's last send is off the wire (`[nic] send_ns`).
+    pub(crate) tx_free: BTreeMap<PortRef, Instant>,
+    /// When the host is done receiving the UD MADs handed to it (`[nic] recv_ns`).
+    pub(crate) rx_free: Instant,
+    /// The number of the next umad send's first try (see `Sim::sa_send`).
+    next_try: u32,
 }
 
 /// An entry of a simulated host's neighbour table.
@@ -119,6 +128,9 @@ impl SimHost {
             preloaded,
             neigh: BTreeMap::new(),
             neigh_rng: SimRng::derive(engine_seed, 0x4e31_6768),
+            tx_free: BTreeMap::new(),
+            rx_free: Instant::ZERO,
+            next_try: 0,
         }
     }
 
@@ -214,10 +226,10 @@ impl Fabric for HostFabric<'_> {
 
     fn ud_send(&mut self, send: &UdSend) {
         let (sim, h) = (&mut *self.sim, self.h);
-        sim.ud_send(h, send.ep, &send.av, &send.mad);
+        let depart = sim.ud_send(h, send.ep, &send.av, &send.mad);
         let inc = sim.hosts[h.index()].incarnation;
         sim.schedule(
-            sim.now + Duration::from_micros(1),
+            sim.now + depart.max(Duration::from_micros(1)),
             Event::UdDone {
                 host: h,
                 inc,
@@ -418,10 +430,20 @@ impl Sim {
     /// A UD send: to every QP attached to the group (multicast), or to the QP the AV
     /// names (unicast), if the partitions, Q_Key and ports allow
     /// ([`fabric::ud_delivery`]); each copy then meets the link's faults.
-    fn ud_send(&mut self, h: HostId, ep: EndpointId, av: &AddressVector, mad: &Mad) {
+    ///
+    /// Returns how long after now the MAD is off the wire (`[nic] send_ns`; zero by
+    /// default).
+    fn ud_send(&mut self, h: HostId, ep: EndpointId, av: &AddressVector, mad: &Mad) -> Duration {
         self.stats.acm_mads += 1;
         let Some((grh, targets)) = self.receivers(h, ep, av) else {
-            return;
+            return Duration::ZERO;
+        };
+        let depart = match self.hosts[h.index()].qps.get(&ep) {
+            Some(qp) => {
+                let port = qp.port;
+                self.tx_depart(h, port)
+            }
+            None => Duration::ZERO,
         };
         self.inv.on_acm_send(self.now, h, &mad.0);
         let payload = Rc::new(UdPayload {
@@ -437,12 +459,12 @@ impl Sim {
             && self.faults.perfect()
             && targets.iter().nth(1).is_some()
         {
-            self.schedule_fanouts(&payload, &targets);
-            return;
+            self.schedule_fanouts(&payload, &targets, depart);
+            return depart;
         }
         for r in targets.iter() {
             let (t, inc) = (r.target, r.inc);
-            let base = self.spec.latency(h, t.host);
+            let base = depart + self.spec.latency(h, t.host);
             for delay in self.faults.judge(h, t.host, base) {
                 let ev = Event::Ud {
                     host: t.host,
@@ -454,6 +476,7 @@ impl Sim {
                 self.schedule(self.now + delay, ev);
             }
         }
+        depart
     }
 
     /// The kernel takes an SA MAD: rewrite the TID's upper half with the agent id, send
@@ -472,7 +495,7 @@ impl Sim {
         match attr {
             AttrId::PATH_RECORD => self.stats.sa_path_queries += 1,
             AttrId::MC_MEMBER_RECORD => self.stats.sa_joins += 1,
-            _ => {}
+            _ => self.stats.sa_other += 1,
         }
         // A response (the ReportResp of an SA Report) expects no answer: the kernel sends
         // it once, with its TID as it is, and forgets it.
@@ -480,7 +503,7 @@ impl Sim {
             self.sa_oneway(h, port, dest.dlid, mad.0);
             return;
         }
-        // Subscriptions (docs/protocol/sa.md §8) go outside `sa_depth` (a renewal may
+        // Subscriptions (docs/protocol/sa.md §9) go outside `sa_depth` (a renewal may
         // send one while an older one is still in the kernel's hands).
         let credited = |u: &&UmadSend| {
             MadHeaderPacket::new_unchecked(&u.mad[..]).attr_id() != AttrId::INFORM_INFO
@@ -508,7 +531,7 @@ impl Sim {
                 format!("host {h}: SA TID {low:#x} reused while in flight"),
             );
         }
-        let (full, send) = UmadSend::new(
+        let (full, mut send) = UmadSend::new(
             self.hosts[h.index()].agent,
             port,
             tid,
@@ -517,7 +540,14 @@ impl Sim {
             retries,
             mad.0,
         );
-        self.hosts[h.index()].umad.insert(full, send);
+        // The kernel's timer belongs to the send, not to its TID: an engine sends a MAD
+        // again with the same TID after a BUSY answer, and the earlier send's timers,
+        // still scheduled, must not time the new one out. Each send numbers its tries
+        // from where the host's previous send stopped, so those timers are stale.
+        let host = &mut self.hosts[h.index()];
+        send.attempt = host.next_try;
+        host.next_try = host.next_try.wrapping_add(retries.saturating_add(1));
+        host.umad.insert(full, send);
         self.sa_try(h, full);
     }
 
@@ -544,7 +574,7 @@ impl Sim {
         }
     }
 
-    /// Reports `traps` to their subscribers (docs/protocol/sa.md §8), each Report
+    /// Reports `traps` to their subscribers (docs/protocol/sa.md §9), each Report
     /// repeated until acknowledged or [`crate::sa::REPORT_TRIES`] are spent.
     pub(crate) fn send_traps(&mut self, traps: Vec<acm_proto::notice::SmTrap>) {
         let Some((_, smp)) = self.sm_host() else {
@@ -621,7 +651,7 @@ impl Sim {
         if !up {
             return;
         }
-        let base = self.spec.latency(h, smh);
+        let base = self.tx_depart(h, u.port) + self.spec.latency(h, smh);
         for delay in self.faults.judge(h, smh, base) {
             let ev = Event::SaAtSm {
                 host: h,
@@ -643,18 +673,53 @@ impl Sim {
         mad: &[u8; 256],
     ) {
         // A MAD addressed to a LID that is no longer the SM's goes nowhere.
-        if dlid != self.sm_lid {
+        if dlid != self.sm_lid || self.sm_host().is_none() {
             return;
         }
-        let Some((smh, _)) = self.sm_host() else {
-            return;
-        };
         self.trace.add(&[6, h.index() as u8]);
+        // An SA that is not up answers (or not) at once, whatever its limits.
+        if self.spec.sa.is_unlimited() || self.sa.mode != SaMode::Up {
+            return self.sa_serve(h, inc, port, mad);
+        }
+        let spec = self.spec.sa;
+        match self
+            .sa_server
+            .admit(&spec, self.now, super::sa_server::kind(mad))
+        {
+            Admission::DoneAt(at) => {
+                let ev = Event::SaServed {
+                    host: h,
+                    inc,
+                    port,
+                    mad: Box::new(*mad),
+                };
+                self.schedule(at, ev);
+            }
+            Admission::Overflow => {
+                let busy = spec.overflow == SaOverflow::Busy;
+                if let Some(resp) = self.sa.overflow(mad, busy) {
+                    self.sa_reply(h, inc, port, resp);
+                }
+            }
+        }
+    }
+
+    /// The SA answers a request now (its turn has come, or it has no queue).
+    pub(crate) fn sa_serve(&mut self, h: HostId, inc: u32, port: PortRef, mad: &[u8; 256]) {
         let answer = self.sa.answer(&self.topo, port, mad);
         // Groups the request created or deleted are reported to their subscribers.
         let traps = self.sa.take_traps();
         self.send_traps(traps);
         let Some(resp) = answer else {
+            return;
+        };
+        self.sa_reply(h, inc, port, resp);
+    }
+
+    /// The SA's answer leaves for host `h`: it arrives after `sm.response_us` and the
+    /// link's latency.
+    fn sa_reply(&mut self, h: HostId, inc: u32, port: PortRef, resp: [u8; 256]) {
+        let Some((smh, _)) = self.sm_host() else {
             return;
         };
         let base = us(self.spec.sm.response_us) + self.spec.latency(smh, h);
@@ -701,10 +766,11 @@ impl Sim {
         match u.expire(attempt) {
             UmadExpiry::Stale => return,
             UmadExpiry::Retry => {
+                self.stats.umad_retries += 1;
                 self.sa_try(h, tid);
                 return;
             }
-            UmadExpiry::Failed => {}
+            UmadExpiry::Failed => self.stats.umad_timeouts += 1,
         }
         let port = u.port;
         self.hosts[h.index()].umad.remove(&tid);

@@ -241,7 +241,13 @@ impl Sim {
 
     /// Schedules a multicast's copies on fault-free links: one fan-out per distinct
     /// latency among the receivers, in the order the receivers first show it.
-    pub(crate) fn schedule_fanouts(&mut self, payload: &Rc<UdPayload>, receivers: &Receivers) {
+    /// `depart`: how long after now the MAD is off the sender's port.
+    pub(crate) fn schedule_fanouts(
+        &mut self,
+        payload: &Rc<UdPayload>,
+        receivers: &Receivers,
+        depart: Duration,
+    ) {
         let Receivers::Members {
             sender,
             ep,
@@ -271,7 +277,7 @@ impl Sim {
             }
         }
         for fan in fans {
-            let at = self.now + fan.delay;
+            let at = self.now + depart + fan.delay;
             self.schedule(at, Event::UdFanout(Box::new(fan)));
         }
     }

@@ -18,6 +18,8 @@ mod faults;
 mod host;
 mod invariants;
 mod mcast;
+mod nic;
+mod sa_server;
 mod seed;
 mod trace;
 
@@ -82,6 +84,22 @@ pub(crate) enum Event {
         dlid: u16,
         mad: Box<[u8; 256]>,
     },
+    /// A limited SA (`[sa]`) is done serving a request it queued: it answers now.
+    SaServed {
+        host: HostId,
+        inc: u32,
+        port: PortRef,
+        mad: Box<[u8; 256]>,
+    },
+    /// A UD MAD its host has finished taking in (after the ones before it, `[nic]
+    /// recv_ns`) reaches the engine.
+    UdAdmitted {
+        host: HostId,
+        inc: u32,
+        ep: EndpointId,
+        wc: RecvInfo,
+        payload: Rc<UdPayload>,
+    },
     /// The SA's answer reaches the host's umad agent.
     SaBack {
         host: HostId,
@@ -118,7 +136,7 @@ pub(crate) enum Event {
         dest: IpAddr,
         result: acm_engine::NeighResult,
     },
-    /// An SA Report (a trap, docs/protocol/sa.md §8) reaches a subscriber's umad agent.
+    /// An SA Report (a trap, docs/protocol/sa.md §9) reaches a subscriber's umad agent.
     Report { port: PortRef, mad: Box<[u8; 256]> },
     /// The SM's wait for the ReportResp of Report `tid` ends.
     ReportTimeout { tid: u64 },
@@ -145,10 +163,17 @@ pub struct Stats {
     pub events: u64,
     /// ACM MADs sent on UD QPs (requests, retransmissions and responses).
     pub acm_mads: u64,
-    /// SA PathRecord queries sent by engines (each umad send, not each try).
+    /// SA PathRecord queries sent by engines (each umad send, not each try; a MAD an
+    /// engine sends again after a BUSY answer or a timeout counts again).
     pub sa_path_queries: u64,
     /// MCMemberRecord joins sent by engines.
     pub sa_joins: u64,
+    /// Other SA MADs sent by engines.
+    pub sa_other: u64,
+    /// umad retries: tries after the first, each after a per-try timeout.
+    pub umad_retries: u64,
+    /// umad sends given back unanswered after their last try (ETIMEDOUT).
+    pub umad_timeouts: u64,
     /// Client replies received.
     pub replies: u64,
     /// SA Reports (traps) delivered to engines.
@@ -160,6 +185,10 @@ pub struct Sim {
     pub(crate) spec: FabricSpec,
     pub(crate) topo: Topology,
     pub(crate) sa: SubnetAdmin,
+    /// The SA's queue, when `[sa]` limits it.
+    pub(crate) sa_server: sa_server::SaServer,
+    /// UD MADs each host has received (index: host).
+    pub(crate) rx_mads: Vec<u64>,
     /// The SM's LID (its host is whichever port has it).
     pub(crate) sm_lid: u16,
     pub(crate) sm_sl: u8,
@@ -267,6 +296,8 @@ impl Sim {
             sm_sl: spec.sm.sl,
             topo,
             sa: SubnetAdmin::new(),
+            sa_server: sa_server::SaServer::default(),
+            rx_mads: vec![0; spec.hosts.len()],
             hosts: Vec::new(),
             mcast: BTreeMap::new(),
             mcast_cache: mcast::McastCache::default(),
@@ -338,6 +369,20 @@ impl Sim {
     #[must_use]
     pub fn sa(&self) -> &SubnetAdmin {
         &self.sa
+    }
+
+    /// The most UD MADs any one host has received so far (a multicast counts at every
+    /// receiver).
+    #[must_use]
+    pub fn max_mads_received(&self) -> u64 {
+        self.rx_mads.iter().copied().max().unwrap_or(0)
+    }
+
+    /// The most requests the SA held at once, waiting or in service (0 when `[sa]`
+    /// limits nothing: the SA then holds none).
+    #[must_use]
+    pub fn sa_peak_queue(&self) -> usize {
+        self.sa_server.peak
     }
 
     /// The host called `name`.
@@ -517,18 +562,29 @@ impl Sim {
                 if self.hosts[host.index()].incarnation != inc {
                     return;
                 }
-                self.trace.add(&[2, host.index() as u8, ep.0 as u8]);
-                self.trace.add(&payload.digest.to_le_bytes());
-                self.on_ud_arrival(host, &payload);
-                self.input(
-                    host,
-                    acm_engine::Input::UdReceive {
+                if let Some(slot) = self.rx_slot(host) {
+                    let ev = Event::UdAdmitted {
+                        host,
+                        inc,
                         ep,
                         wc,
-                        grh: Some(&payload.grh),
-                        mad: &payload.mad[..],
-                    },
-                );
+                        payload,
+                    };
+                    self.schedule(slot, ev);
+                    return;
+                }
+                self.deliver_ud(host, ep, wc, &payload);
+            }
+            Event::UdAdmitted {
+                host,
+                inc,
+                ep,
+                wc,
+                payload,
+            } => {
+                if self.hosts[host.index()].incarnation == inc {
+                    self.deliver_ud(host, ep, wc, &payload);
+                }
             }
             // `pop_event` hands out a fan-out's copies one by one.
             Event::UdFanout(_) => {}
@@ -557,6 +613,12 @@ impl Sim {
                 dlid,
                 mad,
             } => self.sa_arrival(host, inc, port, dlid, &mad),
+            Event::SaServed {
+                host,
+                inc,
+                port,
+                mad,
+            } => self.sa_serve(host, inc, port, &mad),
             Event::SaBack {
                 host,
                 inc,
@@ -610,6 +672,23 @@ impl Sim {
                 }
             }
         }
+    }
+
+    /// Hands a UD MAD to host `h`'s engine.
+    fn deliver_ud(&mut self, h: HostId, ep: EndpointId, wc: RecvInfo, payload: &UdPayload) {
+        self.rx_mads[h.index()] += 1;
+        self.trace.add(&[2, h.index() as u8, ep.0 as u8]);
+        self.trace.add(&payload.digest.to_le_bytes());
+        self.on_ud_arrival(h, payload);
+        self.input(
+            h,
+            acm_engine::Input::UdReceive {
+                ep,
+                wc,
+                grh: Some(&payload.grh),
+                mad: &payload.mad[..],
+            },
+        );
     }
 
     /// The host whose port has the SM LID, if it is up.
@@ -793,6 +872,15 @@ impl Sim {
         let micros = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
         self.trace.add(&micros.to_le_bytes());
         self.spec.sm.response_us = micros;
+    }
+
+    /// The SA's service rates and queue from now on (`[sa]` of the fabric file); a
+    /// request already queued keeps the instant it was given.
+    pub fn set_sa_limits(&mut self, sa: crate::spec::SaSpec) {
+        self.trace.add(&[17]);
+        self.trace.add(&sa.path_rate.to_le_bytes());
+        self.trace.add(&sa.queue.to_le_bytes());
+        self.spec.sa = sa;
     }
 
     /// Cuts hosts `a` and `b` off from each other (both directions).

@@ -3,7 +3,8 @@
 
 use super::types::default_pkeys;
 use super::{
-    DEFAULT_SUBNET_PREFIX, FabricSpec, HcaSpec, HostSpec, IpSpec, LinkSpec, PortSpec, SmSpec,
+    DEFAULT_SUBNET_PREFIX, FabricSpec, HcaSpec, HostSpec, IpSpec, LinkSpec, NicSpec, PortSpec,
+    SaSpec, SmSpec,
 };
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -114,6 +115,8 @@ impl FabricSpec {
             subnet_prefix: DEFAULT_SUBNET_PREFIX,
             sm: SmSpec::default(),
             link: LinkSpec::default(),
+            sa: SaSpec::default(),
+            nic: NicSpec::default(),
             hosts,
         }
     }

@@ -22,6 +22,8 @@
 //! | `subnet_prefix` | u64 | `0xfe80000000000000` | upper half of every port GID |
 //! | `[sm]` | table | see below | the subnet manager / subnet administrator |
 //! | `[link]` | table | see below | latencies |
+//! | `[sa]` | table | unlimited | the SA's service rates and queue |
+//! | `[nic]` | table | free | what a MAD costs its sender's port and its receiver |
 //! | `[[hosts]]` | array of tables | none | the hosts, in order (host index 0, 1, …) |
 //!
 //! `[sm]`: `lid` (default 1; must be the LID of some port, which is where the SM runs),
@@ -32,6 +34,30 @@
 //! crossed). Hosts on the same leaf switch are 1 switch (2 cables) apart, others 3
 //! switches (4 cables: leaf, spine, leaf); see [`FabricSpec::hops`] and
 //! [`FabricSpec::latency`].
+//!
+//! `[sa]` ([`SaSpec`]): the SA as one server, serving requests one at a time in arrival
+//! order. A limited SA serves a request at `max(arrival, end of the previous one) +
+//! 1 / rate` and answers after `sm.response_us`.
+//!
+//! | key | type | default | meaning | where the default comes from |
+//! |---|---|---|---|---|
+//! | `path_rate` | u64 | 0 (unlimited) | PathRecord queries served per second | the simulator before this table (every scenario keeps its timing); a realistic figure is 20,000–50,000, OpenSM's PathRecord rate as measured by the OFA "Scalable SA" project (2012), which `fabric-bench --sa-rate` and [`SaSpec::scalable_sa`] use |
+//! | `mcmember_rate` | u64 | 0 (unlimited) | MCMemberRecord joins and leaves per second | as `path_rate`; no published figure, so [`SaSpec::scalable_sa`] takes the PathRecord rate |
+//! | `other_rate` | u64 | 0 (unlimited) | every other SA request per second | as `path_rate` |
+//! | `queue` | u32 | 0 (unbounded) | requests held at once, waiting or in service; one more overflows | as `path_rate`; no published figure for OpenSM's backlog, so [`SaSpec::scalable_sa`] holds one second of service (`queue = rate`), half the reference's 2 s per-try timeout |
+//! | `overflow` | `"busy"` or `"drop"` | `"busy"` | past the queue: answer at once with MAD status BUSY, or drop (the sender times out) | the IB specification's BUSY status bit exists for an SA that discards a request to be retried later |
+//!
+//! `[nic]` ([`NicSpec`]): what a MAD costs the port that sends it and the host that
+//! receives it.
+//!
+//! | key | type | default | meaning | where the default comes from |
+//! |---|---|---|---|---|
+//! | `send_ns` | u64 | 0 (free) | a port's MADs leave one after another, this far apart | the simulator before this table; a realistic figure is ~260 ns (a ~330-byte MAD at 4x SDR's 8 Gb/s of data) to ~70 ns (4x QDR) |
+//! | `recv_ns` | u64 | 0 (free) | a host takes this long to take in each UD MAD, one after another, before its engine has it, so a multicast costs every receiver | the simulator before this table; a realistic figure is a few µs, the order of this project's daemon's measured ~5.5 µs of CPU per cache-hit request (BENCHMARKS.md) |
+//!
+//! The defaults limit nothing, so a file without these tables behaves as before they
+//! existed: every scenario keeps its timing and trace. Realistic SA figures are one
+//! line away (`SaSpec::scalable_sa`, `fabric-bench --sa-rate`).
 //!
 //! `[[hosts]]`:
 //!
@@ -101,6 +127,7 @@ mod file;
 mod generate;
 mod hex;
 mod identity;
+mod physics;
 #[cfg(test)]
 mod test_support;
 mod types;
@@ -109,6 +136,7 @@ mod validate;
 pub use error::SpecError;
 pub use generate::{GenOptions, MAX_GENERATED_HOSTS};
 pub use identity::HostId;
+pub use physics::{NicSpec, SaOverflow, SaQueryKind, SaSpec};
 pub use types::{
     DEFAULT_SUBNET_PREFIX, FabricSpec, HcaSpec, HostSpec, IpSpec, LinkLayer, LinkSpec, PortSpec,
     SmSpec,

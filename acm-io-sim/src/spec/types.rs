@@ -3,6 +3,7 @@
 //! next to each field (the format is documented in the parent module).
 
 use super::hex;
+use super::physics::{NicSpec, SaSpec};
 use acm_proto::{Mtu, Rate};
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
@@ -25,6 +26,13 @@ pub struct FabricSpec {
     /// Cable and switch latencies, from which every delivery delay is derived.
     #[serde(default)]
     pub link: LinkSpec,
+    /// The SA's service rates and queue (none by default: see [`SaSpec`]).
+    #[serde(default, skip_serializing_if = "SaSpec::is_unlimited")]
+    pub sa: SaSpec,
+    /// What a MAD costs its sender's port and its receiver (nothing by default: see
+    /// [`NicSpec`]).
+    #[serde(default, skip_serializing_if = "NicSpec::is_free")]
+    pub nic: NicSpec,
     /// The hosts; a host's index here is its identity everywhere else in the simulator
     /// (its [`HostId`](super::HostId)).
     #[serde(default)]

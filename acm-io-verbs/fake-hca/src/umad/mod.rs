@@ -5,7 +5,7 @@
 //! does on top ([`mod@file`]). SA sends go to the hub, which rewrites the TID's upper half
 //! (the agent's, as the kernel does), answers through its SA and gives a send back
 //! with ETIMEDOUT after its timeout × (retries + 1). An SA MAD from the hub that answers
-//! no send (a Report, docs/protocol/sa.md §8) goes to the port's agent whose method
+//! no send (a Report, docs/protocol/sa.md §9) goes to the port's agent whose method
 //! mask asks for its class, version and method, as the kernel routes unsolicited MADs;
 //! responses written (a ReportResp) go to the hub once, remembered by nobody.
 

@@ -505,7 +505,7 @@ impl Fabric for HwBackend {
             None => Err(nix::libc::ENODEV),
         };
         if let Err(status) = sent {
-            // A response (the ReportResp of an SA Report, docs/protocol/sa.md §8) has
+            // A response (the ReportResp of an SA Report, docs/protocol/sa.md §9) has
             // nobody waiting for it, and its TID is the SA's: handing the failure back
             // could only match one of our own requests by accident.
             if acm_proto::mad::MadHeaderPacket::new_unchecked(&mad.0[..])

@@ -55,7 +55,7 @@ pub struct OpenedHardware {
 
 /// Opens device `dev` (as sysfs describes it) as engine device `id`: its verbs
 /// context, every port's attributes, and the SA agent of each InfiniBand port. With
-/// `sm_events`, each agent also asks for the SA's Reports (docs/protocol/sa.md §8); a
+/// `sm_events`, each agent also asks for the SA's Reports (docs/protocol/sa.md §9); a
 /// port where the kernel refuses that gets the plain agent and a warning.
 ///
 /// # Errors
