@@ -20,6 +20,11 @@
 # usage: acm-daemon/scripts/vs-reference.sh [SECONDS] [ROUNDS] [CLIENTS...]
 #        (defaults: 10 s, 3 rounds, 1 4 16 256 clients; root; run from the repository
 #        root; Debian's ibacm package installed)
+#        ECHO=no: leave out the two echo servers (yardsticks) to save time.
+#        HOLD=FILE: start everything, write "C_PID OUR_PID DIR" to FILE and wait
+#        instead of measuring (for perf or strace by hand; the C daemon's socket is
+#        /run/ibacm-unix.sock inside its mount namespace, ours DIR/n3/ibacm-unix.sock);
+#        stop it with Ctrl-C or by killing the script.
 set -euo pipefail
 secs=${1:-10}
 rounds=${2:-3}
@@ -127,15 +132,43 @@ measured() { # pid where clients src -> "rps p50 cpu_us/req cs/req"
 }
 hz=$(getconf CLK_TCK)
 
+if [ -n "${HOLD:-}" ]; then
+  echo "$c $ours $dir" > "$HOLD"
+  echo "holding: C daemon $c, ours $ours, in $dir"
+  while :; do sleep 3600; done
+fi
 echo "log_level ${LOG_LEVEL:-0}; $secs s per run"
 echo "clients round   C_rps (p50 us) C_cpu_us/req C_cs/req   ours_rps (p50 us) ours_cpu_us/req ours_cs/req   ours/C   echo_rps ref_echo_rps"
 for n in "${clients[@]}"; do
   for r in $(seq "$rounds"); do
-    read -r crps cp50 ccpu ccs < <(measured "$c" c "$n" node1)
-    read -r orps op50 ocpu ocs < <(measured "$ours" "$dir/n3/ibacm-unix.sock" "$n" node3)
-    read -r e _ _ < <(load "$dir/echo.sock" "$n" node3 | summary)
-    read -r f _ _ < <(load "$dir/echo-ref.sock" "$n" node3 | summary)
+    # Alternate which daemon goes first, so that neither always meets the machine
+    # in the state the other left it in.
+    if (( r % 2 )); then
+      read -r crps cp50 ccpu ccs < <(measured "$c" c "$n" node1)
+      read -r orps op50 ocpu ocs < <(measured "$ours" "$dir/n3/ibacm-unix.sock" "$n" node3)
+    else
+      read -r orps op50 ocpu ocs < <(measured "$ours" "$dir/n3/ibacm-unix.sock" "$n" node3)
+      read -r crps cp50 ccpu ccs < <(measured "$c" c "$n" node1)
+    fi
+    e=0 f=0
+    if [ "${ECHO:-yes}" != no ]; then
+      read -r e _ _ < <(load "$dir/echo.sock" "$n" node3 | summary)
+      read -r f _ _ < <(load "$dir/echo-ref.sock" "$n" node3 | summary)
+    fi
     python3 -c "print('%7s %5s %8d (%s) %12s %8s   %8d (%s) %15s %11s   %6.2f   %8d %12d' % (
       '$n', '$r', $crps, '$cp50', '$ccpu', '$ccs', $orps, '$op50', '$ocpu', '$ocs', $orps / $crps, $e, $f))"
+    echo "$n $crps $orps" >> "$dir/ratios"
   done
 done
+# Per client count: the median of the rounds' ratios, and in how many rounds ours
+# served at least as many requests per second.
+python3 - "$dir/ratios" <<'EOS'
+import statistics, sys
+by = {}
+for line in open(sys.argv[1]):
+    n, c, o = line.split()
+    by.setdefault(int(n), []).append(float(o) / float(c))
+print("clients  rounds  ours/C median  (min-max)     rounds with ours >= C")
+for n, q in by.items():
+    print("%7d  %6d  %13.3f  (%.2f-%.2f)  %d" % (n, len(q), statistics.median(q), min(q), max(q), sum(x >= 1 for x in q)))
+EOS

@@ -99,7 +99,7 @@ pub fn handle<F: Fabric + ?Sized>(fabric: &mut F, now: Instant, input: Input<'_>
 
 /// Carries out the engine's fabric operations, and feeds back what the fabric answers
 /// at once, until the engine has something for the caller (returned) or is quiet
-/// (`None`). Call it until it returns `None` after every input.
+/// (`None`). Call it until it returns `None` before waiting for the next input.
 #[inline]
 pub fn poll_output<F: Fabric + ?Sized>(fabric: &mut F) -> Option<HostOutput> {
     loop {

@@ -61,7 +61,8 @@ impl Engine {
 
     /// Takes one input at `now`, after firing every timer due at `now`.
     ///
-    /// Afterwards, drain [`Engine::poll_output`] before waiting for anything.
+    /// Afterwards, drain [`Engine::poll_output`] before waiting for anything (crate
+    /// docs, "The run loop").
     pub fn handle(&mut self, now: Instant, input: Input<'_>) {
         // An instant before the last one is taken as the last one (crate docs): a
         // driver's clock may step back, the engine's never does.
@@ -107,7 +108,7 @@ impl Engine {
         self.core.check_dropped_replies();
     }
 
-    /// The next thing to do, in causal order. Drain to `None` after every input.
+    /// The next thing to do, in causal order. Drain to `None` before waiting.
     #[must_use]
     pub fn poll_output(&mut self) -> Option<Output> {
         self.core.out.pop_front()

@@ -86,7 +86,7 @@ impl BuildHasher for FxBuildHasher {
 /// bits (ids that differ only there still spread); the top seven, which hashbrown
 /// keeps as the tag it compares first, are a multiplicative hash of the id.
 #[derive(Default, Clone, Copy)]
-pub(crate) struct SeqHasher(u64);
+pub struct SeqHasher(u64);
 
 impl Hasher for SeqHasher {
     #[inline]
@@ -109,9 +109,11 @@ impl Hasher for SeqHasher {
     }
 }
 
-/// Builds [`SeqHasher`]s.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct SeqBuildHasher;
+/// Builds [`SeqHasher`]s: the hasher for tables keyed by ids handed out in sequence,
+/// such as client connections (the engine's, and the daemon's own), which are never
+/// chosen by a client.
+#[derive(Default, Clone, Copy, Debug)]
+pub struct SeqBuildHasher;
 
 impl BuildHasher for SeqBuildHasher {
     type Hasher = SeqHasher;

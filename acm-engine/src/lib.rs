@@ -24,10 +24,13 @@
 //! 1. Build the engine with [`Engine::new`] (config, seed, now).
 //! 2. Feed the devices with [`Input::DeviceAdded`] and the host's IPoIB addresses with
 //!    [`Input::LocalIpAdded`].
-//! 3. **After every `handle`, drain the outputs until there are none**, carrying out
-//!    each. Backends do it through [`driver`]: they implement [`driver::Fabric`] once, and
-//!    [`driver::poll_output`] carries out the fabric operations, feeds back what the
-//!    fabric answers at once, and hands back only client replies and log lines.
+//! 3. **Drain the outputs until there are none before waiting again**, carrying out
+//!    each in order. Backends do it through [`driver`]: they implement
+//!    [`driver::Fabric`] once, and [`driver::poll_output`] carries out the fabric
+//!    operations, feeds back what the fabric answers at once, and hands back only
+//!    client replies and log lines. A driver may hand over several inputs (the requests
+//!    of one socket read) before it drains: the engine assumes nothing about when an
+//!    operation is carried out, so that is the same as a fabric that answers later.
 //! 4. Wait for I/O or for `poll_timeout`, whichever comes first; then go to 3 with the
 //!    new input (or `Input::Tick`).
 //!
@@ -69,6 +72,7 @@ use config::{AddrFile, HostEntry, Options, RouteData};
 pub use counters::{COUNTER_COUNT, COUNTER_NAMES, Counter, Counters, LookupCounters, LookupEvent};
 pub use device::{DeviceDesc, DeviceId, PortAttrs, PortId, PortState, rate_from_width_speed};
 pub use engine::Engine;
+pub use fxhash::SeqBuildHasher;
 pub use io::{
     AddressVector, ClientOutput, ConnId, EndpointId, FabricEvent, FabricOp, GlobalRoute,
     HostOutput, InlineBytes, Input, LocalIp, LookupId, Mad, MadBytes, McastGroup, NeighId,

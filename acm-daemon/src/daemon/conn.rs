@@ -18,6 +18,12 @@ use std::io::{self, Read, Write};
 /// its reply, so the queue's growth is bounded by the engine's per-connection limit.
 pub const BACKLOG_LIMIT: usize = 64 * 1024;
 
+/// The size of one read from a client socket, and the least size of the event loop's
+/// read buffer that [`Conn::read_requests`] frames requests in. Several of the largest
+/// requests fit, so a client that sends a burst is read in few calls.
+pub const READ_CHUNK: usize = 4096;
+const _: () = assert!(READ_CHUNK > MAX_REQUEST_LEN);
+
 /// The step the output buffer grows by, rather than doubling, which would let a full
 /// backlog hold up to twice what it queues (128 KiB for 64 KiB). The buffer is freed
 /// whenever it drains: a client that reads its replies holds none.
@@ -38,6 +44,8 @@ pub struct ReadOutcome {
 #[derive(Debug)]
 pub struct Conn {
     stream: Stream,
+    /// Bytes read but not yet handed on: part of a request, or whole requests past
+    /// the read budget. Empty (and unallocated) for a client between requests.
     inbuf: Vec<u8>,
     outbuf: Vec<u8>,
     /// Set after a header no request can have: nothing more is read (replies owed to
@@ -56,7 +64,7 @@ impl Conn {
     pub fn new(stream: Stream) -> Self {
         Self {
             stream,
-            inbuf: Vec::with_capacity(MAX_REQUEST_LEN),
+            inbuf: Vec::new(),
             outbuf: Vec::new(),
             closing: false,
             peer_closed: false,
@@ -98,61 +106,97 @@ impl Conn {
     /// Reads what the socket has, handing each complete request to `on_request`, at
     /// most `budget` of them so that one busy client cannot starve the others.
     ///
+    /// Requests are framed in place in `scratch`, the event loop's one read buffer
+    /// (at least [`READ_CHUNK`] bytes, shared by every connection): a request that
+    /// arrives whole in one read is neither zeroed nor copied before the engine sees
+    /// it. Only what is left over (part of a request, or requests beyond the budget)
+    /// is kept with the connection until its next read.
+    ///
     /// A read that returns less than asked for has emptied the socket; with edge
     /// triggering, later bytes raise a new event, so it stops there instead of paying
     /// one more `read` for `WouldBlock` (that read would double the system calls of a
     /// client with one request in flight). After the peer closed its side it reads on
     /// to the end of the stream.
+    ///
+    /// # Panics
+    /// `scratch` is shorter than [`READ_CHUNK`].
     pub fn read_requests(
         &mut self,
+        scratch: &mut [u8],
         budget: usize,
         mut on_request: impl FnMut(&[u8]),
     ) -> ReadOutcome {
+        assert!(scratch.len() >= READ_CHUNK, "read buffer too small");
+        let scratch = &mut scratch[..READ_CHUNK];
+        // What the last read left over comes first.
+        let carried = std::mem::take(&mut self.inbuf);
+        let (mut start, mut end) = (0, carried.len());
+        scratch[..end].copy_from_slice(&carried);
         let mut left = budget;
-        let mut chunk = [0u8; 4096];
         let mut drained = false;
-        loop {
-            left -= self.deliver(left, &mut on_request);
+        let outcome = loop {
+            let (used, n) = self.deliver(&scratch[start..end], left, &mut on_request);
+            start += used;
+            left -= n;
             if left == 0 || !self.wants_read() {
-                return ReadOutcome {
+                break ReadOutcome {
                     closed: false,
                     paused: !self.closing,
                 };
             }
             if drained {
-                return ReadOutcome::default();
+                break ReadOutcome::default();
             }
-            match read(&mut self.stream, &mut chunk) {
+            // What is left is part of one request (shorter than the largest), so the
+            // room after it is never empty and a read of 0 bytes means end of stream.
+            debug_assert!(end - start < MAX_REQUEST_LEN);
+            scratch.copy_within(start..end, 0);
+            (start, end) = (0, end - start);
+            match read(&mut self.stream, &mut scratch[end..]) {
                 Ok(0) => {
-                    return ReadOutcome {
+                    break ReadOutcome {
                         closed: true,
                         paused: false,
                     };
                 }
                 Ok(n) => {
-                    self.inbuf.extend_from_slice(&chunk[..n]);
-                    drained = n < chunk.len() && !self.peer_closed;
+                    drained = end + n < READ_CHUNK && !self.peer_closed;
+                    end += n;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    return ReadOutcome::default();
+                    break ReadOutcome::default();
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => {
-                    return ReadOutcome {
+                    break ReadOutcome {
                         closed: true,
                         paused: false,
                     };
                 }
             }
+        };
+        if start < end && !outcome.closed {
+            // Reuse the carried allocation when there was one; a connection that
+            // keeps nothing over holds no input buffer at all.
+            let mut keep = carried;
+            keep.clear();
+            keep.extend_from_slice(&scratch[start..end]);
+            self.inbuf = keep;
         }
+        outcome
     }
 
-    /// Hands up to `max` complete messages in the input buffer to `on_request`;
-    /// returns how many.
-    fn deliver(&mut self, max: usize, on_request: &mut impl FnMut(&[u8])) -> usize {
+    /// Hands up to `max` complete messages at the front of `bytes` to `on_request`;
+    /// returns the bytes they took and how many there were.
+    fn deliver(
+        &mut self,
+        bytes: &[u8],
+        max: usize,
+        on_request: &mut impl FnMut(&[u8]),
+    ) -> (usize, usize) {
         let (mut start, mut n) = (0, 0);
-        while n < max && self.inbuf.len() - start >= HEADER_LEN {
-            let header = &self.inbuf[start..start + HEADER_LEN];
+        while n < max && bytes.len() - start >= HEADER_LEN {
+            let header = &bytes[start..start + HEADER_LEN];
             let Ok(len) = request_len(header) else {
                 // A header no request can have goes to the engine as it is, which
                 // closes the connection; nothing after it is read.
@@ -162,15 +206,14 @@ impl Conn {
                 n += 1;
                 break;
             };
-            if self.inbuf.len() - start < len {
+            if bytes.len() - start < len {
                 break;
             }
-            on_request(&self.inbuf[start..start + len]);
+            on_request(&bytes[start..start + len]);
             start += len;
             n += 1;
         }
-        self.inbuf.drain(..start);
-        n
+        (start, n)
     }
 
     /// Queues `reply`, writing it at once when nothing is queued before it (one write
@@ -259,6 +302,7 @@ mod tests {
         let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
         a.set_nonblocking(true).unwrap();
         let mut conn = Conn::new(Stream::Unix(mio::net::UnixStream::from_std(a)));
+        let mut scratch = [0u8; READ_CHUNK];
         let mut b = b;
         let mut msg = header(Opcode::PERF_QUERY, 16).to_vec();
         msg.extend_from_slice(&header(Opcode::RESOLVE, 24));
@@ -266,23 +310,63 @@ mod tests {
         // Half of the second message now, the rest later.
         b.write_all(&msg[..20]).unwrap();
         let mut got = Vec::new();
-        let r = conn.read_requests(64, |m| got.push(m.to_vec()));
+        let r = conn.read_requests(&mut scratch, 64, |m| got.push(m.to_vec()));
         assert_eq!(r, ReadOutcome::default());
         assert_eq!(got.len(), 1);
         b.write_all(&msg[20..]).unwrap();
-        let r = conn.read_requests(64, |m| got.push(m.to_vec()));
+        let r = conn.read_requests(&mut scratch, 64, |m| got.push(m.to_vec()));
         assert!(!r.closed);
         assert_eq!(got, vec![msg[..16].to_vec(), msg[16..].to_vec()]);
         // A budget of one: the second of two messages waits for the next call.
         b.write_all(&msg[..16]).unwrap();
         b.write_all(&msg[..16]).unwrap();
         got.clear();
-        assert!(conn.read_requests(1, |m| got.push(m.to_vec())).paused);
+        assert!(
+            conn.read_requests(&mut scratch, 1, |m| got.push(m.to_vec()))
+                .paused
+        );
         assert_eq!(got.len(), 1);
-        assert!(!conn.read_requests(1, |m| got.push(m.to_vec())).closed);
+        assert!(
+            !conn
+                .read_requests(&mut scratch, 1, |m| got.push(m.to_vec()))
+                .closed
+        );
         assert_eq!(got.len(), 2);
         drop(b);
-        assert!(conn.read_requests(64, |_| {}).closed);
+        assert!(conn.read_requests(&mut scratch, 64, |_| {}).closed);
+    }
+
+    #[test]
+    fn a_request_cut_by_a_full_read_buffer_is_carried_to_the_next_read() {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        let mut conn = Conn::new(Stream::Unix(mio::net::UnixStream::from_std(a)));
+        let mut scratch = vec![0u8; READ_CHUNK];
+        // 110 requests of 40 bytes, each with its index in its body: the first read
+        // fills the buffer and ends 16 bytes into the 103rd.
+        let mut sent = Vec::new();
+        for i in 0..110u8 {
+            let mut m = header(Opcode::RESOLVE, 40).to_vec();
+            m.extend_from_slice(&[i; 24]);
+            sent.push(m);
+        }
+        let mut b = b;
+        b.write_all(&sent.concat()).unwrap();
+        let mut got = Vec::new();
+        let mut calls = 0;
+        while got.len() < sent.len() {
+            let r = conn.read_requests(&mut scratch, 64, |m| got.push(m.to_vec()));
+            assert!(!r.closed);
+            calls += 1;
+            assert!(calls < 10, "requests lost: {} of {}", got.len(), sent.len());
+        }
+        assert_eq!(got, sent);
+        assert!(conn.inbuf.is_empty() && conn.inbuf.capacity() == 0);
+        // Nothing more waits: the next read finds the socket empty.
+        assert_eq!(
+            conn.read_requests(&mut scratch, 64, |_| panic!("no request")),
+            ReadOutcome::default()
+        );
     }
 
     #[test]

@@ -33,7 +33,9 @@ pub trait Backend {
     /// The poller refused it.
     fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()>;
 
-    /// A request read from client connection `conn`.
+    /// A request read from client connection `conn`. Several may be handed over
+    /// before the outputs are drained with [`Backend::poll_output`], which the event
+    /// loop does before it waits again.
     fn client_request(&mut self, now: Instant, conn: ConnId, bytes: &[u8]);
 
     /// Client connection `conn` is gone (closed by its peer or by us).

@@ -593,8 +593,12 @@ impl Backend for HwBackend {
         Ok(())
     }
 
+    /// Leaves the engine's outputs where they are: the event loop drains them with
+    /// [`Backend::poll_output`] before it waits again, which carries out the fabric's
+    /// share in order, and a cache hit's reply goes to the client without a stop in
+    /// this backend's queue.
     fn client_request(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) {
-        self.input(now, Input::ClientRequest { conn, bytes });
+        driver::handle(self, now, Input::ClientRequest { conn, bytes });
     }
 
     fn client_closed(&mut self, now: Instant, conn: ConnId) {
@@ -629,7 +633,8 @@ impl Backend for HwBackend {
     }
 
     fn poll_output(&mut self) -> Option<HostOutput> {
-        self.out.pop_front()
+        // What was drained earlier comes first: it is older than what the engine holds.
+        self.out.pop_front().or_else(|| driver::poll_output(self))
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
