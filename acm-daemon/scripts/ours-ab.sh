@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Two builds of our daemon side by side on cache hits: before and after a change
+# (BENCHMARKS.md, "Issue 18: cache hits against the C ibacm", third run).
+#
+# One acm-fabric-hub serves the demo fabric; node2 is the peer (ours, on the hub); build
+# A runs as node1 and build B as node3, both on the hardware backend under the emulated
+# HCA, as in vs-reference.sh. acm-load sends the same cache-hit RESOLVE by name to each
+# in turn, alternating who goes first. Printed per round: requests/s, CPU and user CPU
+# per request of each daemon, and B/A; then the median of B/A per client count.
+#
+# usage: acm-daemon/scripts/ours-ab.sh A_IBACM B_IBACM [SECONDS] [ROUNDS] [CLIENTS...]
+#        (defaults: 3 s, 10 rounds, 16 256 clients; run from the repository root with
+#        the release build of the hub, the emulated HCA and acm-load in BIN, default
+#        target/release; no root needed)
+set -euo pipefail
+a_bin=$(realpath "$1") b_bin=$(realpath "$2")
+secs=${3:-3}
+rounds=${4:-10}
+shift $(( $# > 4 ? 4 : $# )) || true
+clients=("$@")
+[ ${#clients[@]} -gt 0 ] || clients=(16 256)
+bin=${BIN:-${CARGO_TARGET_DIR:-target}/release}
+fabric=$PWD/testdata/fabrics/demo.toml
+dir=$(mktemp -d /tmp/acm-ab.XXXXXX)
+cleanup() {
+  kill $(jobs -p) 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+fake=$(realpath "$bin/libacm_fake_hca.so")
+printf 'log_level %s\n' "${LOG_LEVEL:-0}" > "$dir/opts.cfg"
+"$bin/acm-fabric-hub" --fabric "$fabric" --socket "$dir/hub.sock" 2> "$dir/hub.log" &
+for _ in $(seq 100); do [ -S "$dir/hub.sock" ] && break; sleep 0.05; done
+"$bin/ibacm" -P --fabric "hub:$dir/hub.sock:node2" --run-dir "$dir/node2" -O "$dir/opts.cfg" \
+  > "$dir/node2.out" 2>&1 &
+start() { # node ibacm
+  "$bin/acm-fake-hca-sysfs" "$fabric" "$1" "$dir/sys-$1"
+  mkdir -p "$dir/dev-$1"
+  printf '%s mlx5_0 1 default\n' "$1" > "$dir/addr-$1.cfg"
+  env ACM_FAKE_HCA_HUB="$dir/hub.sock" ACM_FAKE_HCA_HOST="$1" ACM_SYSFS_ROOT="$dir/sys-$1" \
+    ACM_DEV_ROOT="$dir/dev-$1" LD_PRELOAD="$fake" \
+    "$2" -P --run-dir "$dir/$1" -O "$dir/opts.cfg" -A "$dir/addr-$1.cfg" \
+    --log-file "$dir/$1.log" > "$dir/$1.out" 2>&1 &
+}
+start node1 "$a_bin"
+a=$!
+start node3 "$b_bin"
+b=$!
+for _ in $(seq 200); do
+  [ -S "$dir/node1/ibacm-unix.sock" ] && [ -S "$dir/node3/ibacm-unix.sock" ] \
+    && [ -S "$dir/node2/ibacm-unix.sock" ] && break
+  sleep 0.05
+done
+sleep 1
+hz=$(getconf CLK_TCK)
+usage() { # pid -> "cpu_ticks user_ticks", summed over the process's threads
+  local all=0 user=0 t
+  for t in /proc/"$1"/task/*; do
+    read -r u s < <(awk '{print $14, $15}' "$t/stat")
+    all=$(( all + u + s )); user=$(( user + u ))
+  done
+  echo "$all $user"
+}
+measured() { # pid node clients -> "rps cpu_us/req user_us/req"
+  local t0 u0 t1 u1 rps n
+  read -r t0 u0 < <(usage "$1")
+  read -r rps n < <("$bin/acm-load" -S "$dir/$2/ibacm-unix.sock" -c "$3" --duration "$secs" \
+    -f n -s "$2" -d node2 --json -q | python3 -c 'import json,sys; j=json.load(sys.stdin)
+assert j["errors"]["total"] == 0, j["errors"]
+print("%d %d" % (j["requests_per_s"], j["requests"]["answered"]))')
+  read -r t1 u1 < <(usage "$1")
+  python3 -c "print('%d %.2f %.2f' % ($rps, ($t1-$t0)/$hz*1e6/$n, ($u1-$u0)/$hz*1e6/$n))"
+}
+echo "clients round   A_rps A_cpu A_user   B_rps B_cpu B_user   B/A"
+for n in "${clients[@]}"; do
+  for r in $(seq "$rounds"); do
+    if (( r % 2 )); then
+      read -r ar ac au < <(measured "$a" node1 "$n")
+      read -r br bc bu < <(measured "$b" node3 "$n")
+    else
+      read -r br bc bu < <(measured "$b" node3 "$n")
+      read -r ar ac au < <(measured "$a" node1 "$n")
+    fi
+    printf '%7s %5s %7d %5s %6s %7d %5s %6s   %.3f\n' "$n" "$r" "$ar" "$ac" "$au" "$br" "$bc" "$bu" \
+      "$(python3 -c "print($br / $ar)")"
+    echo "$n $(python3 -c "print($br / $ar)")" >> "$dir/ratios"
+  done
+done
+python3 - "$dir/ratios" <<'EOS'
+import statistics, sys
+by = {}
+for line in open(sys.argv[1]):
+    n, q = line.split()
+    by.setdefault(int(n), []).append(float(q))
+for n, q in by.items():
+    print("%7d clients: B/A median %.3f (%.2f-%.2f) over %d rounds" % (n, statistics.median(q), min(q), max(q), len(q)))
+EOS
