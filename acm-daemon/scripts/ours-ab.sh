@@ -9,9 +9,9 @@
 # per request of each daemon, and B/A; then the median of B/A per client count.
 #
 # usage: acm-daemon/scripts/ours-ab.sh A_IBACM B_IBACM [SECONDS] [ROUNDS] [CLIENTS...]
-#        (defaults: 3 s, 10 rounds, 16 256 clients; run from the repository root with
-#        the release build of the hub, the emulated HCA and acm-load in BIN, default
-#        target/release; no root needed)
+#        (defaults: 3 s, 10 rounds, 16 256 clients; run from the repository root; the
+#        hub, the emulated HCA and acm-load are built unless BIN names a directory
+#        that has them; no root needed)
 set -euo pipefail
 a_bin=$(realpath "$1") b_bin=$(realpath "$2")
 secs=${3:-3}
@@ -19,21 +19,8 @@ rounds=${4:-10}
 shift $(( $# > 4 ? 4 : $# )) || true
 clients=("$@")
 [ ${#clients[@]} -gt 0 ] || clients=(16 256)
-bin=${BIN:-${CARGO_TARGET_DIR:-target}/release}
-fabric=$PWD/testdata/fabrics/demo.toml
-dir=$(mktemp -d /tmp/acm-ab.XXXXXX)
-cleanup() {
-  kill $(jobs -p) 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-fake=$(realpath "$bin/libacm_fake_hca.so")
-printf 'log_level %s\n' "${LOG_LEVEL:-0}" > "$dir/opts.cfg"
-"$bin/acm-fabric-hub" --fabric "$fabric" --socket "$dir/hub.sock" 2> "$dir/hub.log" &
-for _ in $(seq 100); do [ -S "$dir/hub.sock" ] && break; sleep 0.05; done
-"$bin/ibacm" -P --fabric "hub:$dir/hub.sock:node2" --run-dir "$dir/node2" -O "$dir/opts.cfg" \
-  > "$dir/node2.out" 2>&1 &
+# shellcheck source=cache-hit-fabric.sh
+source "$(dirname "$0")/cache-hit-fabric.sh" ab
 start() { # node ibacm
   "$bin/acm-fake-hca-sysfs" "$fabric" "$1" "$dir/sys-$1"
   mkdir -p "$dir/dev-$1"
@@ -49,7 +36,7 @@ start node3 "$b_bin"
 b=$!
 for _ in $(seq 200); do
   [ -S "$dir/node1/ibacm-unix.sock" ] && [ -S "$dir/node3/ibacm-unix.sock" ] \
-    && [ -S "$dir/node2/ibacm-unix.sock" ] && break
+    && [ -S "$dir/n2/ibacm-unix.sock" ] && break
   sleep 0.05
 done
 sleep 1

@@ -34,27 +34,8 @@ clients=("$@")
 [ "$(id -u)" = 0 ] || { echo "vs-reference.sh: needs root (a mount namespace for the C daemon)" >&2; exit 2; }
 [ -x /usr/sbin/ibacm ] || { echo "vs-reference.sh: needs Debian's ibacm (/usr/sbin/ibacm)" >&2; exit 2; }
 
-bin=${BIN:-${CARGO_TARGET_DIR:-target}/release}
-if [ -z "${BIN:-}" ]; then
-  cargo build --release -q -p acm-fake-hca -p acm-fabric-hub -p acm-daemon --features acm-daemon/verbs
-fi
-fabric=$PWD/testdata/fabrics/demo.toml
-dir=$(mktemp -d /tmp/acm-vsref.XXXXXX)
-cleanup() {
-  kill $(jobs -p) 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-fake=$(realpath "$bin/libacm_fake_hca.so")
-
-printf 'log_level %s\n' "${LOG_LEVEL:-0}" > "$dir/opts.cfg"
-"$bin/acm-fabric-hub" --fabric "$fabric" --socket "$dir/hub.sock" 2> "$dir/hub.log" &
-for _ in $(seq 100); do [ -S "$dir/hub.sock" ] && break; sleep 0.05; done
-
-# node2: the peer, ours on the hub.
-"$bin/ibacm" -P --fabric "hub:$dir/hub.sock:node2" --run-dir "$dir/n2" -O "$dir/opts.cfg" \
-  > "$dir/n2.out" 2>&1 &
+# shellcheck source=cache-hit-fabric.sh
+source "$(dirname "$0")/cache-hit-fabric.sh" vsref
 
 # node3: ours, hardware backend, emulated HCA.
 "$bin/acm-fake-hca-sysfs" "$fabric" node3 "$dir/sys3"

@@ -1,0 +1,27 @@
+# Sourced by vs-reference.sh and ours-ab.sh: the set-up both share. Builds the release
+# binaries unless BIN names them, makes a temporary directory ($dir, removed on exit
+# with every background job), writes the daemons' options ($dir/opts.cfg, log_level
+# LOG_LEVEL), and starts one acm-fabric-hub on the demo fabric with our daemon on it
+# as node2, the peer the benchmarks resolve. Sets bin, fabric, dir and fake (the
+# emulated HCA's library, for LD_PRELOAD).
+bin=${BIN:-${CARGO_TARGET_DIR:-target}/release}
+if [ -z "${BIN:-}" ]; then
+  cargo build --release -q -p acm-fake-hca -p acm-fabric-hub -p acm-daemon --features acm-daemon/verbs
+fi
+fabric=$PWD/testdata/fabrics/demo.toml
+dir=$(mktemp -d "/tmp/acm-${1:-bench}.XXXXXX")
+cleanup() {
+  kill $(jobs -p) 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+fake=$(realpath "$bin/libacm_fake_hca.so")
+
+printf 'log_level %s\n' "${LOG_LEVEL:-0}" > "$dir/opts.cfg"
+"$bin/acm-fabric-hub" --fabric "$fabric" --socket "$dir/hub.sock" 2> "$dir/hub.log" &
+for _ in $(seq 100); do [ -S "$dir/hub.sock" ] && break; sleep 0.05; done
+
+# node2: the peer, ours on the hub.
+"$bin/ibacm" -P --fabric "hub:$dir/hub.sock:node2" --run-dir "$dir/n2" -O "$dir/opts.cfg" \
+  > "$dir/n2.out" 2>&1 &
