@@ -72,7 +72,7 @@ use config::{AddrFile, HostEntry, Options, RouteData};
 pub use counters::{COUNTER_COUNT, COUNTER_NAMES, Counter, Counters, LookupCounters, LookupEvent};
 pub use device::{DeviceDesc, DeviceId, PortAttrs, PortId, PortState, rate_from_width_speed};
 pub use engine::Engine;
-pub use fxhash::SeqBuildHasher;
+pub use fxhash::{SeqBuildHasher, SeqHasher};
 pub use io::{
     AddressVector, ClientOutput, ConnId, EndpointId, FabricEvent, FabricOp, GlobalRoute,
     HostOutput, InlineBytes, Input, LocalIp, LookupId, Mad, MadBytes, McastGroup, NeighId,
