@@ -219,6 +219,27 @@ impl Core {
         port_in(&mut self.devices, id)
     }
 
+    /// The ports for which `due` says a timer has fired (it may update the port as it
+    /// looks), in device and port order; the caller then acts on each, which needs the
+    /// whole core.
+    pub(crate) fn ports_due(
+        &mut self,
+        mut due: impl FnMut(&mut Port) -> bool,
+    ) -> alloc::vec::Vec<PortId> {
+        let mut ids = alloc::vec::Vec::new();
+        for d in &mut self.devices {
+            for p in &mut d.ports {
+                if due(p) {
+                    ids.push(PortId {
+                        device: d.id,
+                        port: p.num,
+                    });
+                }
+            }
+        }
+        ids
+    }
+
     pub(crate) fn endpoint(&self, id: EndpointId) -> Option<&Endpoint> {
         self.endpoints.get(id.0 as usize)?.as_ref()
     }

@@ -112,18 +112,7 @@ impl Core {
     /// Sends again the MADs whose back-off is over.
     pub(crate) fn sa_release_due(&mut self) {
         let now = self.now;
-        let mut due = alloc::vec::Vec::new();
-        for d in &mut self.devices {
-            for p in &mut d.ports {
-                if p.sa.release_due(now) {
-                    due.push(PortId {
-                        device: d.id,
-                        port: p.num,
-                    });
-                }
-            }
-        }
-        for port in due {
+        for port in self.ports_due(|p| p.sa.release_due(now)) {
             self.pump_sa(port);
         }
     }

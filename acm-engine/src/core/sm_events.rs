@@ -179,20 +179,13 @@ impl super::Core {
     /// Sends every subscription retry due at `now`.
     pub(crate) fn sm_fire_retries(&mut self) {
         let now = self.now;
-        let mut due = alloc::vec::Vec::new();
-        for d in &mut self.devices {
-            for p in &mut d.ports {
-                if p.sm.retry_at.is_some_and(|t| t <= now) {
-                    p.sm.retry_at = None;
-                    if p.active {
-                        due.push(PortId {
-                            device: d.id,
-                            port: p.num,
-                        });
-                    }
-                }
+        let due = self.ports_due(|p| {
+            if p.sm.retry_at.is_none_or(|t| t > now) {
+                return false;
             }
-        }
+            p.sm.retry_at = None;
+            p.active
+        });
         for port in due {
             self.sm_send_next(port);
         }

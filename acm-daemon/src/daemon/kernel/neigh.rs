@@ -282,6 +282,7 @@ fn decide(entry: Entry, ours: bool) -> Step {
 
 #[cfg(test)]
 mod tests {
+    use super::super::rtnl::tests::{attr, msg};
     use super::*;
     use acm_proto::Gid;
     use quickcheck::quickcheck;
@@ -296,33 +297,6 @@ mod tests {
             gid: GID,
         }
         .to_bytes()
-    }
-
-    /// A kernel message of type `ty` around `body`.
-    fn msg(ty: u16, body: &[u8]) -> Vec<u8> {
-        let len = NLMSG_HDRLEN + body.len();
-        let mut m = Vec::new();
-        m.extend_from_slice(&u32::try_from(len).unwrap().to_ne_bytes());
-        m.extend_from_slice(&ty.to_ne_bytes());
-        m.extend_from_slice(&0u16.to_ne_bytes());
-        m.extend_from_slice(&9u32.to_ne_bytes());
-        m.extend_from_slice(&1234u32.to_ne_bytes());
-        m.extend_from_slice(body);
-        m.resize(align4(m.len()), 0);
-        m
-    }
-
-    fn attr(ty: u16, payload: &[u8]) -> Vec<u8> {
-        let mut a = Vec::new();
-        a.extend_from_slice(
-            &u16::try_from(RTA_HDRLEN + payload.len())
-                .unwrap()
-                .to_ne_bytes(),
-        );
-        a.extend_from_slice(&ty.to_ne_bytes());
-        a.extend_from_slice(payload);
-        a.resize(align4(a.len()), 0);
-        a
     }
 
     /// The RTM_NEWNEIGH the kernel sends for an entry in `state` on ifindex 5, with

@@ -268,12 +268,12 @@ pub(super) fn ne_u32(b: &[u8]) -> u32 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use quickcheck::quickcheck;
 
     /// A netlink message of type `ty` around `body`, padded to 4 bytes.
-    fn msg(ty: u16, body: &[u8]) -> Vec<u8> {
+    pub(in crate::daemon::kernel) fn msg(ty: u16, body: &[u8]) -> Vec<u8> {
         let len = NLMSG_HDRLEN + body.len();
         let mut m = Vec::new();
         m.extend_from_slice(&u32::try_from(len).unwrap().to_ne_bytes());
@@ -286,7 +286,8 @@ mod tests {
         m
     }
 
-    fn attr(ty: u16, payload: &[u8]) -> Vec<u8> {
+    /// A route attribute of type `ty` around `payload`, padded to 4 bytes.
+    pub(in crate::daemon::kernel) fn attr(ty: u16, payload: &[u8]) -> Vec<u8> {
         let mut a = Vec::new();
         a.extend_from_slice(
             &u16::try_from(RTA_HDRLEN + payload.len())
