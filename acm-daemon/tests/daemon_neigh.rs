@@ -10,17 +10,14 @@
 mod support {
     #[allow(dead_code)]
     pub(crate) mod daemon;
+    pub(crate) mod hub_thread;
 }
 
 use acm_io_sim::FabricSpec;
-use acm_io_sim::hub::Hub;
-use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, mpsc};
-use std::thread;
 use std::time::{Duration, Instant};
 use support::daemon::{DEADLINE, DEMO, Daemon, TempDir, ib_acme, run_bounded};
+use support::hub_thread::HubThread;
 
 /// The demo fabric with node3 running no daemon (its port and 10.0.0.3 stay).
 fn demo_without_node3_daemon() -> FabricSpec {
@@ -101,43 +98,6 @@ fn a_daemon_on_a_simulated_fabric_finds_a_host_without_ibacm() {
     assert_found_node3(&d, &out, "addr_prot neigh");
     assert!(took < acm_tries, "{took:?}");
     d.assert_running();
-}
-
-/// The fabric hub in a thread of the test; stopped on drop.
-struct HubThread {
-    flag: Arc<AtomicBool>,
-    done: Option<mpsc::Receiver<Result<(), String>>>,
-}
-
-impl HubThread {
-    fn start(spec: FabricSpec, path: &Path) -> Self {
-        let mut hub = Hub::bind(spec, path).expect("bind the hub");
-        let flag = Arc::new(AtomicBool::new(false));
-        let f = Arc::clone(&flag);
-        let (tx, done) = mpsc::channel();
-        thread::spawn(move || {
-            let _ = tx.send(hub.serve_until(&f).map_err(|e| e.to_string()));
-        });
-        Self {
-            flag,
-            done: Some(done),
-        }
-    }
-
-    fn stop(mut self) {
-        self.flag.store(true, Ordering::Relaxed);
-        let done = self.done.take().expect("running");
-        let r = done
-            .recv_timeout(Duration::from_secs(5))
-            .expect("the hub stops within 5 s");
-        assert_eq!(r, Ok(()), "the hub served without error");
-    }
-}
-
-impl Drop for HubThread {
-    fn drop(&mut self) {
-        self.flag.store(true, Ordering::Relaxed);
-    }
 }
 
 #[test]

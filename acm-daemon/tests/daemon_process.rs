@@ -9,14 +9,13 @@
 
 mod support {
     pub(crate) mod daemon;
+    pub(crate) mod hub_thread;
 }
 
-use acm_io_sim::hub::Hub;
 use acm_io_sim::sim::requests;
 use std::net::{IpAddr, Ipv4Addr, TcpListener};
 use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -24,6 +23,7 @@ use support::daemon::{
     Client, DEADLINE, DEMO, Daemon, Ending, IBACM, TempDir, header, ib_acme, ibacm_command,
     length_field, run_bounded, tid,
 };
+use support::hub_thread::HubThread;
 
 /// How long "no reply" is watched for where a reply would come at once.
 const QUIET: Duration = Duration::from_millis(300);
@@ -637,43 +637,10 @@ fn daemons_in_different_run_dirs_coexist_and_a_second_on_one_run_dir_exits_255()
 // ---------------------------------------------------------------------------------
 // 5. Three daemon processes on one fabric hub, resolved through Debian's ib_acme
 
-/// The fabric hub in a thread of the test; stopped on drop.
-struct HubThread {
-    flag: Arc<AtomicBool>,
-    done: Option<mpsc::Receiver<Result<(), String>>>,
-}
-
-impl HubThread {
-    fn start(path: &Path) -> Self {
-        let text = std::fs::read_to_string(DEMO).expect("demo.toml");
-        let spec = acm_io_sim::FabricSpec::parse(&text).expect("a valid fabric");
-        let mut hub = Hub::bind(spec, path).expect("bind the hub");
-        let flag = Arc::new(AtomicBool::new(false));
-        let f = Arc::clone(&flag);
-        let (tx, done) = mpsc::channel();
-        thread::spawn(move || {
-            let _ = tx.send(hub.serve_until(&f).map_err(|e| e.to_string()));
-        });
-        Self {
-            flag,
-            done: Some(done),
-        }
-    }
-
-    fn stop(mut self) {
-        self.flag.store(true, Ordering::Relaxed);
-        let done = self.done.take().expect("running");
-        let r = done
-            .recv_timeout(Duration::from_secs(5))
-            .expect("the hub stops within 5 s");
-        assert_eq!(r, Ok(()), "the hub served without error");
-    }
-}
-
-impl Drop for HubThread {
-    fn drop(&mut self) {
-        self.flag.store(true, Ordering::Relaxed);
-    }
+/// The demo fabric, every host with a daemon.
+fn demo_spec() -> acm_io_sim::FabricSpec {
+    let text = std::fs::read_to_string(DEMO).expect("demo.toml");
+    acm_io_sim::FabricSpec::parse(&text).expect("a valid fabric")
 }
 
 #[test]
@@ -681,7 +648,7 @@ fn three_daemons_on_one_fabric_hub_resolve_one_another_through_ib_acme() {
     let acme = ib_acme();
     let top = TempDir::new("hub");
     let hub_sock = top.join("hub.sock");
-    let hub = HubThread::start(&hub_sock);
+    let hub = HubThread::start(demo_spec(), &hub_sock);
     let mut daemons: Vec<Daemon> = (1..=3)
         .map(|n| {
             let dir = top.subdir(&format!("n{n}"));
