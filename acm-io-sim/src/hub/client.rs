@@ -12,6 +12,7 @@ use acm_engine::{
 use std::collections::VecDeque;
 use std::io;
 use std::net::IpAddr;
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -343,10 +344,23 @@ impl HubClient {
     fn recv_msg(&mut self, deadline: Instant) -> Result<Option<HubMsg>, HubError> {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            // A zero timeout means "block forever" to the socket: poll for 1 µs.
-            self.sock
-                .set_read_timeout(Some(left.max(Duration::from_micros(1))))?;
-            match self.sock.recv(&mut self.buf) {
+            let got = if left.is_zero() {
+                // Nothing left to wait: read without blocking. The socket's read
+                // timeout cannot say that (zero means "forever", and the least other
+                // one is rounded up to a kernel tick, 1–10 ms, which an event loop
+                // draining the socket after each wake-up would sleep every time), and
+                // making the socket non-blocking would make sends to a busy hub fail.
+                nix::sys::socket::recv(
+                    self.sock.as_raw_fd(),
+                    &mut self.buf,
+                    nix::sys::socket::MsgFlags::MSG_DONTWAIT,
+                )
+                .map_err(io::Error::from)
+            } else {
+                self.sock.set_read_timeout(Some(left))?;
+                self.sock.recv(&mut self.buf)
+            };
+            match got {
                 Ok(n) if n > MAX_DATAGRAM => {
                     return Err(HubError::Io(io::Error::new(
                         io::ErrorKind::InvalidData,

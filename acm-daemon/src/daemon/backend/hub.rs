@@ -97,32 +97,33 @@ impl Backend for HubBackend {
 
     fn client_request(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) {
         self.input(now, Input::ClientRequest { conn, bytes });
-        self.pump(now);
     }
 
     fn client_closed(&mut self, now: Instant, conn: ConnId) {
         self.input(now, Input::ClientClosed(conn));
-        self.pump(now);
     }
 
     fn reconfigure(&mut self, now: Instant, config: &acm_engine::config::Reconfig) {
         self.input(now, Input::Reconfigure(config));
-        self.pump(now);
     }
 
     fn netlink(&mut self, now: Instant, bytes: &[u8]) {
         self.input(now, Input::Netlink(bytes));
-        self.pump(now);
     }
 
     fn provider_wake(&mut self, now: Instant) {
         self.input(now, Input::ProviderWake);
-        self.pump(now);
     }
 
-    fn advance(&mut self, now: Instant, _io_ready: bool) -> Result<(), BackendError> {
+    fn advance(&mut self, now: Instant, io_ready: bool) -> Result<(), BackendError> {
         self.input(now, Input::Tick);
-        self.pump(now);
+        // The hub's datagrams are read when the poller reports them, and then all of
+        // them (the registration is edge-triggered); a turn that only served clients
+        // reads nothing, as with the other backends. What the engine's operations
+        // answer on the spot (source lookups) comes through the driver, not the socket.
+        if io_ready {
+            self.pump(now);
+        }
         match self.failed.take() {
             Some(e) => Err(e.into()),
             None => Ok(()),
