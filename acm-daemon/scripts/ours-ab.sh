@@ -6,7 +6,8 @@
 # A runs as node1 and build B as node3, both on the hardware backend under the emulated
 # HCA, as in vs-reference.sh. acm-load sends the same cache-hit RESOLVE by name to each
 # in turn, alternating who goes first. Printed per round: requests/s, CPU and user CPU
-# per request of each daemon, and B/A; then the median of B/A per client count.
+# per request of each daemon, and B/A; then, per client count, the median of B/A with
+# its 95 % bootstrap interval (ratio-summary.py).
 #
 # usage: acm-daemon/scripts/ours-ab.sh A_IBACM B_IBACM [SECONDS] [ROUNDS] [CLIENTS...]
 #        (defaults: 3 s, 10 rounds, 16 256 clients; run from the repository root; the
@@ -74,12 +75,4 @@ for n in "${clients[@]}"; do
     echo "$n $(python3 -c "print($br / $ar)")" >> "$dir/ratios"
   done
 done
-python3 - "$dir/ratios" <<'EOS'
-import statistics, sys
-by = {}
-for line in open(sys.argv[1]):
-    n, q = line.split()
-    by.setdefault(int(n), []).append(float(q))
-for n, q in by.items():
-    print("%7d clients: B/A median %.3f (%.2f-%.2f) over %d rounds" % (n, statistics.median(q), min(q), max(q), len(q)))
-EOS
+python3 "$(dirname "$0")/ratio-summary.py" "$dir/ratios" B/A

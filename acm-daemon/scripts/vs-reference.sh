@@ -15,7 +15,8 @@
 # name (node1/node3 -> node2, one request in flight per client) to each in turn, ROUNDS
 # times per client count, beside the two echo servers (fast and reference-style).
 # Printed per run: requests/s, p50, the ratio ours/C, and each daemon's CPU time and
-# context switches per request (from /proc, all threads).
+# context switches per request (from /proc, all threads); then, per client count, the
+# median ratio with its 95 % bootstrap interval (ratio-summary.py).
 #
 # usage: acm-daemon/scripts/vs-reference.sh [SECONDS] [ROUNDS] [CLIENTS...]
 #        (defaults: 10 s, 3 rounds, 1 4 16 256 clients; root; run from the repository
@@ -138,18 +139,9 @@ for n in "${clients[@]}"; do
     fi
     python3 -c "print('%7s %5s %8d (%s) %12s %8s   %8d (%s) %15s %11s   %6.2f   %8d %12d' % (
       '$n', '$r', $crps, '$cp50', '$ccpu', '$ccs', $orps, '$op50', '$ocpu', '$ocs', $orps / $crps, $e, $f))"
-    echo "$n $crps $orps" >> "$dir/ratios"
+    echo "$n $(python3 -c "print($orps / $crps)")" >> "$dir/ratios"
   done
 done
-# Per client count: the median of the rounds' ratios, and in how many rounds ours
-# served at least as many requests per second.
-python3 - "$dir/ratios" <<'EOS'
-import statistics, sys
-by = {}
-for line in open(sys.argv[1]):
-    n, c, o = line.split()
-    by.setdefault(int(n), []).append(float(o) / float(c))
-print("clients  rounds  ours/C median  (min-max)     rounds with ours >= C")
-for n, q in by.items():
-    print("%7d  %6d  %13.3f  (%.2f-%.2f)  %d" % (n, len(q), statistics.median(q), min(q), max(q), sum(x >= 1 for x in q)))
-EOS
+# Per client count: the median of the rounds' ratios with its bootstrap interval, and
+# in how many rounds ours served at least as many requests per second.
+python3 "$(dirname "$0")/ratio-summary.py" "$dir/ratios" ours/C
