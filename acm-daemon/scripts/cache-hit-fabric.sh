@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by vs-reference.sh and ours-ab.sh: the set-up both share. Builds the release
 # binaries unless BIN names them, makes a temporary directory ($dir, removed on exit
 # with every background job), writes the daemons' options ($dir/opts.cfg, log_level
@@ -11,11 +12,14 @@ fi
 fabric=$PWD/testdata/fabrics/demo.toml
 dir=$(mktemp -d "/tmp/acm-${1:-bench}.XXXXXX")
 cleanup() {
-  kill $(jobs -p) 2>/dev/null || true
+  local pids
+  mapfile -t pids < <(jobs -p)
+  kill "${pids[@]}" 2>/dev/null || true
   wait 2>/dev/null || true
   rm -rf "$dir"
 }
 trap cleanup EXIT
+# shellcheck disable=SC2034 # read by the scripts that source this one
 fake=$(realpath "$bin/libacm_fake_hca.so")
 
 printf 'log_level %s\n' "${LOG_LEVEL:-0}" > "$dir/opts.cfg"

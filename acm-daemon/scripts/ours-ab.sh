@@ -20,7 +20,7 @@ rounds=${4:-10}
 shift $(( $# > 4 ? 4 : $# )) || true
 clients=("$@")
 [ ${#clients[@]} -gt 0 ] || clients=(16 256)
-# shellcheck source=cache-hit-fabric.sh
+# shellcheck source=SCRIPTDIR/cache-hit-fabric.sh
 source "$(dirname "$0")/cache-hit-fabric.sh" ab
 start() { # node ibacm
   "$bin/acm-fake-hca-sysfs" "$fabric" "$1" "$dir/sys-$1"

@@ -35,7 +35,7 @@ clients=("$@")
 [ "$(id -u)" = 0 ] || { echo "vs-reference.sh: needs root (a mount namespace for the C daemon)" >&2; exit 2; }
 [ -x /usr/sbin/ibacm ] || { echo "vs-reference.sh: needs Debian's ibacm (/usr/sbin/ibacm)" >&2; exit 2; }
 
-# shellcheck source=cache-hit-fabric.sh
+# shellcheck source=SCRIPTDIR/cache-hit-fabric.sh
 source "$(dirname "$0")/cache-hit-fabric.sh" vsref
 
 # node3: ours, hardware backend, emulated HCA.
