@@ -185,6 +185,16 @@ impl Topology {
         self.ports.iter().map(|(&r, p)| (r, p))
     }
 
+    /// The InfiniBand ports that are up, in [`PortRef`] order: the ones an SM change
+    /// reaches. Collected, so that the caller may change the fabric as it goes.
+    #[must_use]
+    pub fn ib_ports_up(&self) -> Vec<PortRef> {
+        self.ports()
+            .filter(|(_, lp)| lp.up && lp.ib)
+            .map(|(p, _)| p)
+            .collect()
+    }
+
     /// Number of hosts.
     #[must_use]
     pub fn hosts(&self) -> usize {

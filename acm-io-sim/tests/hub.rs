@@ -482,17 +482,12 @@ fn the_hub_answers_neighbour_questions_from_the_spec() {
     assert_eq!(stats.rejected, 0, "{stats:?}");
 }
 
-/// The next change of the host's ports or devices, skipping fabric events.
+/// The next topology change the hub tells `client`, within 5 s.
 fn next_change(client: &mut HubClient) -> acm_io_sim::hub::wire::TopologyEvent {
-    let deadline = WallInstant::now() + Duration::from_secs(5);
-    loop {
-        let left = deadline.saturating_duration_since(WallInstant::now());
-        match client.recv_incoming(left).expect("the hub answers") {
-            Some(acm_io_sim::hub::Incoming::Topology(ev)) => return ev,
-            Some(acm_io_sim::hub::Incoming::Fabric(_)) => {}
-            None => panic!("no change within 5 s"),
-        }
-    }
+    client
+        .recv_topology(Duration::from_secs(5))
+        .expect("the hub answers")
+        .expect("a change within 5 s")
 }
 
 /// Changes asked by a control socket reach the attached host as its HCA would report

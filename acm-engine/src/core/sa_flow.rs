@@ -18,7 +18,7 @@ use super::sa_agent::{self, Submit, Waiting};
 use super::{Core, port_in};
 use crate::Instant;
 use crate::device::PortId;
-use crate::io::{FabricOp, Mad, SaSend};
+use crate::io::{FabricOp, Mad, SaDest, SaSend};
 use crate::log::{Level, log};
 use acm_proto::client::Status;
 use acm_proto::mad::MadStatus;
@@ -38,7 +38,6 @@ impl Core {
         let limit = self.config.limits.sa_queue;
         let now = self.now;
         let opts = &self.config.options;
-        let retries = opts.retries;
         let Some(p) = port_in(&mut self.devices, port) else {
             return Err(Status::ETIMEDOUT);
         };
@@ -50,14 +49,7 @@ impl Core {
         let dest = sa_agent::sa_dest(&p.attrs);
         match p.sa.submit(provider, mad, depth, limit, now) {
             Submit::Send(tid, mad) => {
-                self.push_fabric(FabricOp::SaSend(SaSend {
-                    port,
-                    tid,
-                    dest,
-                    timeout_ms,
-                    retries,
-                    mad,
-                }));
+                self.post_sa(port, tid, dest, timeout_ms, mad);
                 Ok(())
             }
             Submit::Queued => Ok(()),
@@ -77,7 +69,6 @@ impl Core {
     /// Posts the port's waiting MADs while it has credits.
     pub(crate) fn pump_sa(&mut self, port: PortId) {
         let now = self.now;
-        let retries = self.config.options.retries;
         loop {
             let opts = &self.config.options;
             let Some(p) = port_in(&mut self.devices, port) else {
@@ -89,15 +80,29 @@ impl Core {
             let Some((tid, mad)) = p.sa.next_ready(depth, now) else {
                 return;
             };
-            self.push_fabric(FabricOp::SaSend(SaSend {
-                port,
-                tid,
-                dest,
-                timeout_ms,
-                retries,
-                mad,
-            }));
+            self.post_sa(port, tid, dest, timeout_ms, mad);
         }
+    }
+
+    /// Puts an SA MAD on the fabric with umad's configured retries (the port's agent
+    /// let it go, or it is one of the engine's own subscriptions).
+    pub(crate) fn post_sa(
+        &mut self,
+        port: PortId,
+        tid: u64,
+        dest: SaDest,
+        timeout_ms: u32,
+        mad: Mad,
+    ) {
+        let retries = self.config.options.retries;
+        self.push_fabric(FabricOp::SaSend(SaSend {
+            port,
+            tid,
+            dest,
+            timeout_ms,
+            retries,
+            mad,
+        }));
     }
 
     /// When the first MAD waiting out a BUSY back-off is due, on any port.

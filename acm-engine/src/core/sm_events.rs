@@ -92,7 +92,6 @@ impl super::Core {
     /// Sends the Set of the next trap not subscribed yet, if any.
     fn sm_send_next(&mut self, port: PortId) {
         let timeout_ms = self.config.options.timeout_ms;
-        let retries = self.config.options.retries;
         let tid = self.next_sub_tid();
         let Some(p) = self.port_mut(port) else { return };
         let Some(&trap) = TrapNumber::SM_EVENTS.get(p.sm.next) else {
@@ -110,14 +109,7 @@ impl super::Core {
         let mut mad = Mad([0; 256]);
         SaHeaderRepr::inform_info_set(tid).emit(&mut mad.0);
         InformInfoRepr::subscribe(trap).emit(SaPacket::new_unchecked(&mut mad.0[..]).data_mut());
-        self.push_fabric(FabricOp::SaSend(SaSend {
-            port,
-            tid,
-            dest,
-            timeout_ms,
-            retries,
-            mad,
-        }));
+        self.post_sa(port, tid, dest, timeout_ms, mad);
     }
 
     /// The answer to a subscription's Set: the GetResp, or umad's error.

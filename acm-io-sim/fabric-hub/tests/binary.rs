@@ -83,17 +83,12 @@ fn the_binary_serves_a_fabric_file() {
     assert!(log.contains("host node2 detached"), "{log}");
 }
 
-/// The next topology change the hub tells `client` (fabric events skipped).
+/// The next topology change the hub tells `client`, within 5 s.
 fn next_change(client: &mut HubClient) -> acm_io_sim::hub::wire::TopologyEvent {
-    let deadline = WallInstant::now() + Duration::from_secs(5);
-    loop {
-        let left = deadline.saturating_duration_since(WallInstant::now());
-        match client.recv_incoming(left).expect("the hub answers") {
-            Some(acm_io_sim::hub::Incoming::Topology(ev)) => return ev,
-            Some(acm_io_sim::hub::Incoming::Fabric(_)) => {}
-            None => panic!("no change within 5 s"),
-        }
-    }
+    client
+        .recv_topology(Duration::from_secs(5))
+        .expect("the hub answers")
+        .expect("a change within 5 s")
 }
 
 /// `acm-fabric-hub change` asks a running hub for a change, which reaches the attached

@@ -263,13 +263,40 @@ impl HubClient {
     /// [`HubError::Closed`] when the hub ended the attachment; a socket error; a
     /// datagram that does not decode.
     pub fn recv_event(&mut self, timeout: Duration) -> Result<Option<FabricEvent>, HubError> {
+        self.recv_kind(timeout, |i| match i {
+            Incoming::Fabric(ev) => Some(ev),
+            Incoming::Topology(_) => None,
+        })
+    }
+
+    /// The next change of the host's ports or devices the hub sends within `timeout`
+    /// (`None` when none came), skipping fabric events: the counterpart of
+    /// [`HubClient::recv_event`], for a watcher of the topology alone.
+    ///
+    /// # Errors
+    /// As for [`HubClient::recv_event`].
+    pub fn recv_topology(&mut self, timeout: Duration) -> Result<Option<TopologyEvent>, HubError> {
+        self.recv_kind(timeout, |i| match i {
+            Incoming::Topology(ev) => Some(ev),
+            Incoming::Fabric(_) => None,
+        })
+    }
+
+    /// The first of what comes within `timeout` that `pick` keeps; the rest is
+    /// dropped.
+    fn recv_kind<T>(
+        &mut self,
+        timeout: Duration,
+        pick: impl Fn(Incoming) -> Option<T>,
+    ) -> Result<Option<T>, HubError> {
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.recv_incoming(left)? {
-                Some(Incoming::Fabric(ev)) => return Ok(Some(ev)),
-                Some(Incoming::Topology(_)) => {}
-                None => return Ok(None),
+            let Some(incoming) = self.recv_incoming(left)? else {
+                return Ok(None);
+            };
+            if let Some(kept) = pick(incoming) {
+                return Ok(Some(kept));
             }
         }
     }

@@ -803,13 +803,7 @@ impl Sim {
         self.sm_lid = new_lid;
         self.sa.forget_all_members();
         self.trace.add(&[12, new_lid as u8]);
-        let ports: Vec<PortRef> = self
-            .topo
-            .ports()
-            .filter(|(_, lp)| lp.up && lp.ib)
-            .map(|(p, _)| p)
-            .collect();
-        for p in ports {
+        for p in self.topo.ib_ports_up() {
             if let Some(attrs) = self.topo.attrs(p, self.sm_lid, self.sm_sl) {
                 let port = host::engine_port(p);
                 self.input(

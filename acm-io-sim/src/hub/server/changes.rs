@@ -99,13 +99,7 @@ impl Hub {
                 }
                 self.sm_lid = *lid;
                 self.sa.forget_all_members();
-                let ports: Vec<PortRef> = self
-                    .topo
-                    .ports()
-                    .filter(|(_, lp)| lp.up && lp.ib)
-                    .map(|(p, _)| p)
-                    .collect();
-                for p in ports {
+                for p in self.topo.ib_ports_up() {
                     self.notify_port(p, PortChange::SmChange);
                     self.notify_port(p, PortChange::ClientReregister);
                 }
