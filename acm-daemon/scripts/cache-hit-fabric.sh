@@ -4,11 +4,22 @@
 # with every background job), writes the daemons' options ($dir/opts.cfg, log_level
 # LOG_LEVEL), and starts one acm-fabric-hub on the demo fabric with our daemon on it
 # as node2, the peer the benchmarks resolve. Sets bin, fabric, dir and fake (the
-# emulated HCA's library, for LD_PRELOAD).
+# emulated HCA's library, for LD_PRELOAD), and pin_daemon and on_load_cpus for PIN.
+#
+# PIN=yes: the measured daemons (every thread, `pin_daemon PID`) run on the last CPU and
+# acm-load (prefixed with "${on_load_cpus[@]}") on the others. Unpinned, a client woken
+# by the daemon's recv may be placed on the daemon's CPU and preempt it before the
+# reply is sent (0.1-0.2 involuntary context switches per request at 16 clients);
+# pinned, the daemon has a CPU to itself, as on a host with more cores than busy
+# clients, and requests per second measure what it costs per request, its own work
+# and what it makes the clients' system calls do.
 bin=${BIN:-${CARGO_TARGET_DIR:-target}/release}
 if [ -z "${BIN:-}" ]; then
   cargo build --release -q -p acm-fake-hca -p acm-fabric-hub -p acm-daemon --features acm-daemon/verbs
 fi
+# Absolute: the C daemon's acm-load runs inside its mount namespace, from another
+# working directory.
+bin=$(realpath "$bin")
 fabric=$PWD/testdata/fabrics/demo.toml
 dir=$(mktemp -d "/tmp/acm-${1:-bench}.XXXXXX")
 cleanup() {
@@ -21,6 +32,16 @@ cleanup() {
 trap cleanup EXIT
 # shellcheck disable=SC2034 # read by the scripts that source this one
 fake=$(realpath "$bin/libacm_fake_hca.so")
+
+if [ "${PIN:-no}" = yes ]; then
+  last_cpu=$(( $(nproc) - 1 ))
+  (( last_cpu > 0 )) || { echo "PIN=yes needs two CPUs or more" >&2; exit 2; }
+  pin_daemon() { taskset -a -p -c "$last_cpu" "$1" > /dev/null; }
+  on_load_cpus=(taskset -c "0-$(( last_cpu - 1 ))")
+else
+  pin_daemon() { :; }
+  on_load_cpus=()
+fi
 
 printf 'log_level %s\n' "${LOG_LEVEL:-0}" > "$dir/opts.cfg"
 "$bin/acm-fabric-hub" --fabric "$fabric" --socket "$dir/hub.sock" 2> "$dir/hub.log" &

@@ -12,7 +12,8 @@
 # usage: acm-daemon/scripts/ours-ab.sh A_IBACM B_IBACM [SECONDS] [ROUNDS] [CLIENTS...]
 #        (defaults: 3 s, 10 rounds, 16 256 clients; run from the repository root; the
 #        hub, the emulated HCA and acm-load are built unless BIN names a directory
-#        that has them; no root needed)
+#        that has them; no root needed; PIN=yes: the daemons on the last CPU,
+#        acm-load on the others, as in vs-reference.sh)
 set -euo pipefail
 a_bin=$(realpath "$1") b_bin=$(realpath "$2")
 secs=${3:-3}
@@ -41,6 +42,8 @@ for _ in $(seq 200); do
   sleep 0.05
 done
 sleep 1
+pin_daemon "$a"
+pin_daemon "$b"
 hz=$(getconf CLK_TCK)
 usage() { # pid -> "cpu_ticks user_ticks", summed over the process's threads
   local all=0 user=0 t
@@ -53,7 +56,7 @@ usage() { # pid -> "cpu_ticks user_ticks", summed over the process's threads
 measured() { # pid node clients -> "rps cpu_us/req user_us/req"
   local t0 u0 t1 u1 rps n
   read -r t0 u0 < <(usage "$1")
-  read -r rps n < <("$bin/acm-load" -S "$dir/$2/ibacm-unix.sock" -c "$3" --duration "$secs" \
+  read -r rps n < <("${on_load_cpus[@]}" "$bin/acm-load" -S "$dir/$2/ibacm-unix.sock" -c "$3" --duration "$secs" \
     -f n -s "$2" -d node2 --json -q | python3 -c 'import json,sys; j=json.load(sys.stdin)
 assert j["errors"]["total"] == 0, j["errors"]
 print("%d %d" % (j["requests_per_s"], j["requests"]["answered"]))')

@@ -22,6 +22,8 @@
 #        (defaults: 10 s, 3 rounds, 1 4 16 256 clients; root; run from the repository
 #        root; Debian's ibacm package installed)
 #        ECHO=no: leave out the two echo servers (yardsticks) to save time.
+#        PIN=yes: the daemons on the last CPU, acm-load on the others
+#        (cache-hit-fabric.sh says why).
 #        HOLD=FILE: start everything, write "C_PID OUR_PID DIR" to FILE and wait
 #        instead of measuring (for perf or strace by hand; the C daemon's socket is
 #        /run/ibacm-unix.sock inside its mount namespace, ours DIR/n3/ibacm-unix.sock);
@@ -71,7 +73,9 @@ unshare -m bash "$dir/c-ns.sh" > "$dir/c.out" 2>&1 &
 cns=$!
 
 "$bin/acm-load" --echo-server "$dir/echo.sock" > /dev/null &
+pin_daemon $!
 "$bin/acm-load" --echo-server "$dir/echo-ref.sock" --echo-style reference > /dev/null &
+pin_daemon $!
 
 c=""
 for _ in $(seq 200); do
@@ -83,13 +87,15 @@ for _ in $(seq 200); do
 done
 [ -n "$c" ] || { echo "the C daemon did not start:"; cat "$dir/c.out"; exit 1; }
 sleep 1
+pin_daemon "$c"
+pin_daemon "$ours"
 
 load() { # where clients src -> json
   local where=$1 n=$2 src=$3
   case $where in
-    c) nsenter -t "$c" -m "$bin/acm-load" -S /run/ibacm-unix.sock -c "$n" --duration "$secs" \
+    c) nsenter -t "$c" -m "${on_load_cpus[@]}" "$bin/acm-load" -S /run/ibacm-unix.sock -c "$n" --duration "$secs" \
          -f n -s "$src" -d node2 --json -q ;;
-    *) "$bin/acm-load" -S "$where" -c "$n" --duration "$secs" -f n -s "$src" -d node2 --json -q ;;
+    *) "${on_load_cpus[@]}" "$bin/acm-load" -S "$where" -c "$n" --duration "$secs" -f n -s "$src" -d node2 --json -q ;;
   esac
 }
 summary() { # json -> "rps answered p50"

@@ -23,6 +23,7 @@
 pub mod av;
 pub mod event;
 pub mod heap;
+pub mod poll_set;
 pub mod port;
 pub mod provider;
 pub mod sysfs;

@@ -53,9 +53,6 @@ pub struct Conn {
     closing: bool,
     /// The peer shut down its side: read to the end of the stream this time.
     peer_closed: bool,
-    /// Whether the poller watches for writability (only while replies are waiting, so
-    /// that a client reading its replies does not wake the loop for nothing).
-    pub write_interest: bool,
 }
 
 impl Conn {
@@ -68,7 +65,6 @@ impl Conn {
             outbuf: Vec::new(),
             closing: false,
             peer_closed: false,
-            write_interest: false,
         }
     }
 
@@ -78,9 +74,14 @@ impl Conn {
         self.peer_closed = true;
     }
 
-    /// The socket, for registration with the poller.
-    pub fn stream_mut(&mut self) -> &mut Stream {
-        &mut self.stream
+    /// The socket's descriptor, for the set the event loop waits on.
+    #[must_use]
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        match &self.stream {
+            Stream::Unix(s) => s.as_fd(),
+            Stream::Tcp(s) => s.as_fd(),
+        }
     }
 
     /// Whether requests should be read now (the reply backlog is under its limit).
@@ -97,7 +98,9 @@ impl Conn {
         self.outbuf.capacity()
     }
 
-    /// Whether replies are waiting for the socket to become writable.
+    /// Whether replies are waiting for the socket to become writable (the event loop
+    /// waits for writability only then, so that a client reading its replies does not
+    /// wake it for nothing).
     #[must_use]
     pub fn wants_write(&self) -> bool {
         !self.outbuf.is_empty()
@@ -112,11 +115,11 @@ impl Conn {
     /// it. Only what is left over (part of a request, or requests beyond the budget)
     /// is kept with the connection until its next read.
     ///
-    /// A read that returns less than asked for has emptied the socket; with edge
-    /// triggering, later bytes raise a new event, so it stops there instead of paying
-    /// one more `read` for `WouldBlock` (that read would double the system calls of a
-    /// client with one request in flight). After the peer closed its side it reads on
-    /// to the end of the stream.
+    /// A read that returns less than asked for has emptied the socket; later bytes
+    /// make the socket readable again for the event loop's next wait, so it stops
+    /// there instead of paying one more `read` for `WouldBlock` (that read would double
+    /// the system calls of a client with one request in flight). After the peer closed
+    /// its side it reads on to the end of the stream.
     ///
     /// # Panics
     /// `scratch` is shorter than [`READ_CHUNK`].
