@@ -16,6 +16,8 @@ use alloc::vec::Vec;
 pub struct Engine {
     pub(crate) core: Core,
     pub(crate) providers: Vec<Box<dyn Provider>>,
+    /// The instant the timers were last looked at (see [`Engine::handle`]).
+    timers_checked: Option<Instant>,
 }
 
 impl Engine {
@@ -42,6 +44,7 @@ impl Engine {
         let mut engine = Self {
             core: Core::new(config, seed, now, names),
             providers,
+            timers_checked: None,
         };
         let diagnostics = core::mem::take(&mut engine.core.config.diagnostics);
         for d in diagnostics {
@@ -61,6 +64,13 @@ impl Engine {
 
     /// Takes one input at `now`, after firing every timer due at `now`.
     ///
+    /// One exception: a client request at the same instant as the input before it
+    /// does not look at the timers again. Every timer due then has fired already,
+    /// except one armed since with no delay; that one fires at the next
+    /// [`Input::Tick`], which [`Engine::poll_timeout`] asks for at once. A driver that
+    /// reads its clock once per wake-up hands all the requests of that wake-up over at
+    /// one instant, and so checks the timers once for all of them.
+    ///
     /// Afterwards, drain [`Engine::poll_output`] before waiting for anything (crate
     /// docs, "The run loop").
     pub fn handle(&mut self, now: Instant, input: Input<'_>) {
@@ -69,7 +79,11 @@ impl Engine {
         if now > self.core.now {
             self.core.now = now;
         }
-        self.fire_timers();
+        let checked = self.timers_checked == Some(self.core.now);
+        if !(checked && matches!(input, Input::ClientRequest { .. })) {
+            self.fire_timers();
+            self.timers_checked = Some(self.core.now);
+        }
         match input {
             Input::Tick => {}
             Input::DeviceAdded(desc) => self.device_added(desc),

@@ -324,3 +324,110 @@ fn a_provider_answers_on_wake() {
     e.handle(Instant::from_millis(2), Input::ProviderWake);
     assert!(replies_to(&mut e, conn).is_empty(), "and only once");
 }
+
+/// A provider with one timer, which records when it fires. A resolve answers at
+/// once and arms the timer `delay` after the request's instant.
+struct Timed {
+    due: Option<Instant>,
+    delay: std::time::Duration,
+    fired: std::rc::Rc<std::cell::RefCell<Vec<Instant>>>,
+}
+
+impl Provider for Timed {
+    fn name(&self) -> &str {
+        "timed"
+    }
+    fn resolve(&mut self, cx: &mut Ctx<'_>, _: EndpointId, _: Resolve, reply: PendingReply) {
+        self.due = Some(cx.now() + self.delay);
+        cx.complete(reply, Outcome::Failed(Status::ENODATA));
+    }
+    fn query(&mut self, cx: &mut Ctx<'_>, _: EndpointId, _: &[u8; 64], reply: PendingReply) {
+        cx.complete(reply, Outcome::Failed(Status::ENODATA));
+    }
+    fn handle_timeout(&mut self, cx: &mut Ctx<'_>) {
+        self.due = None;
+        self.fired.borrow_mut().push(cx.now());
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.due
+    }
+}
+
+#[test]
+fn client_requests_at_one_instant_look_at_the_timers_once() {
+    let fired = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let mut config = reference::config();
+    let (options, _) = Options::parse(
+        "ibacm_opts.cfg",
+        &format!("{}provider timed default\n", reference::OPTS),
+    );
+    config.options = options;
+    let timed = Timed {
+        due: None,
+        delay: std::time::Duration::from_millis(5),
+        fired: fired.clone(),
+    };
+    let mut e = Engine::with_providers(config, 0, Instant::ZERO, vec![Box::new(timed)]);
+    e.handle(Instant::ZERO, Input::DeviceAdded(reference::device()));
+    let req = support::requests::resolve_ip("10.0.0.1", "10.0.0.77");
+    let request = |e: &mut Engine, at: Instant| {
+        e.handle(
+            at,
+            Input::ClientRequest {
+                conn: ConnId(1),
+                bytes: &req,
+            },
+        );
+        while e.poll_output().is_some() {}
+    };
+    let ms = |n: u64| Instant::ZERO + std::time::Duration::from_millis(n);
+    // The request at 0 arms the timer for 5 ms.
+    request(&mut e, ms(0));
+    assert_eq!(e.poll_timeout(), Some(ms(5)));
+    // The first input at 5 ms fires it, before the request, which arms it again.
+    request(&mut e, ms(5));
+    assert_eq!(*fired.borrow(), vec![ms(5)]);
+    assert_eq!(e.poll_timeout(), Some(ms(10)));
+    // Later at 10 ms: the first request fires the timer and arms it for 15 ms.
+    request(&mut e, ms(10));
+    assert_eq!(*fired.borrow(), vec![ms(5), ms(10)]);
+    assert_eq!(e.poll_timeout(), Some(ms(15)));
+}
+
+#[test]
+fn a_timer_armed_with_no_delay_fires_at_the_next_tick_of_that_instant() {
+    let fired = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let mut config = reference::config();
+    let (options, _) = Options::parse(
+        "ibacm_opts.cfg",
+        &format!("{}provider timed default\n", reference::OPTS),
+    );
+    config.options = options;
+    let timed = Timed {
+        due: None,
+        delay: std::time::Duration::ZERO,
+        fired: fired.clone(),
+    };
+    let mut e = Engine::with_providers(config, 0, Instant::ZERO, vec![Box::new(timed)]);
+    e.handle(Instant::ZERO, Input::DeviceAdded(reference::device()));
+    let req = support::requests::resolve_ip("10.0.0.1", "10.0.0.77");
+    let at = Instant::ZERO + std::time::Duration::from_millis(1);
+    for _ in 0..3 {
+        e.handle(
+            at,
+            Input::ClientRequest {
+                conn: ConnId(1),
+                bytes: &req,
+            },
+        );
+        while e.poll_output().is_some() {}
+    }
+    // The first request fired nothing (no timer yet) and armed one due at once; the
+    // two after it, at the same instant, did not look at the timers again.
+    assert!(fired.borrow().is_empty());
+    // The engine asks for a tick at once, and the tick fires it.
+    assert_eq!(e.poll_timeout(), Some(at));
+    e.handle(at, Input::Tick);
+    assert_eq!(*fired.borrow(), vec![at]);
+    assert_eq!(e.poll_timeout(), None);
+}
