@@ -73,9 +73,9 @@ unshare -m bash "$dir/c-ns.sh" > "$dir/c.out" 2>&1 &
 cns=$!
 
 "$bin/acm-load" --echo-server "$dir/echo.sock" > /dev/null &
-pin_daemon $!
+pin_daemon "$!"
 "$bin/acm-load" --echo-server "$dir/echo-ref.sock" --echo-style reference > /dev/null &
-pin_daemon $!
+pin_daemon "$!"
 
 c=""
 for _ in $(seq 200); do
