@@ -330,8 +330,11 @@ fn a_provider_answers_on_wake() {
 struct Timed {
     due: Option<Instant>,
     delay: std::time::Duration,
-    fired: std::rc::Rc<std::cell::RefCell<Vec<Instant>>>,
+    fired: Fired,
 }
+
+/// The instants a [`Timed`] provider's timer fired at, shared with the test.
+type Fired = std::rc::Rc<std::cell::RefCell<Vec<Instant>>>;
 
 impl Provider for Timed {
     fn name(&self) -> &str {
@@ -353,9 +356,10 @@ impl Provider for Timed {
     }
 }
 
-#[test]
-fn client_requests_at_one_instant_look_at_the_timers_once() {
-    let fired = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+/// An engine whose one port is served by a [`Timed`] provider with `delay`, and the
+/// instants its timer fired at.
+fn timed_engine(delay: std::time::Duration) -> (Engine, Fired) {
+    let fired = Fired::default();
     let mut config = reference::config();
     let (options, _) = Options::parse(
         "ibacm_opts.cfg",
@@ -364,63 +368,50 @@ fn client_requests_at_one_instant_look_at_the_timers_once() {
     config.options = options;
     let timed = Timed {
         due: None,
-        delay: std::time::Duration::from_millis(5),
+        delay,
         fired: fired.clone(),
     };
     let mut e = Engine::with_providers(config, 0, Instant::ZERO, vec![Box::new(timed)]);
     e.handle(Instant::ZERO, Input::DeviceAdded(reference::device()));
+    (e, fired)
+}
+
+/// One client RESOLVE at `at`, its outputs drained.
+fn resolve_at(e: &mut Engine, at: Instant) {
     let req = support::requests::resolve_ip("10.0.0.1", "10.0.0.77");
-    let request = |e: &mut Engine, at: Instant| {
-        e.handle(
-            at,
-            Input::ClientRequest {
-                conn: ConnId(1),
-                bytes: &req,
-            },
-        );
-        while e.poll_output().is_some() {}
-    };
+    e.handle(
+        at,
+        Input::ClientRequest {
+            conn: ConnId(1),
+            bytes: &req,
+        },
+    );
+    while e.poll_output().is_some() {}
+}
+
+#[test]
+fn client_requests_at_one_instant_look_at_the_timers_once() {
+    let (mut e, fired) = timed_engine(std::time::Duration::from_millis(5));
     let ms = |n: u64| Instant::ZERO + std::time::Duration::from_millis(n);
     // The request at 0 arms the timer for 5 ms.
-    request(&mut e, ms(0));
+    resolve_at(&mut e, ms(0));
     assert_eq!(e.poll_timeout(), Some(ms(5)));
     // The first input at 5 ms fires it, before the request, which arms it again.
-    request(&mut e, ms(5));
+    resolve_at(&mut e, ms(5));
     assert_eq!(*fired.borrow(), vec![ms(5)]);
     assert_eq!(e.poll_timeout(), Some(ms(10)));
     // Later at 10 ms: the first request fires the timer and arms it for 15 ms.
-    request(&mut e, ms(10));
+    resolve_at(&mut e, ms(10));
     assert_eq!(*fired.borrow(), vec![ms(5), ms(10)]);
     assert_eq!(e.poll_timeout(), Some(ms(15)));
 }
 
 #[test]
 fn a_timer_armed_with_no_delay_fires_at_the_next_tick_of_that_instant() {
-    let fired = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-    let mut config = reference::config();
-    let (options, _) = Options::parse(
-        "ibacm_opts.cfg",
-        &format!("{}provider timed default\n", reference::OPTS),
-    );
-    config.options = options;
-    let timed = Timed {
-        due: None,
-        delay: std::time::Duration::ZERO,
-        fired: fired.clone(),
-    };
-    let mut e = Engine::with_providers(config, 0, Instant::ZERO, vec![Box::new(timed)]);
-    e.handle(Instant::ZERO, Input::DeviceAdded(reference::device()));
-    let req = support::requests::resolve_ip("10.0.0.1", "10.0.0.77");
+    let (mut e, fired) = timed_engine(std::time::Duration::ZERO);
     let at = Instant::ZERO + std::time::Duration::from_millis(1);
     for _ in 0..3 {
-        e.handle(
-            at,
-            Input::ClientRequest {
-                conn: ConnId(1),
-                bytes: &req,
-            },
-        );
-        while e.poll_output().is_some() {}
+        resolve_at(&mut e, at);
     }
     // The first request fired nothing (no timer yet) and armed one due at once; the
     // two after it, at the same instant, did not look at the timers again.
