@@ -1,10 +1,10 @@
 //! Waiting on a set of descriptors with `ppoll(2)`.
 //!
-//! The daemon waits on its clients this way instead of keeping them registered with
-//! epoll (acm-daemon's `server` module says why: a socket registered with epoll runs
-//! epoll's callback on every client `send` and every client `recv` of a reply, on the
-//! client's CPU, while a socket nobody is waiting on at that moment has no callback to
-//! run). The set is refilled before each wait from the caller's own table; its memory
+//! The daemon waits on its busy clients this way instead of keeping them registered
+//! with epoll (acm-daemon's `client_waits` module says why: a socket registered with
+//! epoll runs epoll's callback on every client `send` and every client `recv` of a
+//! reply, on the client's CPU, while a socket nobody is waiting on at that moment has
+//! no callback to run). The set is refilled before each wait from the caller's own table; its memory
 //! is kept from one wait to the next, so a wait allocates nothing once the set has
 //! grown to the number of clients.
 

@@ -53,6 +53,24 @@ pub struct Conn {
     closing: bool,
     /// The peer shut down its side: read to the end of the stream this time.
     peer_closed: bool,
+    /// How the event loop waits on this client (see [`super::client_waits`]).
+    pub wait: WaitState,
+}
+
+/// Where a client is waited on: the event loop's `ppoll` set while it is busy, epoll
+/// while it is quiet ([`super::client_waits`] says why).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitState {
+    /// Registered with epoll; `write` says whether for writability too.
+    Epoll {
+        /// Registered for writability as well as readability.
+        write: bool,
+    },
+    /// In the `ppoll` set, since it sent a request at `last_request`.
+    Ppoll {
+        /// When its last request was read (the engine's clock).
+        last_request: acm_engine::Instant,
+    },
 }
 
 impl Conn {
@@ -65,6 +83,7 @@ impl Conn {
             outbuf: Vec::new(),
             closing: false,
             peer_closed: false,
+            wait: WaitState::Epoll { write: false },
         }
     }
 
@@ -81,6 +100,40 @@ impl Conn {
         match &self.stream {
             Stream::Unix(s) => s.as_fd(),
             Stream::Tcp(s) => s.as_fd(),
+        }
+    }
+
+    /// Registers the socket with `registry` (fresh, or again with a new interest).
+    ///
+    /// # Errors
+    /// epoll refused it.
+    pub fn register(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+        interest: mio::Interest,
+        again: bool,
+    ) -> io::Result<()> {
+        use mio::event::Source;
+        let source: &mut dyn Source = match &mut self.stream {
+            Stream::Unix(s) => s,
+            Stream::Tcp(s) => s,
+        };
+        if again {
+            source.reregister(registry, token, interest)
+        } else {
+            source.register(registry, token, interest)
+        }
+    }
+
+    /// Takes the socket out of `registry`.
+    ///
+    /// # Errors
+    /// epoll refused it.
+    pub fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
+        match &mut self.stream {
+            Stream::Unix(s) => registry.deregister(s),
+            Stream::Tcp(s) => registry.deregister(s),
         }
     }
 

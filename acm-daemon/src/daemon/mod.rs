@@ -23,6 +23,7 @@ pub mod access;
 pub mod addr_file;
 pub mod args;
 pub mod backend;
+pub mod client_waits;
 pub mod config;
 pub mod conn;
 pub mod error;

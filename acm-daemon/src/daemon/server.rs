@@ -7,20 +7,11 @@
 //! does not read its replies only stops its own requests from being read (see
 //! [`super::conn`]).
 //!
-//! Two kinds of waiting. The listener, the backend, the kernel channel, the signals
-//! and the providers' waker are registered with one mio poller (epoll,
-//! edge-triggered). The clients are not: each wait is one `ppoll` over a set rebuilt
-//! from the connection table ([`PollSet`]), whose first entry is the mio poller's own
-//! descriptor, readable when one of its sources is ready. A socket registered with
-//! epoll has epoll's callback on its wait queue for as long as it is registered, so
-//! every client `send` of a request and every client `recv` of a reply runs that
-//! callback, on the client's CPU with interrupts off; a socket in a `ppoll` set has a
-//! waiter only while the daemon actually waits, which under load is seldom. On cache
-//! hits this made the daemon 9 % faster at 16 clients and 10 % at 256 with the daemon
-//! on a CPU of its own (BENCHMARKS.md, "Issue 18: cache hits against the C ibacm",
-//! fifth run). The price is a wait that costs in proportion to the number of clients,
-//! in the kernel (every socket of the set is polled) and here (the set is rebuilt),
-//! as the C daemon's `select` does.
+//! Two kinds of waiting. The listener, the backend, the kernel channel, the signals,
+//! the providers' waker and the quiet clients are registered with one mio poller
+//! (epoll, edge-triggered). The busy clients are not: each wait is one `ppoll` over
+//! them, with the mio poller's own descriptor first, readable when one of its sources
+//! is ready ([`super::client_waits`] says why and when a client moves).
 //!
 //! With a backend that serves the kernel, the RDMA_NL_LS socket is one more source:
 //! each kernel request goes to the backend, each netlink reply
@@ -58,6 +49,7 @@
 
 use super::access::{AllowList, Peer, Verdict, proc_groups};
 use super::backend::{Backend, BackendError};
+use super::client_waits::{ClientWaits, Conns};
 use super::conn::{Conn, READ_CHUNK};
 use super::kernel::channel::KernelChannel;
 use super::lifecycle::StopSignals;
@@ -68,8 +60,7 @@ use super::rate_limit::{self, RateLimit};
 use super::reload::Reloader;
 use crate::metrics::DaemonSample;
 use acm_engine::HostOutput;
-use acm_engine::{ClientOutput, ConnId, Instant, SeqBuildHasher};
-use acm_io_verbs::poll_set::PollSet;
+use acm_engine::{ClientOutput, ConnId, Instant};
 use mio::{Events, Interest, Poll, Token};
 use std::collections::HashMap;
 use std::io;
@@ -128,7 +119,7 @@ pub struct Server<B: Backend> {
     kernel: KernelChannel,
     log: Logger,
     /// Keyed by connection id, which the daemon hands out in sequence.
-    conns: HashMap<u64, Conn, SeqBuildHasher>,
+    conns: Conns,
     /// The one buffer client requests are read into and framed in ([`Conn::read_requests`]).
     read_buf: Box<[u8]>,
     next_conn: u64,
@@ -168,10 +159,8 @@ pub struct Server<B: Backend> {
     refused_lines: RateLimit,
     /// What SIGHUP reads again, once [`Server::reload_with`] set it.
     reloader: Option<Reloader>,
-    /// The clients and the poller's own descriptor, waited on with `ppoll`.
-    poll_set: PollSet,
-    /// The connection at each index of `poll_set` past the first.
-    poll_ids: Vec<u64>,
+    /// Which clients are waited on with `ppoll` and which with epoll.
+    waits: ClientWaits,
 }
 
 impl<B: Backend> Server<B> {
@@ -225,8 +214,7 @@ impl<B: Backend> Server<B> {
             malformed: RateLimit::default(),
             refused_lines: RateLimit::default(),
             reloader: None,
-            poll_set: PollSet::new(),
-            poll_ids: Vec::new(),
+            waits: ClientWaits::new(),
         })
     }
 
@@ -241,6 +229,12 @@ impl<B: Backend> Server<B> {
     /// doc).
     pub fn set_max_queued_reply_bytes(&mut self, bytes: u64) {
         self.max_queued = usize::try_from(bytes).unwrap_or(usize::MAX);
+    }
+
+    /// Moves a client waited on with `ppoll` back to epoll after `idle` without a
+    /// request (default [`super::client_waits::PPOLL_IDLE`]).
+    pub fn set_client_idle(&mut self, idle: Duration) {
+        self.waits.set_idle(idle);
     }
 
     /// Writes `metrics` at once, then every interval.
@@ -294,11 +288,11 @@ impl<B: Backend> Server<B> {
         self.write_metrics();
         loop {
             let timeout = self.timeout();
-            self.fill_poll_set();
-            self.poll_set.wait(timeout)?;
+            self.waits
+                .wait(self.poll.registry().as_fd(), &self.conns, timeout)?;
             // The mio poller's sources are read only when its descriptor is ready, with
             // no wait of its own.
-            if self.poll_set.ready(0).any() {
+            if self.waits.poller_ready() {
                 if let Err(e) = self.poll.poll(&mut events, Some(Duration::ZERO)) {
                     if e.kind() == io::ErrorKind::Interrupted {
                         continue;
@@ -329,18 +323,30 @@ impl<B: Backend> Server<B> {
                             self.reload();
                         }
                     }
-                    // Clients are not registered with mio (see the module's doc).
-                    Token(_) => {}
+                    // A quiet client, on epoll.
+                    Token(t) => {
+                        let id = t as u64;
+                        if ev.is_writable() || ev.is_write_closed() {
+                            self.flush(id);
+                        }
+                        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                            if (ev.is_read_closed() || ev.is_error())
+                                && let Some(c) = self.conns.get_mut(&id)
+                            {
+                                c.note_peer_closed();
+                            }
+                            self.read(id, woke);
+                        }
+                    }
                 }
                 self.dispatch();
             }
-            // Then the clients the wait reported, in the set's order.
-            for i in 1..self.poll_set.len() {
-                let r = self.poll_set.ready(i);
+            // Then the busy clients the wait reported, in the set's order.
+            for i in 0..self.waits.waited() {
+                let (id, r) = self.waits.ready(i);
                 if !r.any() {
                     continue;
                 }
-                let id = self.poll_ids[i - 1];
                 if r.writable || r.closed {
                     self.flush(id);
                 }
@@ -357,6 +363,9 @@ impl<B: Backend> Server<B> {
             self.revisit_paused();
             self.retry_accept();
             let now = self.now();
+            for id in self.waits.sweep(self.poll.registry(), &mut self.conns, now) {
+                self.close(id, "cannot watch client");
+            }
             if providers {
                 self.backend.provider_wake(now);
             }
@@ -513,20 +522,6 @@ impl<B: Backend> Server<B> {
             .min()
     }
 
-    /// Fills the set `ppoll` waits on: the poller's own descriptor first (the
-    /// listener, the backend, the signals), then each client, for reading while its
-    /// requests are read and for writing while replies wait for it.
-    fn fill_poll_set(&mut self) {
-        self.poll_set.clear();
-        self.poll_ids.clear();
-        self.poll_set
-            .push(self.poll.registry().as_fd(), true, false);
-        for (&id, c) in &self.conns {
-            self.poll_set.push(c.fd(), c.wants_read(), c.wants_write());
-            self.poll_ids.push(id);
-        }
-    }
-
     /// Tries accepting again while a stall lasts, after a connection closed or
     /// [`ACCEPT_RETRY`] after the last try.
     fn retry_accept(&mut self) {
@@ -642,9 +637,19 @@ impl<B: Backend> Server<B> {
                 }
             }
         }
+        let mut conn = Conn::new(stream);
+        if let Err(e) = self.waits.add(self.poll.registry(), id, &mut conn) {
+            self.log.log_with(
+                Level::Basic,
+                Priority::Err,
+                "acm_svr_accept",
+                &format!("cannot watch client: {e}"),
+            );
+            return;
+        }
         self.accepted += 1;
-        self.conns.insert(id, Conn::new(stream));
-        // Anything already sent is read after the next wait, which includes it.
+        self.conns.insert(id, conn);
+        // Anything already sent is read on the first readiness event.
     }
 
     /// Why the allow-lists refuse `peer`, if they do.
@@ -695,6 +700,7 @@ impl<B: Backend> Server<B> {
         let r = conn.read_requests(&mut self.read_buf, READ_BUDGET, |bytes| {
             backend.client_request(now, ConnId(id), bytes);
         });
+        self.waits.requested(self.poll.registry(), id, conn, now);
         if r.paused && !self.paused.contains(&id) {
             self.paused.push(id);
         }
@@ -725,6 +731,10 @@ impl<B: Backend> Server<B> {
         self.queued -= before - conn.held();
         if let Err(e) = r {
             self.close(id, &format!("send failed: {e}"));
+            return;
+        }
+        if let Err(e) = self.waits.sync_write(self.poll.registry(), id, conn) {
+            self.close(id, &format!("cannot watch client: {e}"));
         }
     }
 
@@ -812,7 +822,8 @@ impl<B: Backend> Server<B> {
 
     /// Drops connection `id` and tells the engine.
     fn close(&mut self, id: u64, why: &str) {
-        if let Some(conn) = self.conns.remove(&id) {
+        if let Some(mut conn) = self.conns.remove(&id) {
+            self.waits.remove(self.poll.registry(), id, &mut conn);
             self.queued -= conn.held();
             self.freed_since_trim += conn.held();
             self.log.log(
@@ -839,6 +850,8 @@ impl<B: Backend> Server<B> {
                     self.queued += c.held() - before;
                     if let Err(e) = r {
                         self.close(conn.0, &format!("send failed: {e}"));
+                    } else if let Err(e) = self.waits.sync_write(self.poll.registry(), conn.0, c) {
+                        self.close(conn.0, &format!("cannot watch client: {e}"));
                     }
                 }
                 // The engine logged why.

@@ -1,0 +1,234 @@
+//! How the event loop waits on its clients: busy ones with `ppoll`, quiet ones with
+//! epoll.
+//!
+//! A socket registered with epoll keeps epoll's callback on its wait queue, so every
+//! client `send` of a request and every client `recv` of a reply runs that callback,
+//! on the client's CPU with interrupts off. A socket in a `ppoll` set has a waiter only
+//! while the daemon waits, which under load is seldom: with the busy clients on
+//! `ppoll` the daemon served 9 % more cache hits at 16 clients and 10 % more at 256
+//! on a CPU of its own (BENCHMARKS.md, "Issue 18: cache hits against the C ibacm",
+//! fifth run). But a `ppoll` wait costs in proportion to the sockets in it: with all
+//! of 2,000 connected clients in the set, one client's request took 390 µs where it
+//! took 12 µs with epoll, though the 1,999 others sent nothing.
+//!
+//! So a client starts on epoll (registered with the poller, edge-triggered, token =
+//! its id), moves to the `ppoll` set when it sends a request, while the set holds
+//! fewer than [`PPOLL_MAX`] clients, and moves back to epoll after [`PPOLL_IDLE`]
+//! without a request. A client that keeps sending stays in the set and never costs an
+//! epoll call; a quiet one costs nothing at all; a client that sends now and then pays
+//! two `epoll_ctl` calls per busy spell.
+
+use super::conn::{Conn, WaitState};
+use acm_engine::{Instant, SeqBuildHasher};
+use acm_io_verbs::poll_set::{PollSet, Ready};
+use mio::{Interest, Registry, Token};
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::time::Duration;
+
+/// The connection table the event loop keeps, by connection id.
+pub type Conns = HashMap<u64, Conn, SeqBuildHasher>;
+
+/// The most clients in the `ppoll` set: a wait over this many sockets costs a few
+/// tens of microseconds, spread over the requests of as many busy clients.
+pub const PPOLL_MAX: usize = 256;
+
+/// How long a client in the `ppoll` set may go without a request before it moves back
+/// to epoll: far longer than the gap between the requests of a busy client, far
+/// shorter than the life of a quiet one.
+pub const PPOLL_IDLE: Duration = Duration::from_millis(50);
+
+/// The clients on `ppoll` and the set the loop waits on.
+#[derive(Debug)]
+pub struct ClientWaits {
+    set: PollSet,
+    /// The client at each index of `set` past the first, as the set was filled.
+    ids: Vec<u64>,
+    /// The clients on `ppoll`, in the order they came.
+    busy: Vec<u64>,
+    /// When the busy clients are next looked at for idleness.
+    next_sweep: Instant,
+    /// How long a busy client may be quiet before it goes back to epoll.
+    idle: Duration,
+}
+
+impl Default for ClientWaits {
+    fn default() -> Self {
+        Self {
+            set: PollSet::new(),
+            ids: Vec::new(),
+            busy: Vec::new(),
+            next_sweep: Instant::ZERO,
+            idle: PPOLL_IDLE,
+        }
+    }
+}
+
+impl ClientWaits {
+    /// No client yet.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Moves a busy client back to epoll after `idle` without a request instead of
+    /// [`PPOLL_IDLE`] (tests that need a longer or shorter spell).
+    pub fn set_idle(&mut self, idle: Duration) {
+        self.idle = idle;
+    }
+
+    /// The number of clients on `ppoll`.
+    #[must_use]
+    pub fn busy(&self) -> usize {
+        self.busy.len()
+    }
+
+    /// Watches a new client, on epoll until it sends.
+    ///
+    /// # Errors
+    /// epoll refused the socket.
+    pub fn add(&mut self, registry: &Registry, id: u64, conn: &mut Conn) -> io::Result<()> {
+        conn.register(registry, token(id), Interest::READABLE, false)?;
+        conn.wait = WaitState::Epoll { write: false };
+        Ok(())
+    }
+
+    /// Notes that client `id` sent a request at `now`: it moves to the `ppoll` set if it
+    /// was on epoll and the set has room (if epoll will not let it go, it stays there).
+    pub fn requested(&mut self, registry: &Registry, id: u64, conn: &mut Conn, now: Instant) {
+        match &mut conn.wait {
+            WaitState::Ppoll { last_request } => *last_request = now,
+            WaitState::Epoll { .. } => {
+                if self.busy.len() < PPOLL_MAX && conn.deregister(registry).is_ok() {
+                    conn.wait = WaitState::Ppoll { last_request: now };
+                    self.busy.push(id);
+                }
+            }
+        }
+    }
+
+    /// Keeps epoll's interest in writability in step with the replies waiting for a
+    /// client on epoll (a client in the `ppoll` set is asked for writability at each
+    /// wait).
+    ///
+    /// # Errors
+    /// epoll refused the change; the connection cannot be watched any more.
+    pub fn sync_write(&mut self, registry: &Registry, id: u64, conn: &mut Conn) -> io::Result<()> {
+        let want = conn.wants_write();
+        if let WaitState::Epoll { write } = conn.wait
+            && write != want
+        {
+            conn.register(registry, token(id), interest(want), true)?;
+            conn.wait = WaitState::Epoll { write: want };
+        }
+        Ok(())
+    }
+
+    /// Forgets client `id`, which is being dropped.
+    pub fn remove(&mut self, registry: &Registry, id: u64, conn: &mut Conn) {
+        match conn.wait {
+            WaitState::Epoll { .. } => {
+                // Closing the socket removes it from epoll too; this keeps mio's
+                // bookkeeping straight, and a failure changes nothing for the client.
+                let _ = conn.deregister(registry);
+            }
+            WaitState::Ppoll { .. } => {
+                if let Some(i) = self.busy.iter().position(|&b| b == id) {
+                    self.busy.swap_remove(i);
+                }
+            }
+        }
+    }
+
+    /// Moves the clients of the `ppoll` set that sent nothing for [`PPOLL_IDLE`] (or
+    /// what [`ClientWaits::set_idle`] set) back to epoll, looked at no more often than
+    /// a quarter of that. Returns the clients
+    /// epoll refused, which can no longer be watched.
+    pub fn sweep(&mut self, registry: &Registry, conns: &mut Conns, now: Instant) -> Vec<u64> {
+        let mut refused = Vec::new();
+        if now < self.next_sweep {
+            return refused;
+        }
+        self.next_sweep = now + self.idle / 4;
+        let mut i = 0;
+        while i < self.busy.len() {
+            let id = self.busy[i];
+            let Some(c) = conns.get_mut(&id) else {
+                self.busy.swap_remove(i);
+                continue;
+            };
+            let WaitState::Ppoll { last_request } = c.wait else {
+                self.busy.swap_remove(i);
+                continue;
+            };
+            if now.saturating_duration_since(last_request) < self.idle {
+                i += 1;
+                continue;
+            }
+            self.busy.swap_remove(i);
+            let want = c.wants_write();
+            match c.register(registry, token(id), interest(want), false) {
+                Ok(()) => c.wait = WaitState::Epoll { write: want },
+                Err(_) => refused.push(id),
+            }
+        }
+        refused
+    }
+
+    /// Waits until the poller (`poller`: mio's own descriptor, first in the set) or a
+    /// client of the `ppoll` set is ready, or `timeout` passes. Each client is waited
+    /// on for reading while its requests are read and for writing while replies wait
+    /// for it.
+    ///
+    /// # Errors
+    /// `ppoll` failed for another reason than a signal.
+    pub fn wait(
+        &mut self,
+        poller: BorrowedFd<'_>,
+        conns: &Conns,
+        timeout: Option<Duration>,
+    ) -> io::Result<()> {
+        self.set.clear();
+        self.ids.clear();
+        self.set.push(poller, true, false);
+        for &id in &self.busy {
+            if let Some(c) = conns.get(&id) {
+                self.set.push(c.fd(), c.wants_read(), c.wants_write());
+                self.ids.push(id);
+            }
+        }
+        self.set.wait(timeout).map(|_| ())
+    }
+
+    /// Whether the last wait found the poller ready.
+    #[must_use]
+    pub fn poller_ready(&self) -> bool {
+        self.set.ready(0).any()
+    }
+
+    /// The number of clients the last wait was over.
+    #[must_use]
+    pub fn waited(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// The `i`-th client of the last wait and what it was found ready for.
+    #[must_use]
+    pub fn ready(&self, i: usize) -> (u64, Ready) {
+        (self.ids[i], self.set.ready(i + 1))
+    }
+}
+
+/// A client's token with the poller: its id (ids start above the fixed tokens).
+fn token(id: u64) -> Token {
+    Token(usize::try_from(id).unwrap_or(usize::MAX))
+}
+
+fn interest(write: bool) -> Interest {
+    if write {
+        Interest::READABLE | Interest::WRITABLE
+    } else {
+        Interest::READABLE
+    }
+}
