@@ -21,18 +21,12 @@ fi
 # working directory.
 bin=$(realpath "$bin")
 fabric=$PWD/testdata/fabrics/demo.toml
-dir=$(mktemp -d "/tmp/acm-${1:-bench}.XXXXXX")
-cleanup() {
-  local pids
-  mapfile -t pids < <(jobs -p)
-  kill "${pids[@]}" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+# shellcheck source=SCRIPTDIR/bench-dir.sh
+source "$(dirname "${BASH_SOURCE[0]}")/bench-dir.sh" "${1:-bench}"
 # shellcheck disable=SC2034 # read by the scripts that source this one
 fake=$(realpath "$bin/libacm_fake_hca.so")
 
+# shellcheck disable=SC2034 # on_load_cpus is read by the scripts that source this one
 if [ "${PIN:-no}" = yes ]; then
   last_cpu=$(( $(nproc) - 1 ))
   (( last_cpu > 0 )) || { echo "PIN=yes needs two CPUs or more" >&2; exit 2; }

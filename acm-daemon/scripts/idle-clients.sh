@@ -26,15 +26,8 @@ bin=${BIN:-${CARGO_TARGET_DIR:-target}/release}
 if [ -z "${BIN:-}" ]; then
   cargo build --release -q -p acm-daemon --bin acm-load
 fi
-dir=$(mktemp -d /tmp/acm-idle.XXXXXX)
-cleanup() {
-  local pids
-  mapfile -t pids < <(jobs -p)
-  kill "${pids[@]}" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+# shellcheck source=SCRIPTDIR/bench-dir.sh
+source "$(dirname "$0")/bench-dir.sh" idle
 printf 'log_level 0\n' > "$dir/opts.cfg"
 # Holds N connections to the socket open, sending nothing, until killed.
 cat > "$dir/hold.py" <<'EOF'

@@ -6,13 +6,10 @@
 //!
 //! The event loop (`Server` on the simulated demo fabric) runs in this process.
 
-use acm_daemon::daemon::backend::sim::{DEMO_FABRIC, SimBackend};
 use acm_daemon::daemon::client_waits::PPOLL_MAX;
-use acm_daemon::daemon::kernel::channel::KernelChannel;
-use acm_daemon::daemon::listen::Listener;
-use acm_daemon::daemon::log::Logger;
-use acm_daemon::daemon::server::Server;
-use acm_io_sim::FabricSpec;
+#[path = "support/sim_server.rs"]
+mod sim_server;
+
 use acm_io_sim::sim::requests;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr};
@@ -78,25 +75,8 @@ fn clients_move_between_ppoll_and_epoll_and_every_one_is_answered() {
     let dir = std::env::temp_dir().join(format!("acm-waits-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let sock = dir.join("ibacm-unix.sock");
-    let listener = Listener::Unix(mio::net::UnixListener::bind(&sock).expect("bind"));
     let before = epoll_registrations();
-    std::thread::spawn(move || {
-        let spec = FabricSpec::parse(DEMO_FABRIC).expect("the demo fabric");
-        let mut config = acm_io_sim::fabric::engine_config(&spec, acm_io_sim::HostId(0));
-        config.options.log_level = 0;
-        let backend = SimBackend::new(spec, acm_io_sim::HostId(0), config, 1, "demo".into());
-        let (log, _) = Logger::open("stderr", acm_daemon::daemon::log::max_level(0));
-        let mut server = Server::new(
-            listener,
-            backend,
-            KernelChannel::none(),
-            log,
-            std::time::Instant::now(),
-        )
-        .expect("server");
-        server.set_client_idle(IDLE);
-        let _ = server.run();
-    });
+    sim_server::spawn(&sock, |server| server.set_client_idle(IDLE));
     // The server's own sources: wait until they are registered and stay so.
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut base = epoll_registrations();

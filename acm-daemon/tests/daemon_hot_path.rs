@@ -8,12 +8,9 @@
 //! working size), a measured batch of requests must add no heap allocation at all.
 //! This counts allocations, it does not time anything.
 
-use acm_daemon::daemon::backend::sim::{DEMO_FABRIC, SimBackend};
-use acm_daemon::daemon::kernel::channel::KernelChannel;
-use acm_daemon::daemon::listen::Listener;
-use acm_daemon::daemon::log::Logger;
-use acm_daemon::daemon::server::Server;
-use acm_io_sim::FabricSpec;
+#[path = "support/sim_server.rs"]
+mod sim_server;
+
 use acm_io_sim::sim::requests;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use std::alloc::System;
@@ -42,25 +39,7 @@ fn cache_hits_allocate_nothing_per_request() {
     let dir = std::env::temp_dir().join(format!("acm-hot-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let sock = dir.join("ibacm-unix.sock");
-    let listener = Listener::Unix(mio::net::UnixListener::bind(&sock).expect("bind"));
-    // The engine and the simulator are single-threaded: build the server on its thread.
-    std::thread::spawn(move || {
-        let spec = FabricSpec::parse(DEMO_FABRIC).expect("the demo fabric");
-        let mut config = acm_io_sim::fabric::engine_config(&spec, acm_io_sim::HostId(0));
-        // log_level 0, as in production: level 2 formats a line per request by design.
-        config.options.log_level = 0;
-        let backend = SimBackend::new(spec, acm_io_sim::HostId(0), config, 1, "demo".into());
-        let (log, _) = Logger::open("stderr", acm_daemon::daemon::log::max_level(0));
-        let mut server = Server::new(
-            listener,
-            backend,
-            KernelChannel::none(),
-            log,
-            std::time::Instant::now(),
-        )
-        .expect("server");
-        let _ = server.run();
-    });
+    sim_server::spawn(&sock, |_| {});
 
     let mut c = UnixStream::connect(&sock).expect("connect");
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
