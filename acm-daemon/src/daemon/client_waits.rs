@@ -78,12 +78,6 @@ impl ClientWaits {
         self.idle = idle;
     }
 
-    /// The number of clients on `ppoll`.
-    #[must_use]
-    pub fn busy(&self) -> usize {
-        self.busy.len()
-    }
-
     /// Watches a new client, on epoll until it sends.
     ///
     /// # Errors
@@ -143,8 +137,8 @@ impl ClientWaits {
 
     /// Moves the clients of the `ppoll` set that sent nothing for [`PPOLL_IDLE`] (or
     /// what [`ClientWaits::set_idle`] set) back to epoll, looked at no more often than
-    /// a quarter of that. Returns the clients
-    /// epoll refused, which can no longer be watched.
+    /// a quarter of that. Returns the clients epoll refused, which can no longer be
+    /// watched.
     pub fn sweep(&mut self, registry: &Registry, conns: &mut Conns, now: Instant) -> Vec<u64> {
         let mut refused = Vec::new();
         if now < self.next_sweep {

@@ -700,7 +700,9 @@ impl<B: Backend> Server<B> {
         let r = conn.read_requests(&mut self.read_buf, READ_BUDGET, |bytes| {
             backend.client_request(now, ConnId(id), bytes);
         });
-        self.waits.requested(self.poll.registry(), id, conn, now);
+        if !r.closed {
+            self.waits.requested(self.poll.registry(), id, conn, now);
+        }
         if r.paused && !self.paused.contains(&id) {
             self.paused.push(id);
         }
