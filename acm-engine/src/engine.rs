@@ -64,12 +64,12 @@ impl Engine {
 
     /// Takes one input at `now`, after firing every timer due at `now`.
     ///
-    /// One exception: a client request at the same instant as the input before it
-    /// does not look at the timers again. Every timer due then has fired already,
-    /// except one armed since with no delay; that one fires at the next
-    /// [`Input::Tick`], which [`Engine::poll_timeout`] asks for at once. A driver that
-    /// reads its clock once per wake-up hands all the requests of that wake-up over at
-    /// one instant, and so checks the timers once for all of them.
+    /// Within one instant the timers are looked at once: an input at the same instant
+    /// as the input before it does not look again, unless it is [`Input::Tick`]. Every
+    /// timer due then has fired already, except one armed since with no delay; that
+    /// one fires at the next `Tick`, which [`Engine::poll_timeout`] asks for at once. A
+    /// driver that reads its clock once per wake-up hands all the requests of that
+    /// wake-up over at one instant, and so checks the timers once for all of them.
     ///
     /// Afterwards, drain [`Engine::poll_output`] before waiting for anything (crate
     /// docs, "The run loop").
@@ -80,7 +80,7 @@ impl Engine {
             self.core.now = now;
         }
         let checked = self.timers_checked == Some(self.core.now);
-        if !(checked && matches!(input, Input::ClientRequest { .. })) {
+        if !checked || matches!(input, Input::Tick) {
             self.fire_timers();
             self.timers_checked = Some(self.core.now);
         }

@@ -11,8 +11,8 @@
 //! The API follows quinn-proto and str0m. Methods fall in three groups:
 //!
 //! * **Inputs**: [`Engine::handle`] takes one [`Input`] at an instant. It also fires
-//!   every timer due at that instant (a client request at the instant of the input
-//!   before it skips that check: see [`Engine::handle`]), so a driver that never sends
+//!   every timer due at that instant (looked at once per instant, and again by every
+//!   [`Input::Tick`]: see [`Engine::handle`]), so a driver that never sends
 //!   [`Input::Tick`] is still correct as long as its clock moves, and spurious ticks do
 //!   nothing. An instant earlier than the last one seen is taken as the last one: the
 //!   engine's clock never goes back.

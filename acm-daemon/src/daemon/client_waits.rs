@@ -7,9 +7,9 @@
 //! while the daemon waits, which under load is seldom: with the busy clients on
 //! `ppoll` the daemon served 9 % more cache hits at 16 clients and 10 % more at 256
 //! on a CPU of its own (BENCHMARKS.md, "Issue 18: cache hits against the C ibacm",
-//! fifth run). But a `ppoll` wait costs in proportion to the sockets in it: with all
-//! of 2,000 connected clients in the set, one client's request took 390 µs where it
-//! took 12 µs with epoll, though the 1,999 others sent nothing.
+//! fifth run). But a `ppoll` wait costs in proportion to the sockets in it: with
+//! 2,000 idle connections in the set beside one busy client, that client's cache hit
+//! took 378 µs where it took 47 µs with epoll (`scripts/idle-clients.sh`).
 //!
 //! So a client starts on epoll (registered with the poller, edge-triggered, token =
 //! its id), moves to the `ppoll` set when it sends a request, while the set holds
@@ -83,7 +83,7 @@ impl ClientWaits {
     /// # Errors
     /// epoll refused the socket.
     pub fn add(&mut self, registry: &Registry, id: u64, conn: &mut Conn) -> io::Result<()> {
-        conn.register(registry, token(id), Interest::READABLE, false)?;
+        conn.register(registry, token(id), Interest::READABLE)?;
         conn.wait = WaitState::Epoll { write: false };
         Ok(())
     }
@@ -113,7 +113,7 @@ impl ClientWaits {
         if let WaitState::Epoll { write } = conn.wait
             && write != want
         {
-            conn.register(registry, token(id), interest(want), true)?;
+            conn.reregister(registry, token(id), interest(want))?;
             conn.wait = WaitState::Epoll { write: want };
         }
         Ok(())
@@ -162,7 +162,7 @@ impl ClientWaits {
             }
             self.busy.swap_remove(i);
             let want = c.wants_write();
-            match c.register(registry, token(id), interest(want), false) {
+            match c.register(registry, token(id), interest(want)) {
                 Ok(()) => c.wait = WaitState::Epoll { write: want },
                 Err(_) => refused.push(id),
             }

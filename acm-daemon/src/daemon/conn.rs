@@ -103,7 +103,15 @@ impl Conn {
         }
     }
 
-    /// Registers the socket with `registry` (fresh, or again with a new interest).
+    /// The socket as mio sees it, for the registration calls below.
+    fn source(&mut self) -> &mut dyn mio::event::Source {
+        match &mut self.stream {
+            Stream::Unix(s) => s,
+            Stream::Tcp(s) => s,
+        }
+    }
+
+    /// Registers the socket with `registry`.
     ///
     /// # Errors
     /// epoll refused it.
@@ -112,18 +120,21 @@ impl Conn {
         registry: &mio::Registry,
         token: mio::Token,
         interest: mio::Interest,
-        again: bool,
     ) -> io::Result<()> {
-        use mio::event::Source;
-        let source: &mut dyn Source = match &mut self.stream {
-            Stream::Unix(s) => s,
-            Stream::Tcp(s) => s,
-        };
-        if again {
-            source.reregister(registry, token, interest)
-        } else {
-            source.register(registry, token, interest)
-        }
+        self.source().register(registry, token, interest)
+    }
+
+    /// Changes the interest the socket is registered with.
+    ///
+    /// # Errors
+    /// epoll refused it.
+    pub fn reregister(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+        interest: mio::Interest,
+    ) -> io::Result<()> {
+        self.source().reregister(registry, token, interest)
     }
 
     /// Takes the socket out of `registry`.
@@ -131,10 +142,7 @@ impl Conn {
     /// # Errors
     /// epoll refused it.
     pub fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
-        match &mut self.stream {
-            Stream::Unix(s) => registry.deregister(s),
-            Stream::Tcp(s) => registry.deregister(s),
-        }
+        self.source().deregister(registry)
     }
 
     /// Whether requests should be read now (the reply backlog is under its limit).

@@ -61,6 +61,7 @@ use super::reload::Reloader;
 use crate::metrics::DaemonSample;
 use acm_engine::HostOutput;
 use acm_engine::{ClientOutput, ConnId, Instant};
+use acm_io_verbs::poll_set::Ready;
 use mio::{Events, Interest, Poll, Token};
 use std::collections::HashMap;
 use std::io;
@@ -325,40 +326,24 @@ impl<B: Backend> Server<B> {
                     }
                     // A quiet client, on epoll.
                     Token(t) => {
-                        let id = t as u64;
-                        if ev.is_writable() || ev.is_write_closed() {
-                            self.flush(id);
-                        }
-                        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
-                            if (ev.is_read_closed() || ev.is_error())
-                                && let Some(c) = self.conns.get_mut(&id)
-                            {
-                                c.note_peer_closed();
-                            }
-                            self.read(id, woke);
-                        }
+                        let closed = ev.is_read_closed() || ev.is_error();
+                        let ready = Ready {
+                            readable: ev.is_readable() || closed,
+                            writable: ev.is_writable() || ev.is_write_closed(),
+                            closed,
+                        };
+                        self.serve_client(t as u64, ready, woke);
                     }
                 }
                 self.dispatch();
             }
             // Then the busy clients the wait reported, in the set's order.
             for i in 0..self.waits.waited() {
-                let (id, r) = self.waits.ready(i);
-                if !r.any() {
-                    continue;
+                let (id, ready) = self.waits.ready(i);
+                if ready.any() {
+                    self.serve_client(id, ready, woke);
+                    self.dispatch();
                 }
-                if r.writable || r.closed {
-                    self.flush(id);
-                }
-                if r.readable || r.closed {
-                    if r.closed
-                        && let Some(c) = self.conns.get_mut(&id)
-                    {
-                        c.note_peer_closed();
-                    }
-                    self.read(id, woke);
-                }
-                self.dispatch();
             }
             self.revisit_paused();
             self.retry_accept();
@@ -689,6 +674,22 @@ impl<B: Backend> Server<B> {
                 REFUSED_ORIGIN,
                 &format!("client {id} refused: {why}"),
             );
+        }
+    }
+
+    /// Writes what waits for client `id` if it can take it, and reads its requests if
+    /// it sent some (or hung up), as a wait on either side reported it.
+    fn serve_client(&mut self, id: u64, ready: Ready, now: Instant) {
+        if ready.writable || ready.closed {
+            self.flush(id);
+        }
+        if ready.readable || ready.closed {
+            if ready.closed
+                && let Some(c) = self.conns.get_mut(&id)
+            {
+                c.note_peer_closed();
+            }
+            self.read(id, now);
         }
     }
 
