@@ -5,8 +5,8 @@
 #
 # One acm-fabric-hub serves the demo fabric. node2 is our daemon on the hub (the peer
 # both resolve, once). node1 is Debian's /usr/sbin/ibacm with its own provider
-# (libibacmp.so), node3 is our ibacm's hardware backend (feature verbs, no --fabric);
-# both run under the emulated HCA (LD_PRELOAD of libacm_fake_hca.so), so each does the
+# (libibacmp.so), node3 is our ibacm's hardware backend (feature verbs, no --fabric;
+# SWAP=yes exchanges the two); both run under the emulated HCA (LD_PRELOAD of libacm_fake_hca.so), so each does the
 # work it does on a real host, above verbs and umad. The C daemon's paths are fixed
 # (/run/ibacm-unix.sock, /sys/class/infiniband*), so it runs in a private mount
 # namespace (root, unshare) with the host's generated sysfs tree mounted there; acm-load
@@ -24,9 +24,13 @@
 #        ECHO=no: leave out the two echo servers (yardsticks) to save time.
 #        PIN=yes: the daemons on the last CPU, acm-load on the others
 #        (cache-hit-fabric.sh says why).
+#        SWAP=yes: the C daemon is host node3 and ours node1 (the other way round by
+#        default). Two identical daemons in the two hosts' places have served a few
+#        per cent apart in one run (BENCHMARKS.md, fifth run's A/A), so a claim of a
+#        few per cent wants runs with both assignments.
 #        HOLD=FILE: start everything, write "C_PID OUR_PID DIR" to FILE and wait
 #        instead of measuring (for perf or strace by hand; the C daemon's socket is
-#        /run/ibacm-unix.sock inside its mount namespace, ours DIR/n3/ibacm-unix.sock);
+#        /run/ibacm-unix.sock inside its mount namespace, ours DIR/ours/ibacm-unix.sock);
 #        stop it with Ctrl-C or by killing the script.
 set -euo pipefail
 secs=${1:-10}
@@ -40,19 +44,21 @@ clients=("$@")
 # shellcheck source=SCRIPTDIR/cache-hit-fabric.sh
 source "$(dirname "$0")/cache-hit-fabric.sh" vsref
 
-# node3: ours, hardware backend, emulated HCA.
-"$bin/acm-fake-hca-sysfs" "$fabric" node3 "$dir/sys3"
-mkdir -p "$dir/dev3"
-printf 'node3 mlx5_0 1 default\n' > "$dir/addr3.cfg"
-env ACM_FAKE_HCA_HUB="$dir/hub.sock" ACM_FAKE_HCA_HOST=node3 ACM_SYSFS_ROOT="$dir/sys3" \
-  ACM_DEV_ROOT="$dir/dev3" LD_PRELOAD="$fake" \
-  "$bin/ibacm" -P --run-dir "$dir/n3" -O "$dir/opts.cfg" -A "$dir/addr3.cfg" \
-  --log-file "$dir/n3.log" > "$dir/n3.out" 2>&1 &
+if [ "${SWAP:-no}" = yes ]; then c_node=node3 our_node=node1; else c_node=node1 our_node=node3; fi
+
+# Ours, hardware backend, emulated HCA.
+"$bin/acm-fake-hca-sysfs" "$fabric" "$our_node" "$dir/sys-ours"
+mkdir -p "$dir/dev-ours"
+printf '%s mlx5_0 1 default\n' "$our_node" > "$dir/addr-ours.cfg"
+env ACM_FAKE_HCA_HUB="$dir/hub.sock" ACM_FAKE_HCA_HOST="$our_node" ACM_SYSFS_ROOT="$dir/sys-ours" \
+  ACM_DEV_ROOT="$dir/dev-ours" LD_PRELOAD="$fake" \
+  "$bin/ibacm" -P --run-dir "$dir/ours" -O "$dir/opts.cfg" -A "$dir/addr-ours.cfg" \
+  --log-file "$dir/ours.log" > "$dir/ours.out" 2>&1 &
 ours=$!
 
-# node1: the C daemon in a private mount namespace.
-"$bin/acm-fake-hca-sysfs" "$fabric" node1 "$dir/sys1"
-printf 'node1 mlx5_0 1 default\n' > "$dir/addr1.cfg"
+# The C daemon in a private mount namespace.
+"$bin/acm-fake-hca-sysfs" "$fabric" "$c_node" "$dir/sys-c"
+printf '%s mlx5_0 1 default\n' "$c_node" > "$dir/addr-c.cfg"
 { cat "$dir/opts.cfg"; printf 'log_file %s\nlock_file %s\n' "$dir/c.log" "$dir/c.pid"; } > "$dir/c-opts.cfg"
 cat > "$dir/c-ns.sh" <<EOS
 set -e
@@ -62,12 +68,12 @@ mount --bind /sys/class $dir/orig-class
 mount -t tmpfs none /sys/class
 for c in $dir/orig-class/*; do mkdir -p /sys/class/\${c##*/}; mount --bind \$c /sys/class/\${c##*/}; done
 mkdir -p /sys/class/infiniband /sys/class/infiniband_mad
-mount --bind $dir/sys1/class/infiniband /sys/class/infiniband
-mount --bind $dir/sys1/class/infiniband_mad /sys/class/infiniband_mad
+mount --bind $dir/sys-c/class/infiniband /sys/class/infiniband
+mount --bind $dir/sys-c/class/infiniband_mad /sys/class/infiniband_mad
 mount -t tmpfs none /run
-exec env ACM_FAKE_HCA_HUB=$dir/hub.sock ACM_FAKE_HCA_HOST=node1 \
+exec env ACM_FAKE_HCA_HUB=$dir/hub.sock ACM_FAKE_HCA_HOST=$c_node \
   ACM_FAKE_HCA_DEV_ROOT=/dev/infiniband LD_PRELOAD=$fake \
-  /usr/sbin/ibacm -P -O $dir/c-opts.cfg -A $dir/addr1.cfg
+  /usr/sbin/ibacm -P -O $dir/c-opts.cfg -A $dir/addr-c.cfg
 EOS
 unshare -m bash "$dir/c-ns.sh" > "$dir/c.out" 2>&1 &
 cns=$!
@@ -81,7 +87,7 @@ c=""
 for _ in $(seq 200); do
   # unshare and the script exec into the daemon: same pid.
   [ "$(cat /proc/$cns/comm 2>/dev/null)" = ibacm ] && c=$cns
-  [ -n "$c" ] && [ -S "$dir/n3/ibacm-unix.sock" ] && [ -S "$dir/n2/ibacm-unix.sock" ] \
+  [ -n "$c" ] && [ -S "$dir/ours/ibacm-unix.sock" ] && [ -S "$dir/n2/ibacm-unix.sock" ] \
     && nsenter -t "$c" -m test -S /run/ibacm-unix.sock && break
   sleep 0.05
 done
@@ -132,16 +138,16 @@ for n in "${clients[@]}"; do
     # Alternate which daemon goes first, so that neither always meets the machine
     # in the state the other left it in.
     if (( r % 2 )); then
-      read -r crps cp50 ccpu ccs < <(measured "$c" c "$n" node1)
-      read -r orps op50 ocpu ocs < <(measured "$ours" "$dir/n3/ibacm-unix.sock" "$n" node3)
+      read -r crps cp50 ccpu ccs < <(measured "$c" c "$n" "$c_node")
+      read -r orps op50 ocpu ocs < <(measured "$ours" "$dir/ours/ibacm-unix.sock" "$n" "$our_node")
     else
-      read -r orps op50 ocpu ocs < <(measured "$ours" "$dir/n3/ibacm-unix.sock" "$n" node3)
-      read -r crps cp50 ccpu ccs < <(measured "$c" c "$n" node1)
+      read -r orps op50 ocpu ocs < <(measured "$ours" "$dir/ours/ibacm-unix.sock" "$n" "$our_node")
+      read -r crps cp50 ccpu ccs < <(measured "$c" c "$n" "$c_node")
     fi
     e=0 f=0
     if [ "${ECHO:-yes}" != no ]; then
-      read -r e _ _ < <(load "$dir/echo.sock" "$n" node3 | summary)
-      read -r f _ _ < <(load "$dir/echo-ref.sock" "$n" node3 | summary)
+      read -r e _ _ < <(load "$dir/echo.sock" "$n" "$our_node" | summary)
+      read -r f _ _ < <(load "$dir/echo-ref.sock" "$n" "$our_node" | summary)
     fi
     python3 -c "print('%7s %5s %8d (%s) %12s %8s   %8d (%s) %15s %11s   %6.2f   %8d %12d' % (
       '$n', '$r', $crps, '$cp50', '$ccpu', '$ccs', $orps, '$op50', '$ocpu', '$ocs', $orps / $crps, $e, $f))"
