@@ -6,8 +6,9 @@
 # One acm-fabric-hub serves the demo fabric. node2 is our daemon on the hub (the peer
 # both resolve, once). node1 is Debian's /usr/sbin/ibacm with its own provider
 # (libibacmp.so), node3 is our ibacm's hardware backend (feature verbs, no --fabric;
-# SWAP=yes exchanges the two); both run under the emulated HCA (LD_PRELOAD of libacm_fake_hca.so), so each does the
-# work it does on a real host, above verbs and umad. The C daemon's paths are fixed
+# SWAP=yes exchanges the two); both run under the emulated HCA (LD_PRELOAD of
+# libacm_fake_hca.so), so each does the work it does on a real host, above verbs and
+# umad. The C daemon's paths are fixed
 # (/run/ibacm-unix.sock, /sys/class/infiniband*), so it runs in a private mount
 # namespace (root, unshare) with the host's generated sysfs tree mounted there; acm-load
 # joins that namespace (nsenter) to reach it. Both daemons run the same options
