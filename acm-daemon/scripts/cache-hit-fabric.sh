@@ -4,7 +4,8 @@
 # with every background job), writes the daemons' options ($dir/opts.cfg, log_level
 # LOG_LEVEL), and starts one acm-fabric-hub on the demo fabric with our daemon on it
 # as node2, the peer the benchmarks resolve. Sets bin, fabric, dir and fake (the
-# emulated HCA's library, for LD_PRELOAD), and pin_daemon and on_load_cpus for PIN.
+# emulated HCA's library, for LD_PRELOAD), pin_daemon and on_load_cpus for PIN, and
+# start_ours, which starts one of our daemons as another host of the fabric.
 #
 # PIN=yes: the measured daemons (every thread, `pin_daemon PID`) run on the last CPU and
 # acm-load (prefixed with "${on_load_cpus[@]}") on the others. Unpinned, a client woken
@@ -44,3 +45,16 @@ for _ in $(seq 100); do [ -S "$dir/hub.sock" ] && break; sleep 0.05; done
 # node2: the peer, ours on the hub.
 "$bin/ibacm" -P --fabric "hub:$dir/hub.sock:node2" --run-dir "$dir/n2" -O "$dir/opts.cfg" \
   > "$dir/n2.out" 2>&1 &
+
+# start_ours HOST IBACM: the daemon IBACM (a path) as HOST of the fabric, on its
+# hardware backend under the emulated HCA, in the background ($! is its pid); its
+# socket is $dir/HOST/ibacm-unix.sock.
+start_ours() {
+  "$bin/acm-fake-hca-sysfs" "$fabric" "$1" "$dir/sys-$1"
+  mkdir -p "$dir/dev-$1"
+  printf '%s mlx5_0 1 default\n' "$1" > "$dir/addr-$1.cfg"
+  env ACM_FAKE_HCA_HUB="$dir/hub.sock" ACM_FAKE_HCA_HOST="$1" ACM_SYSFS_ROOT="$dir/sys-$1" \
+    ACM_DEV_ROOT="$dir/dev-$1" LD_PRELOAD="$fake" \
+    "$2" -P --run-dir "$dir/$1" -O "$dir/opts.cfg" -A "$dir/addr-$1.cfg" \
+    --log-file "$dir/$1.log" > "$dir/$1.out" 2>&1 &
+}

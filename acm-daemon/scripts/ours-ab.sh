@@ -23,18 +23,9 @@ clients=("$@")
 [ ${#clients[@]} -gt 0 ] || clients=(16 256)
 # shellcheck source=SCRIPTDIR/cache-hit-fabric.sh
 source "$(dirname "$0")/cache-hit-fabric.sh" ab
-start() { # node ibacm
-  "$bin/acm-fake-hca-sysfs" "$fabric" "$1" "$dir/sys-$1"
-  mkdir -p "$dir/dev-$1"
-  printf '%s mlx5_0 1 default\n' "$1" > "$dir/addr-$1.cfg"
-  env ACM_FAKE_HCA_HUB="$dir/hub.sock" ACM_FAKE_HCA_HOST="$1" ACM_SYSFS_ROOT="$dir/sys-$1" \
-    ACM_DEV_ROOT="$dir/dev-$1" LD_PRELOAD="$fake" \
-    "$2" -P --run-dir "$dir/$1" -O "$dir/opts.cfg" -A "$dir/addr-$1.cfg" \
-    --log-file "$dir/$1.log" > "$dir/$1.out" 2>&1 &
-}
-start node1 "$a_bin"
+start_ours node1 "$a_bin"
 a=$!
-start node3 "$b_bin"
+start_ours node3 "$b_bin"
 b=$!
 for _ in $(seq 200); do
   [ -S "$dir/node1/ibacm-unix.sock" ] && [ -S "$dir/node3/ibacm-unix.sock" ] \

@@ -31,7 +31,8 @@
 #        few per cent wants runs with both assignments.
 #        HOLD=FILE: start everything, write "C_PID OUR_PID DIR" to FILE and wait
 #        instead of measuring (for perf or strace by hand; the C daemon's socket is
-#        /run/ibacm-unix.sock inside its mount namespace, ours DIR/ours/ibacm-unix.sock);
+#        /run/ibacm-unix.sock inside its mount namespace, ours DIR/node3/ibacm-unix.sock,
+#        node1 with SWAP=yes);
 #        stop it with Ctrl-C or by killing the script.
 set -euo pipefail
 secs=${1:-10}
@@ -48,14 +49,9 @@ source "$(dirname "$0")/cache-hit-fabric.sh" vsref
 if [ "${SWAP:-no}" = yes ]; then c_node=node3 our_node=node1; else c_node=node1 our_node=node3; fi
 
 # Ours, hardware backend, emulated HCA.
-"$bin/acm-fake-hca-sysfs" "$fabric" "$our_node" "$dir/sys-ours"
-mkdir -p "$dir/dev-ours"
-printf '%s mlx5_0 1 default\n' "$our_node" > "$dir/addr-ours.cfg"
-env ACM_FAKE_HCA_HUB="$dir/hub.sock" ACM_FAKE_HCA_HOST="$our_node" ACM_SYSFS_ROOT="$dir/sys-ours" \
-  ACM_DEV_ROOT="$dir/dev-ours" LD_PRELOAD="$fake" \
-  "$bin/ibacm" -P --run-dir "$dir/ours" -O "$dir/opts.cfg" -A "$dir/addr-ours.cfg" \
-  --log-file "$dir/ours.log" > "$dir/ours.out" 2>&1 &
+start_ours "$our_node" "$bin/ibacm"
 ours=$!
+our_sock=$dir/$our_node/ibacm-unix.sock
 
 # The C daemon in a private mount namespace.
 "$bin/acm-fake-hca-sysfs" "$fabric" "$c_node" "$dir/sys-c"
@@ -88,7 +84,7 @@ c=""
 for _ in $(seq 200); do
   # unshare and the script exec into the daemon: same pid.
   [ "$(cat /proc/$cns/comm 2>/dev/null)" = ibacm ] && c=$cns
-  [ -n "$c" ] && [ -S "$dir/ours/ibacm-unix.sock" ] && [ -S "$dir/n2/ibacm-unix.sock" ] \
+  [ -n "$c" ] && [ -S "$our_sock" ] && [ -S "$dir/n2/ibacm-unix.sock" ] \
     && nsenter -t "$c" -m test -S /run/ibacm-unix.sock && break
   sleep 0.05
 done
@@ -140,9 +136,9 @@ for n in "${clients[@]}"; do
     # in the state the other left it in.
     if (( r % 2 )); then
       read -r crps cp50 ccpu ccs < <(measured "$c" c "$n" "$c_node")
-      read -r orps op50 ocpu ocs < <(measured "$ours" "$dir/ours/ibacm-unix.sock" "$n" "$our_node")
+      read -r orps op50 ocpu ocs < <(measured "$ours" "$our_sock" "$n" "$our_node")
     else
-      read -r orps op50 ocpu ocs < <(measured "$ours" "$dir/ours/ibacm-unix.sock" "$n" "$our_node")
+      read -r orps op50 ocpu ocs < <(measured "$ours" "$our_sock" "$n" "$our_node")
       read -r crps cp50 ccpu ccs < <(measured "$c" c "$n" "$c_node")
     fi
     e=0 f=0
