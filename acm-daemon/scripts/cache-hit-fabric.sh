@@ -5,7 +5,8 @@
 # LOG_LEVEL), and starts one acm-fabric-hub on the demo fabric with our daemon on it
 # as node2, the peer the benchmarks resolve. Sets bin, fabric, dir and fake (the
 # emulated HCA's library, for LD_PRELOAD), pin_daemon and on_load_cpus for PIN, and
-# start_ours, which starts one of our daemons as another host of the fabric.
+# start_ours and start_c (with wait_c), which start one of our daemons or Debian's C
+# ibacm as another host of the fabric.
 #
 # PIN=yes: the measured daemons (every thread, `pin_daemon PID`) run on the last CPU and
 # acm-load (prefixed with "${on_load_cpus[@]}") on the others. Unpinned, a client woken
@@ -46,15 +47,71 @@ for _ in $(seq 100); do [ -S "$dir/hub.sock" ] && break; sleep 0.05; done
 "$bin/ibacm" -P --fabric "hub:$dir/hub.sock:node2" --run-dir "$dir/n2" -O "$dir/opts.cfg" \
   > "$dir/n2.out" 2>&1 &
 
-# start_ours HOST IBACM: the daemon IBACM (a path) as HOST of the fabric, on its
-# hardware backend under the emulated HCA, in the background ($! is its pid); its
-# socket is $dir/HOST/ibacm-unix.sock.
+# start_ours HOST IBACM...: the daemon IBACM (a path, after the words of a wrapper
+# such as valgrind if one is given) as HOST of the fabric, on its hardware backend under
+# the emulated HCA, in the background ($! is its pid); its socket is
+# $dir/HOST/ibacm-unix.sock.
 start_ours() {
-  "$bin/acm-fake-hca-sysfs" "$fabric" "$1" "$dir/sys-$1"
-  mkdir -p "$dir/dev-$1"
-  printf '%s mlx5_0 1 default\n' "$1" > "$dir/addr-$1.cfg"
-  env ACM_FAKE_HCA_HUB="$dir/hub.sock" ACM_FAKE_HCA_HOST="$1" ACM_SYSFS_ROOT="$dir/sys-$1" \
-    ACM_DEV_ROOT="$dir/dev-$1" LD_PRELOAD="$fake" \
-    "$2" -P --run-dir "$dir/$1" -O "$dir/opts.cfg" -A "$dir/addr-$1.cfg" \
-    --log-file "$dir/$1.log" > "$dir/$1.out" 2>&1 &
+  local host=$1
+  shift
+  "$bin/acm-fake-hca-sysfs" "$fabric" "$host" "$dir/sys-$host"
+  mkdir -p "$dir/dev-$host"
+  printf '%s mlx5_0 1 default\n' "$host" > "$dir/addr-$host.cfg"
+  env ACM_FAKE_HCA_HUB="$dir/hub.sock" ACM_FAKE_HCA_HOST="$host" ACM_SYSFS_ROOT="$dir/sys-$host" \
+    ACM_DEV_ROOT="$dir/dev-$host" LD_PRELOAD="$fake" \
+    "$@" -P --run-dir "$dir/$host" -O "$dir/opts.cfg" -A "$dir/addr-$host.cfg" \
+    --log-file "$dir/$host.log" > "$dir/$host.out" 2>&1 &
+}
+
+# start_c HOST [WRAPPER...]: Debian's /usr/sbin/ibacm as HOST of the fabric, with our
+# daemons' options, run by WRAPPER if one is given (valgrind, say). Its paths are fixed
+# (/run/ibacm-unix.sock, /sys/class/infiniband*), so it runs in a private mount
+# namespace (root, unshare) with HOST's generated sysfs tree mounted there; reach it
+# with nsenter -t "$c" -m. Sets cns: the pid that becomes the daemon (unshare and the
+# namespace's script exec into it); wait_c then sets c.
+start_c() {
+  local host=$1
+  shift
+  "$bin/acm-fake-hca-sysfs" "$fabric" "$host" "$dir/sys-c"
+  printf '%s mlx5_0 1 default\n' "$host" > "$dir/addr-c.cfg"
+  { cat "$dir/opts.cfg"; printf 'log_file %s\nlock_file %s\n' "$dir/c.log" "$dir/c.pid"; } > "$dir/c-opts.cfg"
+  cat > "$dir/c-ns.sh" <<EOS
+set -e
+mount --make-rprivate /
+mkdir -p $dir/orig-class
+mount --bind /sys/class $dir/orig-class
+mount -t tmpfs none /sys/class
+for c in $dir/orig-class/*; do mkdir -p /sys/class/\${c##*/}; mount --bind \$c /sys/class/\${c##*/}; done
+mkdir -p /sys/class/infiniband /sys/class/infiniband_mad
+mount --bind $dir/sys-c/class/infiniband /sys/class/infiniband
+mount --bind $dir/sys-c/class/infiniband_mad /sys/class/infiniband_mad
+mount -t tmpfs none /run
+exec env ACM_FAKE_HCA_HUB=$dir/hub.sock ACM_FAKE_HCA_HOST=$host \
+  ACM_FAKE_HCA_DEV_ROOT=/dev/infiniband LD_PRELOAD=$fake \
+  $* /usr/sbin/ibacm -P -O $dir/c-opts.cfg -A $dir/addr-c.cfg
+EOS
+  unshare -m bash "$dir/c-ns.sh" > "$dir/c.out" 2>&1 &
+  cns=$!
+}
+
+# wait_c [SOCKET...]: waits (up to 60 s) until the C daemon's socket and each SOCKET
+# exist, and sets c, the C daemon's pid; exits if it did not start.
+wait_c() {
+  local s ready
+  c=""
+  for _ in $(seq 1200); do
+    # Until the namespace's script has set it up and exec'd, the pid is unshare's or
+    # bash's, and /run is still the host's.
+    case $(cat "/proc/$cns/comm" 2>/dev/null) in
+      unshare | bash | "") ;;
+      *) c=$cns ;;
+    esac
+    ready=$c
+    for s in "$@"; do [ -S "$s" ] || ready=""; done
+    [ -n "$ready" ] && nsenter -t "$c" -m test -S /run/ibacm-unix.sock && return 0
+    sleep 0.05
+  done
+  echo "the C daemon did not start:"
+  cat "$dir/c.out"
+  exit 1
 }

@@ -53,42 +53,15 @@ start_ours "$our_node" "$bin/ibacm"
 ours=$!
 our_sock=$dir/$our_node/ibacm-unix.sock
 
-# The C daemon in a private mount namespace.
-"$bin/acm-fake-hca-sysfs" "$fabric" "$c_node" "$dir/sys-c"
-printf '%s mlx5_0 1 default\n' "$c_node" > "$dir/addr-c.cfg"
-{ cat "$dir/opts.cfg"; printf 'log_file %s\nlock_file %s\n' "$dir/c.log" "$dir/c.pid"; } > "$dir/c-opts.cfg"
-cat > "$dir/c-ns.sh" <<EOS
-set -e
-mount --make-rprivate /
-mkdir -p $dir/orig-class
-mount --bind /sys/class $dir/orig-class
-mount -t tmpfs none /sys/class
-for c in $dir/orig-class/*; do mkdir -p /sys/class/\${c##*/}; mount --bind \$c /sys/class/\${c##*/}; done
-mkdir -p /sys/class/infiniband /sys/class/infiniband_mad
-mount --bind $dir/sys-c/class/infiniband /sys/class/infiniband
-mount --bind $dir/sys-c/class/infiniband_mad /sys/class/infiniband_mad
-mount -t tmpfs none /run
-exec env ACM_FAKE_HCA_HUB=$dir/hub.sock ACM_FAKE_HCA_HOST=$c_node \
-  ACM_FAKE_HCA_DEV_ROOT=/dev/infiniband LD_PRELOAD=$fake \
-  /usr/sbin/ibacm -P -O $dir/c-opts.cfg -A $dir/addr-c.cfg
-EOS
-unshare -m bash "$dir/c-ns.sh" > "$dir/c.out" 2>&1 &
-cns=$!
+# The C daemon, in a private mount namespace.
+start_c "$c_node"
 
 "$bin/acm-load" --echo-server "$dir/echo.sock" > /dev/null &
 pin_daemon "$!"
 "$bin/acm-load" --echo-server "$dir/echo-ref.sock" --echo-style reference > /dev/null &
 pin_daemon "$!"
 
-c=""
-for _ in $(seq 200); do
-  # unshare and the script exec into the daemon: same pid.
-  [ "$(cat /proc/$cns/comm 2>/dev/null)" = ibacm ] && c=$cns
-  [ -n "$c" ] && [ -S "$our_sock" ] && [ -S "$dir/n2/ibacm-unix.sock" ] \
-    && nsenter -t "$c" -m test -S /run/ibacm-unix.sock && break
-  sleep 0.05
-done
-[ -n "$c" ] || { echo "the C daemon did not start:"; cat "$dir/c.out"; exit 1; }
+wait_c "$our_sock" "$dir/n2/ibacm-unix.sock"
 sleep 1
 pin_daemon "$c"
 pin_daemon "$ours"
