@@ -8,10 +8,9 @@
 # (libibacmp.so), node3 is our ibacm's hardware backend (feature verbs, no --fabric;
 # SWAP=yes exchanges the two); both run under the emulated HCA (LD_PRELOAD of
 # libacm_fake_hca.so), so each does the work it does on a real host, above verbs and
-# umad. The C daemon's paths are fixed
-# (/run/ibacm-unix.sock, /sys/class/infiniband*), so it runs in a private mount
-# namespace (root, unshare) with the host's generated sysfs tree mounted there; acm-load
-# joins that namespace (nsenter) to reach it. Both daemons run the same options
+# umad. The C daemon's paths are fixed (/run/ibacm-unix.sock, /sys/class/infiniband*),
+# so it runs in a private mount namespace (root, unshare) with the host's generated
+# sysfs tree mounted there; acm-load joins that namespace (nsenter) to reach it. Both daemons run the same options
 # (log_level LOG_LEVEL, default 0), and acm-load sends the same cache-hit RESOLVE by
 # name (node1/node3 -> node2, one request in flight per client) to each in turn, ROUNDS
 # times per client count, beside the two echo servers (fast and reference-style).
