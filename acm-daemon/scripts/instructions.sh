@@ -16,11 +16,10 @@
 # now run by valgrind --tool=callgrind. For each client count, each daemon's counters
 # are zeroed, acm-load sends REQUESTS cache-hit RESOLVEs by name (node1/node3 -> node2),
 # the counters are dumped, and the instructions of that stretch are divided by the
-# requests answered. Under valgrind a daemon's own code runs tens of times slower (ours,
-# on --fabric sim at 16 clients, served about a quarter of its usual requests per
-# second), so it is the slower side and
-# each of its waits finds more requests ready than it would: the per-wait work is
-# spread over more requests than without valgrind.
+# requests answered. Under valgrind a daemon's own code runs tens of times slower
+# (ours, on --fabric sim at 16 clients, served about a quarter of its usual requests per
+# second), so it is the slower side and each of its waits finds more requests ready
+# than it would: the per-wait work is spread over more requests than without valgrind.
 #
 # usage: acm-daemon/scripts/instructions.sh [REQUESTS] [CLIENTS...]
 #        (defaults: 20000 requests, 1 16 256 clients; root; valgrind and Debian's ibacm
