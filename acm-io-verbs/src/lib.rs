@@ -18,6 +18,9 @@
 //!
 //! - [`heap`]: giving the allocator's free pages back to the system.
 //!
+//! - [`poll_set`] and [`sock_io`]: the daemon's busy clients waited on with `ppoll`,
+//!   and their sockets read and written with the system calls themselves.
+//!
 //! Every `unsafe` block in the workspace lives here and says why it is sound.
 
 pub mod av;
@@ -26,6 +29,7 @@ pub mod heap;
 pub mod poll_set;
 pub mod port;
 pub mod provider;
+pub mod sock_io;
 pub mod sysfs;
 pub mod umad;
 #[cfg(feature = "verbs")]

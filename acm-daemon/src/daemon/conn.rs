@@ -11,7 +11,7 @@
 
 use super::listen::Stream;
 use acm_proto::client::{HEADER_LEN, MAX_REQUEST_LEN, request_len};
-use std::io::{self, Read, Write};
+use std::io;
 
 /// Replies waiting for a slow reader, in bytes, beyond which the daemon stops reading
 /// that client's requests until it catches up. Every request already read still gets
@@ -96,11 +96,7 @@ impl Conn {
     /// The socket's descriptor, for the set the event loop waits on.
     #[must_use]
     pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        use std::os::fd::AsFd;
-        match &self.stream {
-            Stream::Unix(s) => s.as_fd(),
-            Stream::Tcp(s) => s.as_fd(),
-        }
+        stream_fd(&self.stream)
     }
 
     /// The socket as mio sees it, for the registration calls below.
@@ -330,23 +326,29 @@ impl Conn {
     }
 }
 
+/// Reads from the client's socket with the system call itself, not glibc's
+/// cancellable wrapper ([`acm_io_verbs::sock_io`] says why).
 fn read(s: &mut Stream, buf: &mut [u8]) -> io::Result<usize> {
-    match s {
-        Stream::Unix(u) => u.read(buf),
-        Stream::Tcp(t) => t.read(buf),
-    }
+    acm_io_verbs::sock_io::recv(stream_fd(s), buf)
 }
 
+/// Writes to the client's socket, as [`read`] reads.
 fn write(s: &mut Stream, buf: &[u8]) -> io::Result<usize> {
+    acm_io_verbs::sock_io::send(stream_fd(s), buf)
+}
+
+fn stream_fd(s: &Stream) -> std::os::fd::BorrowedFd<'_> {
+    use std::os::fd::AsFd;
     match s {
-        Stream::Unix(u) => u.write(buf),
-        Stream::Tcp(t) => t.write(buf),
+        Stream::Unix(u) => u.as_fd(),
+        Stream::Tcp(t) => t.as_fd(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
 
     use acm_proto::client::{Direction, HeaderPacket, Opcode};
 
