@@ -16,6 +16,9 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 /// Reads into `buf` what the socket has, as `recv(fd, buf, len, 0)` does: the number
 /// of bytes read, 0 at the end of the stream.
 ///
+/// Every argument goes to `syscall(2)` as a full register (`c_long`, pointers,
+/// `usize`), the width it reads each one with.
+///
 /// # Errors
 /// The system call's error (`WouldBlock` on a non-blocking socket with nothing to
 /// read, `Interrupted` if a signal came first).
@@ -27,10 +30,10 @@ pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
     let n = unsafe {
         libc::syscall(
             libc::SYS_recvfrom,
-            fd.as_raw_fd(),
+            libc::c_long::from(fd.as_raw_fd()),
             buf.as_mut_ptr(),
             buf.len(),
-            0,
+            libc::c_long::from(0),
             std::ptr::null_mut::<libc::sockaddr>(),
             std::ptr::null_mut::<libc::socklen_t>(),
         )
@@ -51,12 +54,12 @@ pub fn send(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
     let n = unsafe {
         libc::syscall(
             libc::SYS_sendto,
-            fd.as_raw_fd(),
+            libc::c_long::from(fd.as_raw_fd()),
             buf.as_ptr(),
             buf.len(),
-            libc::MSG_NOSIGNAL,
+            libc::c_long::from(libc::MSG_NOSIGNAL),
             std::ptr::null::<libc::sockaddr>(),
-            0 as libc::socklen_t,
+            libc::c_long::from(0),
         )
     };
     result(n)
