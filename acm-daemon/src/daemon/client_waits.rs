@@ -83,7 +83,7 @@ impl ClientWaits {
     /// # Errors
     /// epoll refused the socket.
     pub fn add(&mut self, registry: &Registry, id: u64, conn: &mut Conn) -> io::Result<()> {
-        conn.register(registry, token(id), Interest::READABLE)?;
+        registry.register(conn.source(), token(id), Interest::READABLE)?;
         conn.wait = WaitState::Epoll { write: false };
         Ok(())
     }
@@ -94,7 +94,7 @@ impl ClientWaits {
         match &mut conn.wait {
             WaitState::Ppoll { last_request } => *last_request = now,
             WaitState::Epoll { .. } => {
-                if self.busy.len() < PPOLL_MAX && conn.deregister(registry).is_ok() {
+                if self.busy.len() < PPOLL_MAX && registry.deregister(conn.source()).is_ok() {
                     conn.wait = WaitState::Ppoll { last_request: now };
                     self.busy.push(id);
                 }
@@ -113,7 +113,7 @@ impl ClientWaits {
         if let WaitState::Epoll { write } = conn.wait
             && write != want
         {
-            conn.reregister(registry, token(id), interest(want))?;
+            registry.reregister(conn.source(), token(id), interest(want))?;
             conn.wait = WaitState::Epoll { write: want };
         }
         Ok(())
@@ -125,7 +125,7 @@ impl ClientWaits {
             WaitState::Epoll { .. } => {
                 // Closing the socket removes it from epoll too; this keeps mio's
                 // bookkeeping straight, and a failure changes nothing for the client.
-                let _ = conn.deregister(registry);
+                let _ = registry.deregister(conn.source());
             }
             WaitState::Ppoll { .. } => {
                 if let Some(i) = self.busy.iter().position(|&b| b == id) {
@@ -162,7 +162,7 @@ impl ClientWaits {
             }
             self.busy.swap_remove(i);
             let want = c.wants_write();
-            match c.register(registry, token(id), interest(want)) {
+            match registry.register(c.source(), token(id), interest(want)) {
                 Ok(()) => c.wait = WaitState::Epoll { write: want },
                 Err(_) => refused.push(id),
             }

@@ -11,7 +11,11 @@
 
 use super::listen::Stream;
 use acm_proto::client::{HEADER_LEN, MAX_REQUEST_LEN, request_len};
+// The client sockets are read and written with the system calls themselves, not
+// glibc's cancellable wrappers (`acm_io_verbs::sock_io` says why).
+use acm_io_verbs::sock_io;
 use std::io;
+use std::os::fd::AsFd;
 
 /// Replies waiting for a slow reader, in bytes, beyond which the daemon stops reading
 /// that client's requests until it catches up. Every request already read still gets
@@ -96,49 +100,16 @@ impl Conn {
     /// The socket's descriptor, for the set the event loop waits on.
     #[must_use]
     pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        stream_fd(&self.stream)
+        self.stream.as_fd()
     }
 
-    /// The socket as mio sees it, for the registration calls below.
-    fn source(&mut self) -> &mut dyn mio::event::Source {
+    /// The socket as mio sees it, for [`super::client_waits`] to register with the
+    /// poller.
+    pub fn source(&mut self) -> &mut dyn mio::event::Source {
         match &mut self.stream {
             Stream::Unix(s) => s,
             Stream::Tcp(s) => s,
         }
-    }
-
-    /// Registers the socket with `registry`.
-    ///
-    /// # Errors
-    /// epoll refused it.
-    pub fn register(
-        &mut self,
-        registry: &mio::Registry,
-        token: mio::Token,
-        interest: mio::Interest,
-    ) -> io::Result<()> {
-        self.source().register(registry, token, interest)
-    }
-
-    /// Changes the interest the socket is registered with.
-    ///
-    /// # Errors
-    /// epoll refused it.
-    pub fn reregister(
-        &mut self,
-        registry: &mio::Registry,
-        token: mio::Token,
-        interest: mio::Interest,
-    ) -> io::Result<()> {
-        self.source().reregister(registry, token, interest)
-    }
-
-    /// Takes the socket out of `registry`.
-    ///
-    /// # Errors
-    /// epoll refused it.
-    pub fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
-        self.source().deregister(registry)
     }
 
     /// Whether requests should be read now (the reply backlog is under its limit).
@@ -212,7 +183,7 @@ impl Conn {
             debug_assert!(end - start < MAX_REQUEST_LEN);
             scratch.copy_within(start..end, 0);
             (start, end) = (0, end - start);
-            match read(&mut self.stream, &mut scratch[end..]) {
+            match sock_io::recv(self.stream.as_fd(), &mut scratch[end..]) {
                 Ok(0) => {
                     break ReadOutcome {
                         closed: true,
@@ -283,7 +254,7 @@ impl Conn {
     /// The socket failed; the connection must be dropped.
     pub fn send(&mut self, reply: &[u8]) -> io::Result<()> {
         if self.outbuf.is_empty() {
-            match write(&mut self.stream, reply) {
+            match sock_io::send(self.stream.as_fd(), reply) {
                 Ok(n) if n == reply.len() => return Ok(()),
                 Ok(n) => self.queue(&reply[n..]),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.queue(reply),
@@ -311,7 +282,7 @@ impl Conn {
     /// The socket failed; the connection must be dropped.
     pub fn flush(&mut self) -> io::Result<()> {
         while !self.outbuf.is_empty() {
-            match write(&mut self.stream, &self.outbuf) {
+            match sock_io::send(self.stream.as_fd(), &self.outbuf) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     self.outbuf.drain(..n);
@@ -323,25 +294,6 @@ impl Conn {
         }
         self.outbuf = Vec::new();
         Ok(())
-    }
-}
-
-/// Reads from the client's socket with the system call itself, not glibc's
-/// cancellable wrapper ([`acm_io_verbs::sock_io`] says why).
-fn read(s: &mut Stream, buf: &mut [u8]) -> io::Result<usize> {
-    acm_io_verbs::sock_io::recv(stream_fd(s), buf)
-}
-
-/// Writes to the client's socket, as [`read`] reads.
-fn write(s: &mut Stream, buf: &[u8]) -> io::Result<usize> {
-    acm_io_verbs::sock_io::send(stream_fd(s), buf)
-}
-
-fn stream_fd(s: &Stream) -> std::os::fd::BorrowedFd<'_> {
-    use std::os::fd::AsFd;
-    match s {
-        Stream::Unix(u) => u.as_fd(),
-        Stream::Tcp(t) => t.as_fd(),
     }
 }
 

@@ -78,6 +78,15 @@ pub enum Stream {
     Tcp(TcpStream),
 }
 
+impl std::os::fd::AsFd for Stream {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            Self::Unix(s) => s.as_fd(),
+            Self::Tcp(s) => s.as_fd(),
+        }
+    }
+}
+
 impl Listener {
     /// Accepts one pending connection.
     ///
