@@ -25,7 +25,8 @@
 #        (defaults: 20000 requests, 1 16 256 clients; root; valgrind and Debian's ibacm
 #        installed; run from the repository root). PER_FUNCTION=N also prints each
 #        daemon's N functions with the most instructions (callgrind_annotate) after
-#        the last client count.
+#        the last client count. KEEP=DIR copies the callgrind files (c.cg.K, ours.cg.K:
+#        the K-th client count) into DIR, for callgrind_annotate --tree=caller and the like.
 set -euo pipefail
 requests=${1:-20000}
 shift $(( $# > 1 ? 1 : $# )) || true
@@ -80,6 +81,10 @@ for n in "${clients[@]}"; do
   oi=$instr oa=$answered
   python3 -c "print('%7s %6.0f %6.0f %8.3f' % ('$n', $ci / $ca, $oi / $oa, ($oi / $oa) / ($ci / $ca)))"
 done
+if [ -n "${KEEP:-}" ]; then
+  mkdir -p "$KEEP"
+  cp "$dir"/c.cg.* "$dir"/ours.cg.* "$KEEP"/
+fi
 if [ -n "${PER_FUNCTION:-}" ]; then
   for who in c ours; do
     echo "== $who, last client count: functions by instructions (exclusive)"

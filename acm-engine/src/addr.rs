@@ -97,6 +97,9 @@ impl Address {
             return false;
         }
         match self.ty {
+            // The same 64 bytes (a client spelling the name as configured, the common
+            // case) match without the scan for the NUL and the case folding.
+            AddrType::NAME if self.bytes == other.bytes => true,
             AddrType::NAME => {
                 let a = self.bytes.until_nul();
                 let b = other.bytes.until_nul();

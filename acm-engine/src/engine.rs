@@ -128,6 +128,14 @@ impl Engine {
         self.core.out.pop_front()
     }
 
+    /// The output [`Engine::poll_output`] would return next, lent where it lies: an
+    /// output is 320 bytes, and a caller that only reads it (a reply written to a
+    /// socket) need not move it out (see [`crate::driver::lend_outputs`]).
+    #[must_use]
+    pub fn peek_output(&self) -> Option<&Output> {
+        self.core.out.front()
+    }
+
     /// When the engine next needs [`Input::Tick`] (or any input), if ever.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {

@@ -65,6 +65,7 @@ use acm_io_verbs::poll_set::Ready;
 use mio::{Events, Interest, Poll, Token};
 use std::collections::HashMap;
 use std::io;
+use std::ops::ControlFlow;
 use std::os::fd::AsFd;
 use std::time::Duration;
 
@@ -840,33 +841,87 @@ impl<B: Backend> Server<B> {
         }
     }
 
-    /// Carries out everything the backend has for us.
+    /// Carries out everything the backend has for us. Client replies, by far the most
+    /// of it, are written from where the backend lends them (no copy on the way); the
+    /// rest is taken out and handled one at a time. A connection whose reply could not
+    /// be written is closed once the replies lent with it are out.
     fn dispatch(&mut self) {
-        while let Some(out) = self.backend.poll_output() {
-            match out {
-                HostOutput::Client(ClientOutput::Reply { conn, reply }) => {
-                    let Some(c) = self.conns.get_mut(&conn.0) else {
-                        continue;
-                    };
-                    let before = c.held();
-                    let r = c.send(reply.as_bytes());
-                    self.queued += c.held() - before;
-                    if let Err(e) = r {
-                        self.close(conn.0, &format!("send failed: {e}"));
-                    } else if let Err(e) = self.waits.sync_write(self.poll.registry(), conn.0, c) {
-                        self.close(conn.0, &format!("cannot watch client: {e}"));
-                    }
+        loop {
+            let mut failed = Vec::new();
+            let registry = self.poll.registry();
+            let taken = self.backend.lend_outputs(|out| {
+                let HostOutput::Client(ClientOutput::Reply { conn, reply }) = out else {
+                    return ControlFlow::Break(());
+                };
+                if let Err(why) = write_reply(
+                    &mut self.conns,
+                    &mut self.queued,
+                    &mut self.waits,
+                    registry,
+                    conn.0,
+                    reply.as_bytes(),
+                ) {
+                    failed.push((conn.0, why));
                 }
-                // The engine logged why.
-                HostOutput::Client(ClientOutput::Close { conn, .. }) => {
-                    self.close(conn.0, "closed after a malformed request");
-                }
-                HostOutput::Client(ClientOutput::Netlink(bytes)) => {
-                    self.kernel.send(&bytes, &mut self.log);
-                }
-                HostOutput::Log(ev) if ev.origin == MALFORMED_ORIGIN => self.log_malformed(&ev),
-                HostOutput::Log(ev) => self.log.event(&ev),
+                ControlFlow::Continue(())
+            });
+            let closed = !failed.is_empty();
+            for (id, why) in failed {
+                self.close(id, &why);
+            }
+            match taken {
+                Some(out) => self.dispatch_taken(out),
+                // A close gives the engine an input, which may have outputs of its own.
+                None if closed => {}
+                None => return,
             }
         }
     }
+
+    /// An output [`Server::dispatch`] took out of the backend (anything but a reply).
+    fn dispatch_taken(&mut self, out: HostOutput) {
+        match out {
+            HostOutput::Client(ClientOutput::Reply { conn, reply }) => {
+                let registry = self.poll.registry();
+                let (conns, queued, waits) = (&mut self.conns, &mut self.queued, &mut self.waits);
+                if let Err(why) =
+                    write_reply(conns, queued, waits, registry, conn.0, reply.as_bytes())
+                {
+                    self.close(conn.0, &why);
+                }
+            }
+            // The engine logged why.
+            HostOutput::Client(ClientOutput::Close { conn, .. }) => {
+                self.close(conn.0, "closed after a malformed request");
+            }
+            HostOutput::Client(ClientOutput::Netlink(bytes)) => {
+                self.kernel.send(&bytes, &mut self.log);
+            }
+            HostOutput::Log(ev) if ev.origin == MALFORMED_ORIGIN => self.log_malformed(&ev),
+            HostOutput::Log(ev) => self.log.event(&ev),
+        }
+    }
+}
+
+/// Writes a reply to client `id` (queued if the socket is full), keeps `queued` (the
+/// bytes held for all clients) and the client's wait in step. The error says why the
+/// connection must be closed.
+fn write_reply(
+    conns: &mut Conns,
+    queued: &mut usize,
+    waits: &mut ClientWaits,
+    registry: &mio::Registry,
+    id: u64,
+    bytes: &[u8],
+) -> Result<(), String> {
+    let Some(c) = conns.get_mut(&id) else {
+        return Ok(());
+    };
+    let before = c.held();
+    let r = c.send(bytes);
+    *queued += c.held() - before;
+    r.map_err(|e| format!("send failed: {e}"))?;
+    waits
+        .sync_write(registry, id, c)
+        .map_err(|e| format!("cannot watch client: {e}"))
 }

@@ -42,18 +42,23 @@ impl Acmp {
         }
     }
 
-    /// The destination's cache slot, or an ENOMEM answer when the cache is full.
+    /// The destination's cache slot and whether it was cached before this request, or
+    /// an ENOMEM answer when the cache is full. (One lookup for a cached destination:
+    /// the cache hit is the path every client request takes most.)
     fn slot(
         &mut self,
         cx: &mut Ctx<'_>,
         id: EndpointId,
         key: &Address,
         reply: PendingReply,
-    ) -> Option<(super::dest::DestIdx, PendingReply)> {
+    ) -> Option<(super::dest::DestIdx, bool, PendingReply)> {
         let limit = self.opts.dests_per_endpoint;
         let ep = self.eps.get_mut(&id)?;
+        if let Some(i) = ep.dests.find(key) {
+            return Some((i, true, reply));
+        }
         match ep.dests.acquire(key, limit) {
-            Some(i) => Some((i, reply)),
+            Some(i) => Some((i, false, reply)),
             None => {
                 log!(
                     cx,
@@ -105,11 +110,7 @@ impl Acmp {
         flags: EpFlags,
         reply: PendingReply,
     ) {
-        let existed = self
-            .eps
-            .get(&id)
-            .is_some_and(|e| e.dests.find(&dest).is_some());
-        let Some((idx, reply)) = self.slot(cx, id, &dest, reply) else {
+        let Some((idx, existed, reply)) = self.slot(cx, id, &dest, reply) else {
             return;
         };
         let Some((state, reply)) = self.check_ready(cx, id, idx, reply) else {
@@ -173,11 +174,7 @@ impl Acmp {
         } else {
             Address::gid(p.dgid())
         };
-        let existed = self
-            .eps
-            .get(&id)
-            .is_some_and(|e| e.dests.find(&key).is_some());
-        let Some((idx, reply)) = self.slot(cx, id, &key, reply) else {
+        let Some((idx, existed, reply)) = self.slot(cx, id, &key, reply) else {
             return;
         };
         let Some((state, reply)) = self.check_ready(cx, id, idx, reply) else {

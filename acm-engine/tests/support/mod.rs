@@ -22,6 +22,7 @@ use acm_proto::client::FrameError;
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::net::IpAddr;
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 /// How the scripted SA treats a MAD: answer with these bytes, or let the kernel time it
@@ -65,6 +66,9 @@ pub struct Node {
     next_qpn: u32,
     /// Complete UD sends automatically (off to hold them in flight).
     pub auto_send_done: bool,
+    /// Drain with `driver::lend_outputs` instead of `driver::poll_output`: every other
+    /// output read where it lies, the others taken out (tests/driver_lend.rs).
+    pub lend: bool,
 }
 
 impl Node {
@@ -117,6 +121,7 @@ impl Node {
             logs: Vec::new(),
             next_qpn: 0x48,
             auto_send_done: true,
+            lend: false,
         }
     }
 
@@ -142,23 +147,55 @@ impl Node {
     }
 
     fn drain(&mut self) {
+        if self.lend {
+            return self.drain_lending();
+        }
         while let Some(out) = driver::poll_output(self) {
-            match out {
-                HostOutput::Client(ClientOutput::Reply { conn, reply }) => {
-                    let b = reply.as_bytes().to_vec();
-                    self.note(format!("reply conn {} {}", conn.0, hex(&b)));
-                    self.replies.push((conn, b));
+            self.record(out);
+        }
+    }
+
+    /// As `drain`, through `driver::lend_outputs`: outputs are read in place and copied
+    /// by hand, except every second one, which is asked for (`Break`) and recorded
+    /// as returned, so that both ways out are taken in turn.
+    fn drain_lending(&mut self) {
+        let mut want = false;
+        loop {
+            let mut lent = Vec::new();
+            let taken = driver::lend_outputs(self, |out| {
+                want = !want;
+                if want {
+                    return ControlFlow::Break(());
                 }
-                HostOutput::Client(ClientOutput::Close { conn, reason }) => {
-                    self.note(format!("close conn {}: {reason}", conn.0));
-                    self.closes.push((conn, reason));
-                }
-                HostOutput::Client(ClientOutput::Netlink(b)) => {
-                    self.note(format!("netlink reply {}", hex(&b)));
-                    self.netlink.push(b);
-                }
-                HostOutput::Log(ev) => self.logs.push(format!("{} {ev}", self.now)),
+                lent.push(copy_output(out));
+                ControlFlow::Continue(())
+            });
+            for out in lent {
+                self.record(out);
             }
+            match taken {
+                Some(out) => self.record(out),
+                None => return,
+            }
+        }
+    }
+
+    fn record(&mut self, out: HostOutput) {
+        match out {
+            HostOutput::Client(ClientOutput::Reply { conn, reply }) => {
+                let b = reply.as_bytes().to_vec();
+                self.note(format!("reply conn {} {}", conn.0, hex(&b)));
+                self.replies.push((conn, b));
+            }
+            HostOutput::Client(ClientOutput::Close { conn, reason }) => {
+                self.note(format!("close conn {}: {reason}", conn.0));
+                self.closes.push((conn, reason));
+            }
+            HostOutput::Client(ClientOutput::Netlink(b)) => {
+                self.note(format!("netlink reply {}", hex(&b)));
+                self.netlink.push(b);
+            }
+            HostOutput::Log(ev) => self.logs.push(format!("{} {ev}", self.now)),
         }
     }
 
@@ -398,6 +435,28 @@ impl Fabric for Node {
                 result: r,
             },
         );
+    }
+}
+
+/// An owned copy of a lent output.
+fn copy_output(out: &HostOutput) -> HostOutput {
+    match out {
+        HostOutput::Client(ClientOutput::Reply { conn, reply }) => {
+            HostOutput::Client(ClientOutput::Reply {
+                conn: *conn,
+                reply: acm_engine::Reply::new(reply.as_bytes()),
+            })
+        }
+        HostOutput::Client(ClientOutput::Close { conn, reason }) => {
+            HostOutput::Client(ClientOutput::Close {
+                conn: *conn,
+                reason: *reason,
+            })
+        }
+        HostOutput::Client(ClientOutput::Netlink(b)) => {
+            HostOutput::Client(ClientOutput::Netlink(b.clone()))
+        }
+        HostOutput::Log(ev) => HostOutput::Log(ev.clone()),
     }
 }
 

@@ -11,6 +11,7 @@ use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
 use std::collections::VecDeque;
 use std::io;
+use std::ops::ControlFlow;
 use std::os::fd::{AsFd, AsRawFd};
 use std::path::Path;
 use std::time::Duration;
@@ -130,8 +131,11 @@ impl Backend for HubBackend {
         }
     }
 
-    fn poll_output(&mut self) -> Option<HostOutput> {
-        self.out.pop_front()
+    fn lend_outputs(
+        &mut self,
+        mut f: impl FnMut(&HostOutput) -> ControlFlow<()>,
+    ) -> Option<HostOutput> {
+        super::lend_queued(&mut self.out, &mut f)
     }
 
     fn engine(&self) -> &acm_engine::Engine {

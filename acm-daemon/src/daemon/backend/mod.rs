@@ -19,7 +19,9 @@ pub mod sim;
 use acm_engine::HostOutput;
 use acm_engine::{ConnId, Instant};
 use mio::{Registry, Token};
+use std::collections::VecDeque;
 use std::io;
+use std::ops::ControlFlow;
 
 /// The engine and its fabric, as the event loop sees them.
 pub trait Backend {
@@ -53,9 +55,13 @@ pub trait Backend {
     /// The fabric is gone (the hub ended the attachment); the daemon stops.
     fn advance(&mut self, now: Instant, io_ready: bool) -> Result<(), BackendError>;
 
-    /// The next output for the event loop: a client reply or close, a netlink reply, or
-    /// a log line.
-    fn poll_output(&mut self) -> Option<HostOutput>;
+    /// Lends the outputs for the event loop (client replies and closes, netlink
+    /// replies, log lines), oldest first, to `f`, each dropped once read; returns when
+    /// there are no more (`None`) or with the output `f` answered
+    /// [`ControlFlow::Break`] to, moved out (as [`acm_engine::driver::lend_outputs`],
+    /// which the engine's outputs go through). Call again until `None` before waiting.
+    fn lend_outputs(&mut self, f: impl FnMut(&HostOutput) -> ControlFlow<()>)
+    -> Option<HostOutput>;
 
     /// When [`Backend::advance`] must run next, if nothing arrives before.
     fn poll_timeout(&self) -> Option<Instant>;
@@ -86,4 +92,21 @@ pub enum BackendError {
     /// The fabric hub failed or ended the attachment.
     #[error("fabric hub: {0}")]
     Hub(#[from] acm_io_sim::hub::HubError),
+}
+
+/// [`Backend::lend_outputs`] over outputs a backend already took out of its engine:
+/// lends them to `f` in order, front first; `None` once `queue` is empty, or the one
+/// `f` wanted, moved out.
+fn lend_queued(
+    queue: &mut VecDeque<HostOutput>,
+    f: &mut impl FnMut(&HostOutput) -> ControlFlow<()>,
+) -> Option<HostOutput> {
+    while let Some(out) = queue.front() {
+        let wanted = f(out).is_break();
+        let out = queue.pop_front();
+        if wanted {
+            return out;
+        }
+    }
+    None
 }

@@ -10,6 +10,7 @@ use acm_io_sim::{FabricSpec, HostId, Sim};
 use mio::{Registry, Token};
 use std::collections::BTreeMap;
 use std::io;
+use std::ops::ControlFlow;
 
 /// The demo fabric `--fabric sim` runs without a file (`testdata/fabrics/demo.toml`).
 pub const DEMO_FABRIC: &str = include_str!("../../../../testdata/fabrics/demo.toml");
@@ -102,8 +103,17 @@ impl Backend for SimBackend {
         Ok(())
     }
 
-    fn poll_output(&mut self) -> Option<HostOutput> {
-        self.sim.poll_driver_output()
+    fn lend_outputs(
+        &mut self,
+        mut f: impl FnMut(&HostOutput) -> ControlFlow<()>,
+    ) -> Option<HostOutput> {
+        // The simulator keeps its driver's outputs; they come out by value.
+        while let Some(out) = self.sim.poll_driver_output() {
+            if f(&out).is_break() {
+                return Some(out);
+            }
+        }
+        None
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

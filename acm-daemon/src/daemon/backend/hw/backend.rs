@@ -35,6 +35,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::io;
 use std::net::IpAddr;
+use std::ops::ControlFlow;
 use std::os::fd::{AsFd, AsRawFd};
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -632,9 +633,15 @@ impl Backend for HwBackend {
         Ok(())
     }
 
-    fn poll_output(&mut self) -> Option<HostOutput> {
+    fn lend_outputs(
+        &mut self,
+        mut f: impl FnMut(&HostOutput) -> ControlFlow<()>,
+    ) -> Option<HostOutput> {
         // What was drained earlier comes first: it is older than what the engine holds.
-        self.out.pop_front().or_else(|| driver::poll_output(self))
+        if let Some(out) = crate::daemon::backend::lend_queued(&mut self.out, &mut f) {
+            return Some(out);
+        }
+        driver::lend_outputs(self, f)
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
