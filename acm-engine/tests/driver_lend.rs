@@ -70,6 +70,10 @@ fn lending_the_outputs_changes_nothing_a_host_sees() {
     assert_eq!(polled.closes, 1);
     assert_eq!(polled.netlink.len(), 1);
     assert!(!polled.logs.is_empty());
-    assert!(polled.transcript.contains("ud send"), "{}", polled.transcript);
+    assert!(
+        polled.transcript.contains("ud send"),
+        "{}",
+        polled.transcript
+    );
     assert_eq!(lent, polled);
 }

@@ -878,7 +878,8 @@ impl<B: Backend> Server<B> {
         }
     }
 
-    /// An output [`Server::dispatch`] took out of the backend (anything but a reply).
+    /// An output [`Server::dispatch`] took out of the backend: a close, a netlink reply
+    /// or a log line (a reply is written where it is lent, but is handled here too).
     fn dispatch_taken(&mut self, out: HostOutput) {
         match out {
             HostOutput::Client(ClientOutput::Reply { conn, reply }) => {
