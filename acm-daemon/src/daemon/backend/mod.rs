@@ -36,7 +36,7 @@ pub trait Backend {
     fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()>;
 
     /// A request read from client connection `conn`. Several may be handed over
-    /// before the outputs are drained with [`Backend::poll_output`], which the event
+    /// before the outputs are drained with [`Backend::lend_outputs`], which the event
     /// loop does before it waits again.
     fn client_request(&mut self, now: Instant, conn: ConnId, bytes: &[u8]);
 

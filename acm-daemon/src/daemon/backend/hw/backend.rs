@@ -595,7 +595,7 @@ impl Backend for HwBackend {
     }
 
     /// Leaves the engine's outputs where they are: the event loop drains them with
-    /// [`Backend::poll_output`] before it waits again, which carries out the fabric's
+    /// [`Backend::lend_outputs`] before it waits again, which carries out the fabric's
     /// share in order, and a cache hit's reply goes to the client without a stop in
     /// this backend's queue.
     fn client_request(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) {
