@@ -103,18 +103,8 @@ pub fn handle<F: Fabric + ?Sized>(fabric: &mut F, now: Instant, input: Input<'_>
 /// (`None`). Call it until it returns `None` before waiting for the next input.
 #[inline]
 pub fn poll_output<F: Fabric + ?Sized>(fabric: &mut F) -> Option<HostOutput> {
-    loop {
-        while let Some(out) = fabric.engine().poll_output() {
-            match out {
-                Output::Fabric(ref op) => carry(fabric, op),
-                Output::Host(out) => return Some(out),
-            }
-        }
-        let ev = fabric.poll_event()?;
-        let engine = fabric.engine();
-        let now = engine.now();
-        engine.handle(now, ev.as_input());
-    }
+    // Every output for the caller is asked for, so each comes out by value.
+    lend_outputs(fabric, |_| ControlFlow::Break(()))
 }
 
 /// Like [`poll_output`], but each output for the caller is lent to `f` where it lies in
