@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs acm-rs from an existing release build: ibacm into sbin; ib_acme, acm-load and
 # acmdump into bin; the systemd units; the man pages in man/; an example options file;
-# the license files. It never builds (so running it as root never runs cargo as root):
+# the license files; the logrotate configuration (as an example, or into the directory
+# --logrotatedir names). It never builds (so running it as root never runs cargo as root):
 # build first, as yourself, with
 #     cargo build --release -p acm-daemon --features verbs
 # then, for example,
@@ -24,6 +25,9 @@ usage: packaging/install.sh [options]
   --unitdir DIR    systemd units (default /lib/systemd/system for the prefix /usr,
                    as Debian's ibacm package; else PREFIX/lib/systemd/system)
   --docdir DIR     example options file, license files (default PREFIX/share/doc/acm-rs)
+  --logrotatedir DIR
+                   install the logrotate configuration as DIR/ibacm (for example
+                   /etc/logrotate.d); without it, it goes to DOCDIR/examples/logrotate.ibacm
   --gzip-man       compress the man pages (gzip -9n), as Debian packages ship them
   --strip          strip the binaries' symbols and debug information
   --help           this text
@@ -42,6 +46,7 @@ sbindir=
 mandir=
 unitdir=
 docdir=
+logrotatedir=
 gzip_man=no
 strip_bins=no
 
@@ -67,6 +72,7 @@ while [ $# -gt 0 ]; do
         --mandir) mandir=$val ;;
         --unitdir) unitdir=$val ;;
         --docdir) docdir=$val ;;
+        --logrotatedir) logrotatedir=$val ;;
         *) echo "install.sh: unknown option $opt" >&2; usage >&2; exit 2 ;;
     esac
 done
@@ -166,6 +172,16 @@ trap 'rm -rf "$tmp"' EXIT
 "$build_dir/ib_acme" -O -D "$tmp" >/dev/null
 install -m 0644 "$tmp/ibacm_opts.cfg" "$(d "$docdir")/examples/ibacm_opts.cfg"
 say "$(d "$docdir")/examples/ibacm_opts.cfg"
+# The log's rotation: into /etc only when asked (the Debian package does), else as an
+# example beside the options file.
+if [ -n "$logrotatedir" ]; then
+    install -d -m 0755 "$(d "$logrotatedir")"
+    install -m 0644 "$top/dist/logrotate/ibacm" "$(d "$logrotatedir")/ibacm"
+    say "$(d "$logrotatedir")/ibacm"
+else
+    install -m 0644 "$top/dist/logrotate/ibacm" "$(d "$docdir")/examples/logrotate.ibacm"
+    say "$(d "$docdir")/examples/logrotate.ibacm"
+fi
 for f in "$top"/LICENSE*; do
     [ -f "$f" ] || continue
     install -m 0644 "$f" "$(d "$docdir")/$(basename "$f")"

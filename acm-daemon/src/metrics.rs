@@ -18,6 +18,7 @@
 //! | `acm_clients_accepted_total`, `acm_clients_refused_total` | counter | | the daemon only |
 //! | `acm_clients_closed_unread_total` | counter | | the daemon only: closed at `max_queued_reply_bytes` |
 //! | `acm_lookups_rejected_total`, `acm_lookups_cancelled_total`, `acm_background_resolves_dropped_total` | counter | | the daemon only (`acm_engine::LookupCounters`) |
+//! | `acm_log_lines_dropped_total` | counter | | the daemon only: log lines its log file (or stream) did not take |
 //! | `acm_start_time_seconds` | gauge | | the daemon only |
 //!
 //! The seven counters are, in the order of docs/daemon.md §12 (`ib_acme -P`'s columns):
@@ -123,6 +124,8 @@ pub struct DaemonSample {
     /// Client connections closed because all queued replies reached
     /// `max_queued_reply_bytes` while they were not reading theirs.
     pub clients_closed_unread: u64,
+    /// Log lines lost because the log could not be written (a full disk, say).
+    pub log_lines_dropped: u64,
     /// When the daemon started, in seconds since the Unix epoch.
     pub start_time_seconds: u64,
     /// What the engine's lookup bounds did: requests refused over
@@ -257,6 +260,11 @@ pub fn render(snapshots: &[Snapshot]) -> String {
         "counter",
         "NODELAY misses that started no background lookup because the endpoint already had max_background_resolves.",
     );
+    let mut log_dropped = Family::new(
+        "acm_log_lines_dropped_total",
+        "counter",
+        "Log lines lost since the daemon started because the log file or stream could not be written (a full disk, say); the log says how many when writing works again.",
+    );
     let mut started = Family::new(
         "acm_start_time_seconds",
         "gauge",
@@ -329,6 +337,9 @@ pub fn render(snapshots: &[Snapshot]) -> String {
             background_dropped
                 .samples
                 .push((plain.clone(), d.lookups.background_dropped));
+            log_dropped
+                .samples
+                .push((plain.clone(), d.log_lines_dropped));
             started.samples.push((plain.clone(), d.start_time_seconds));
         }
     }
@@ -352,6 +363,7 @@ pub fn render(snapshots: &[Snapshot]) -> String {
         &rejected,
         &cancelled,
         &background_dropped,
+        &log_dropped,
         &started,
     ] {
         f.write(&mut out);
@@ -415,6 +427,7 @@ mod tests {
                 clients_accepted: 10,
                 clients_refused: 1,
                 clients_closed_unread: 4,
+                log_lines_dropped: 7,
                 start_time_seconds: 1_780_000_000,
                 lookups: LookupCounters {
                     rejected: 4032,

@@ -768,3 +768,142 @@ fn a_lock_file_that_cannot_be_created_is_named_on_stderr_and_in_the_log() {
         "the log's last line:\n{text}"
     );
 }
+
+// ---------------------------------------------------------------------------------
+// Files written where another user can write
+
+/// The uid and gid of `nobody`, the second user of the tests that need one.
+const NOBODY: u32 = 65_534;
+
+/// Whether the test runs as root, which a second uid needs; says why not otherwise.
+fn root_or_skip(test: &str) -> bool {
+    let root = nix::unistd::geteuid().is_root();
+    if !root {
+        eprintln!("{test}: skipped: acting as a second uid needs root");
+    }
+    root
+}
+
+/// Runs `ln -s TARGET LINK` as `nobody`, as the owner of a textfile directory would.
+fn symlink_as_nobody(target: &Path, link: &Path) {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new("ln");
+    cmd.arg("-sfn")
+        .arg(target)
+        .arg(link)
+        .uid(NOBODY)
+        .gid(NOBODY);
+    let out = run_bounded(cmd, DEADLINE);
+    assert!(out.status.success(), "ln as nobody: {out:?}");
+}
+
+/// node_exporter's textfile directory belongs to its own user, who plants links at
+/// both names the metrics writer uses, pointing at a root-only file, and plants the
+/// temporary one again and again while the daemon writes every second. The file never
+/// changes, in content or mode, and the metrics are still written.
+#[test]
+fn metrics_are_never_written_or_chmodded_through_a_planted_link() {
+    use std::os::unix::fs::PermissionsExt;
+    if !root_or_skip("metrics_are_never_written_or_chmodded_through_a_planted_link") {
+        return;
+    }
+    let dir = TempDir::new("promlink");
+    let textfile = dir.subdir("textfile");
+    std::os::unix::fs::chown(&textfile, Some(NOBODY), Some(NOBODY)).expect("chown");
+    let victims: Vec<PathBuf> = ["shadow-a", "shadow-b"]
+        .iter()
+        .map(|n| {
+            let v = dir.join(n);
+            std::fs::write(&v, "root only\n").expect("write the victim");
+            std::fs::set_permissions(&v, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+            v
+        })
+        .collect();
+    let prom = textfile.join("ibacm.prom");
+    let tmp = textfile.join(".ibacm.prom.tmp");
+    symlink_as_nobody(&victims[0], &tmp);
+    symlink_as_nobody(&victims[1], &prom);
+    let mut d = start(
+        &dir,
+        &reference_options(&format!(
+            "log_level 0\nmetrics_file {}\nmetrics_interval 1\n",
+            prom.display()
+        )),
+    );
+    let is_metrics_file = |p: &Path| {
+        std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_file())
+            && metric(p, "acm_clients_connected").is_some()
+    };
+    wait_until("the metrics file written", DEADLINE, || {
+        is_metrics_file(&prom)
+    });
+    // Three more writes, the link planted again before each.
+    let first = std::fs::symlink_metadata(&prom)
+        .expect("stat")
+        .modified()
+        .expect("mtime");
+    let mut writes = 0;
+    let mut last = first;
+    wait_until("three more writes", DEADLINE, || {
+        if std::fs::symlink_metadata(&tmp).is_err() {
+            symlink_as_nobody(&victims[0], &tmp);
+        }
+        let now = std::fs::symlink_metadata(&prom)
+            .and_then(|m| m.modified())
+            .unwrap_or(last);
+        if now != last {
+            writes += 1;
+            last = now;
+        }
+        writes >= 3
+    });
+    d.assert_running();
+    for v in &victims {
+        assert_eq!(
+            std::fs::read_to_string(v).unwrap(),
+            "root only\n",
+            "{}",
+            v.display()
+        );
+        let mode = std::fs::metadata(v).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{} chmodded", v.display());
+    }
+    assert!(is_metrics_file(&prom));
+    let mode = std::fs::metadata(&prom).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o644);
+}
+
+/// `mv ibacm.log ibacm.log.1; kill -HUP`: the lines after the signal go to a new
+/// `ibacm.log`, the moved file gets none of them, and requests are still logged.
+#[test]
+fn sighup_reopens_a_log_file_moved_away() {
+    let dir = TempDir::new("logrot");
+    let mut d = start(&dir, &reference_options(""));
+    let log_path = dir.join("ibacm.log");
+    let moved = dir.join("ibacm.log.1");
+    std::fs::rename(&log_path, &moved).expect("move the log");
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(d.pid()).expect("a pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).expect("SIGHUP");
+    wait_until("the reload logged in a new file", DEADLINE, || {
+        let l = log(&dir);
+        l.contains("reloaded") || l.contains("reload refused")
+    });
+    let new = log(&dir);
+    assert!(
+        new.contains(&format!("SIGHUP: log file {} reopened", log_path.display())),
+        "{new}"
+    );
+    // The loop is one thread: once the reload is in the new file, nothing more goes
+    // to the old one.
+    let before = std::fs::read_to_string(&moved).expect("the moved log");
+    assert!(!before.contains("SIGHUP"), "{before}");
+    // A request at the reference's log_level 2 is logged in the new file too.
+    let reply = d.connect().request(&resolve(ip(10, 0, 0, 2), false, 7));
+    assert_eq!(reply[2], 0, "resolved");
+    d.assert_running();
+    wait_until("the request logged in the new file", DEADLINE, || {
+        log(&dir).len() > new.len()
+    });
+    let after = std::fs::read_to_string(&moved).expect("the moved log");
+    assert_eq!(after, before, "the moved file got no more lines");
+}

@@ -38,7 +38,7 @@ trap 'rm -rf "$work"' EXIT
 # Staged where dpkg-shlibdeps expects a package's files: debian/PACKAGE.
 root=$work/src/debian/acm-rs
 packaging/install.sh --prefix /usr --destdir "$root" --build-dir "$target/release" \
-    --gzip-man --strip >/dev/null
+    --logrotatedir /etc/logrotate.d --gzip-man --strip >/dev/null
 
 doc=$root/usr/share/doc/acm-rs
 # The copyright file carries the licenses (lintian: extra-license-file).
@@ -65,8 +65,8 @@ depends="$shlibs, rdma-core (>= 15)"
 for s in postinst prerm postrm; do
     install -m 0755 "$here/$s" "$root/DEBIAN/$s"
 done
-# Everything under /etc is a conffile (today nothing is: the daemon needs no
-# configuration file, see packaging/install.sh).
+# Everything under /etc is a conffile: today only the logrotate configuration (the
+# daemon itself needs no configuration file, see packaging/install.sh).
 (cd "$root" && find etc -type f 2>/dev/null | sed 's|^|/|' | sort) >"$root/DEBIAN/conffiles"
 [ -s "$root/DEBIAN/conffiles" ] || rm "$root/DEBIAN/conffiles"
 (cd "$root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\n' | LC_ALL=C sort |

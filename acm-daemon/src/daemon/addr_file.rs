@@ -23,6 +23,7 @@
 //!   copy for the administrator is missing, which the log says.
 
 use super::config::{generated_addr_file, read_optional};
+use super::safe_file;
 use acm_engine::DeviceDesc;
 use std::path::{Path, PathBuf};
 
@@ -122,7 +123,14 @@ pub fn load_or_generate(
     }
     let mut failures = Vec::new();
     for target in targets {
-        match std::fs::write(&target, &text) {
+        // The administrator's path was just found missing: created, never replaced. The
+        // run directory's copy is the daemon's own, regenerated at every start.
+        let saved = if target == spec.path {
+            safe_file::write_new(&target, text.as_bytes(), 0o644)
+        } else {
+            safe_file::replace(&target, text.as_bytes(), 0o644)
+        };
+        match saved {
             Ok(()) => {
                 let why = if target == spec.path {
                     String::new()

@@ -224,11 +224,14 @@ pub fn open(
             })?;
             system_backlog(&listener, &addr.to_string())?;
             let bound = listener.local_addr().map_or(port, |a| a.port());
-            std::fs::write(paths.tcp_port_file(), format!("{bound}\n")).map_err(|source| {
-                ListenError::PortFile {
-                    path: paths.tcp_port_file(),
-                    source,
-                }
+            super::safe_file::replace(
+                &paths.tcp_port_file(),
+                format!("{bound}\n").as_bytes(),
+                0o644,
+            )
+            .map_err(|source| ListenError::PortFile {
+                path: paths.tcp_port_file(),
+                source,
             })?;
             if public && let Err(e) = relink(&paths.public_port_file(), "ibacm-tcp.port") {
                 warnings.push(format!(

@@ -63,11 +63,22 @@ impl PidLock {
             .create(true)
             .truncate(false)
             .mode(0o640)
+            // The run directory may be one a user can write (`--run-dir`): a link
+            // planted at the name must not make the daemon truncate its target.
+            .custom_flags(
+                nix::fcntl::OFlag::O_NOFOLLOW.bits() | nix::fcntl::OFlag::O_NONBLOCK.bits(),
+            )
             .open(path)
             .map_err(|source| LockError::Open {
                 path: path.to_path_buf(),
                 source,
             })?;
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            return Err(LockError::Open {
+                path: path.to_path_buf(),
+                source: io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"),
+            });
+        }
         let lock = libc::flock {
             l_type: libc::F_WRLCK as libc::c_short,
             l_whence: libc::SEEK_SET as libc::c_short,

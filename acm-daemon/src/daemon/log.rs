@@ -11,6 +11,15 @@
 //! file that exists keeps its mode (and owner): an administrator who widened it for a
 //! log reader meant to.
 //!
+//! The file is opened without following a link at its name and without blocking (a
+//! FIFO planted there with no reader makes the open fail rather than hang the start).
+//! [`Logger::reopen`] opens the same path again, for SIGHUP: after logrotate (or an
+//! administrator) moved or deleted the file, new lines go to a new file at the
+//! configured path instead of the old inode. A line the sink does not take (a full
+//! disk, an I/O error) is lost but counted ([`Logger::dropped_total`], exported as a
+//! metric), and the next line that can be written is preceded by one saying how many
+//! were lost and why.
+//!
 //! Lines carry the engine's [`Level`], so the daemon's own lines and the engine's are
 //! filtered by one rule ([`max_level`]).
 //!
@@ -25,16 +34,37 @@ use acm_engine::log::{Level, LogEvent};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
 
 /// The mode of a log file the daemon creates: the owner writes, its group reads.
 pub const LOG_FILE_MODE: u32 = 0o640;
+
+/// The origin of the logger's own lines (lines lost).
+const LOG_ORIGIN: &str = "acm_log";
+
+/// Opens `path` for appending, created with [`LOG_FILE_MODE`] if missing; never through
+/// a link at the name, never blocking.
+fn open_file(path: impl AsRef<std::path::Path>) -> io::Result<File> {
+    use nix::fcntl::OFlag;
+    OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(LOG_FILE_MODE)
+        .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits())
+        .open(path)
+}
 
 /// Where lines go.
 #[derive(Debug)]
 enum Sink {
     Stdout,
     Stderr,
-    File(File),
+    File {
+        /// Where it is appended to.
+        file: File,
+        /// The configured path, opened again by [`Logger::reopen`].
+        path: PathBuf,
+    },
     /// Collected in memory (tests).
     Memory(Vec<String>),
 }
@@ -46,6 +76,10 @@ pub struct Logger {
     max: Option<Level>,
     /// Start each line with its syslog priority (for the journal).
     prefixes: bool,
+    /// Lines lost since the last line written, and the error of the last loss.
+    lost: Option<(u64, io::Error)>,
+    /// Lines lost since the logger was opened.
+    dropped_total: u64,
 }
 
 /// A syslog priority, as the journal reads it from a `<N>` line prefix.
@@ -117,13 +151,14 @@ impl Logger {
         } else if target.eq_ignore_ascii_case("stderr") {
             (Sink::Stderr, None)
         } else {
-            match OpenOptions::new()
-                .append(true)
-                .create(true)
-                .mode(LOG_FILE_MODE)
-                .open(target)
-            {
-                Ok(f) => (Sink::File(f), None),
+            match open_file(target) {
+                Ok(file) => (
+                    Sink::File {
+                        file,
+                        path: PathBuf::from(target),
+                    },
+                    None,
+                ),
                 Err(e) => (Sink::Stdout, Some(e)),
             }
         };
@@ -132,9 +167,37 @@ impl Logger {
                 sink,
                 max,
                 prefixes: false,
+                lost: None,
+                dropped_total: 0,
             },
             err,
         )
+    }
+
+    /// Opens the log file's path again (SIGHUP), so that a file moved away by log
+    /// rotation, or deleted, is followed by a new one there. `None` when the log is not
+    /// a file; an error when the path cannot be opened, in which case lines keep going
+    /// to the file open until now.
+    pub fn reopen(&mut self) -> Option<io::Result<()>> {
+        let Sink::File { file, path } = &mut self.sink else {
+            return None;
+        };
+        Some(open_file(path).map(|new| *file = new))
+    }
+
+    /// The log file's path, when the log is a file.
+    #[must_use]
+    pub fn file_path(&self) -> Option<&std::path::Path> {
+        match &self.sink {
+            Sink::File { path, .. } => Some(path),
+            _ => None,
+        }
+    }
+
+    /// Lines lost since the logger was opened, because the sink did not take them.
+    #[must_use]
+    pub const fn dropped_total(&self) -> u64 {
+        self.dropped_total
     }
 
     /// Whether lines go to standard error (where a failure's message is printed
@@ -151,6 +214,8 @@ impl Logger {
             sink: Sink::Memory(Vec::new()),
             max,
             prefixes: false,
+            lost: None,
+            dropped_total: 0,
         }
     }
 
@@ -183,7 +248,7 @@ impl Logger {
         self.prefixes = match self.sink {
             Sink::Stdout => systemd || is_journal_stream(io::stdout().as_fd()),
             Sink::Stderr => systemd || is_journal_stream(io::stderr().as_fd()),
-            Sink::File(_) | Sink::Memory(_) => false,
+            Sink::File { .. } | Sink::Memory(_) => false,
         };
     }
 
@@ -204,21 +269,53 @@ impl Logger {
             return;
         }
         let stamp = chrono::Local::now().format("%Y-%m-%dT%H:%M:%S%.3f");
-        let line = if self.prefixes {
+        if let Some((n, e)) = &self.lost {
+            let notice = self.format(
+                &stamp,
+                Priority::Warning,
+                LOG_ORIGIN,
+                &format!("{n} log lines lost: {e}"),
+            );
+            if self.write(&notice).is_ok() {
+                self.lost = None;
+            }
+        }
+        let line = self.format(&stamp, priority, origin, message);
+        // A log that cannot be written must not stop the daemon; the line is lost,
+        // and counted.
+        if let Err(e) = self.write(&line) {
+            self.dropped_total += 1;
+            let n = self.lost.as_ref().map_or(0, |(n, _)| *n);
+            self.lost = Some((n + 1, e));
+        }
+    }
+
+    /// `message` as a line, with its priority prefix when the journal reads it.
+    fn format(
+        &self,
+        stamp: &impl std::fmt::Display,
+        priority: Priority,
+        origin: &str,
+        message: &str,
+    ) -> String {
+        if self.prefixes {
             format!("<{}>{stamp}: {origin}: {message}\n", priority as u8)
         } else {
             format!("{stamp}: {origin}: {message}\n")
-        };
-        // A log that cannot be written must not stop the daemon; the line is lost.
-        let _ = match &mut self.sink {
+        }
+    }
+
+    /// Writes one whole line to the sink.
+    fn write(&mut self, line: &str) -> io::Result<()> {
+        match &mut self.sink {
             Sink::Stdout => io::stdout().lock().write_all(line.as_bytes()),
             Sink::Stderr => io::stderr().lock().write_all(line.as_bytes()),
-            Sink::File(f) => f.write_all(line.as_bytes()),
+            Sink::File { file, .. } => file.write_all(line.as_bytes()),
             Sink::Memory(v) => {
-                v.push(line);
+                v.push(line.to_owned());
                 Ok(())
             }
-        };
+        }
     }
 
     /// Writes an engine log event (the engine filtered it by its own `log_level`,
@@ -332,6 +429,88 @@ mod tests {
             out.use_journal_prefixes(false);
             assert!(!out.prefixes);
         }
+    }
+
+    #[test]
+    fn reopen_follows_a_rotated_file_with_a_new_one() {
+        let dir = crate::test_dir::TestDir::new("log-reopen");
+        let path = dir.join("ibacm.log");
+        let (mut l, err) = Logger::open(path.to_str().unwrap(), max_level(0));
+        assert!(err.is_none());
+        assert_eq!(l.file_path(), Some(path.as_path()));
+        l.log(Level::Basic, "main", "before");
+        std::fs::rename(&path, dir.join("ibacm.log.1")).unwrap();
+        l.log(Level::Basic, "main", "still the old inode");
+        assert!(matches!(l.reopen(), Some(Ok(()))));
+        l.log(Level::Basic, "main", "after");
+        let old = std::fs::read_to_string(dir.join("ibacm.log.1")).unwrap();
+        let new = std::fs::read_to_string(&path).unwrap();
+        assert!(old.contains(": main: before\n") && old.contains("still the old inode"));
+        assert!(!old.contains("after"), "{old}");
+        assert_eq!(new.lines().count(), 1, "{new}");
+        assert!(new.ends_with(": main: after\n"), "{new}");
+
+        // A path that cannot be opened any more keeps the file open until now.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        assert!(matches!(l.reopen(), Some(Err(_))));
+        l.log(Level::Basic, "main", "kept");
+        assert_eq!(
+            l.dropped_total(),
+            0,
+            "the file open until now (unlinked) took it"
+        );
+        // Not a file: nothing to reopen.
+        assert!(Logger::memory(max_level(0)).reopen().is_none());
+    }
+
+    #[test]
+    fn lines_lost_are_counted_and_reported_when_writing_works_again() {
+        let dir = crate::test_dir::TestDir::new("log-lost");
+        let path = dir.join("ibacm.log");
+        let (mut l, _) = Logger::open(path.to_str().unwrap(), max_level(0));
+        // A full disk: /dev/full fails every write with ENOSPC.
+        let full = OpenOptions::new().append(true).open("/dev/full").unwrap();
+        l.sink = Sink::File {
+            file: full,
+            path: path.clone(),
+        };
+        l.log(Level::Basic, "main", "lost 1");
+        l.log(Level::Basic, "main", "lost 2");
+        assert_eq!(l.dropped_total(), 2);
+        assert!(matches!(l.reopen(), Some(Ok(()))));
+        l.log(Level::Basic, "main", "written");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(
+            lines[0]
+                .ends_with(": acm_log: 2 log lines lost: No space left on device (os error 28)"),
+            "{text}"
+        );
+        assert!(lines[1].ends_with(": main: written"), "{text}");
+        assert_eq!(l.dropped_total(), 2, "the total stays");
+        l.log(Level::Basic, "main", "again");
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 3);
+    }
+
+    #[test]
+    fn a_link_or_a_fifo_at_the_log_path_is_not_opened() {
+        let dir = crate::test_dir::TestDir::new("log-link");
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "x\n").unwrap();
+        let link = dir.join("ibacm.log");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let (l, err) = Logger::open(link.to_str().unwrap(), max_level(0));
+        assert!(err.is_some() && matches!(l.sink, Sink::Stdout));
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "x\n");
+        let fifo = dir.join("fifo.log");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let (l, err) = Logger::open(fifo.to_str().unwrap(), max_level(0));
+        assert!(
+            err.is_some() && matches!(l.sink, Sink::Stdout),
+            "no reader: ENXIO"
+        );
     }
 
     #[test]

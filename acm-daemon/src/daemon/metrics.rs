@@ -6,16 +6,20 @@
 //! The numbers come from the engine directly ([`acm_engine::Engine::endpoint_stats`]),
 //! not through the client protocol, so the file also has the cache sizes no client
 //! can ask for. Each write goes to a temporary file in the same directory, which is then
-//! renamed over the file: a reader sees the old text or the new one, never half of one.
-//! The temporary name does not end in `.prom`, so the collector never reads it.
+//! renamed over the file ([`safe_file::replace`], which also keeps whoever may write the
+//! directory from redirecting the write): a reader sees the old text or the new one,
+//! never half of one. The temporary name does not end in `.prom`, so the collector never
+//! reads it. The file's mode is 0644 whatever the umask: node_exporter does not run as
+//! root.
 //!
 //! The file is left in place when the daemon stops; node_exporter's
 //! `node_textfile_mtime_seconds` tells a file that is no longer updated.
 
+use super::safe_file;
 use super::settings::MetricsConfig;
 use crate::metrics::{DaemonSample, EndpointSample, Snapshot, render};
 use acm_engine::Engine;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -70,7 +74,7 @@ impl MetricsFile {
     /// Writes `text`, and sets the next write one interval after `now`.
     pub fn write(&mut self, now: Instant, text: &str) -> Written {
         self.next = now + self.interval;
-        match replace(&self.path, text) {
+        match safe_file::replace(&self.path, text.as_bytes(), 0o644) {
             Ok(()) if self.failing => {
                 self.failing = false;
                 Written::Recovered
@@ -116,35 +120,9 @@ pub fn text(engine: &Engine, daemon: DaemonSample) -> String {
     render(&[snapshot(engine, daemon)])
 }
 
-/// Replaces `path` with `text` atomically: a temporary file beside it, written, then
-/// renamed over it. Mode 0644 whatever the umask: node_exporter does not run as root.
-fn replace(path: &Path, text: &str) -> io::Result<()> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
-    let tmp = path.with_file_name(format!(".{}.tmp", name.to_string_lossy()));
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o644)
-            .open(&tmp)?;
-        f.set_permissions(std::fs::Permissions::from_mode(0o644))?;
-        f.write_all(text.as_bytes())?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn writes_replace_the_file_and_failures_are_reported_once() {
@@ -163,7 +141,9 @@ mod tests {
         assert_eq!(m.due(), t0 + Duration::from_secs(15));
         assert!(matches!(m.write(t0, "a 2\n"), Written::Ok));
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "a 2\n");
-        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&path).unwrap().permissions(),
+        );
         assert_eq!(mode & 0o777, 0o644);
         let names: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()
@@ -194,6 +174,7 @@ mod tests {
             clients_accepted: 2,
             clients_refused: 3,
             clients_closed_unread: 5,
+            log_lines_dropped: 6,
             start_time_seconds: 4,
             lookups: acm_engine::LookupCounters::default(),
         };
@@ -204,6 +185,7 @@ mod tests {
         let t = text(&engine, d);
         assert!(t.contains("acm_clients_refused_total 3\n"), "{t}");
         assert!(t.contains("acm_clients_closed_unread_total 5\n"), "{t}");
+        assert!(t.contains("acm_log_lines_dropped_total 6\n"), "{t}");
         assert!(t.contains("acm_lookups_cancelled_total 0\n"), "{t}");
     }
 }

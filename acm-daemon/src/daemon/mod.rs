@@ -38,6 +38,7 @@ pub mod paths;
 pub mod plugins;
 pub mod rate_limit;
 pub mod reload;
+pub mod safe_file;
 pub mod server;
 pub mod settings;
 pub mod startup;

@@ -367,6 +367,7 @@ impl<B: Backend> Server<B> {
     /// Reads the configuration files again and applies them, or logs why not (see
     /// [`super::reload`]).
     fn reload(&mut self) {
+        self.reopen_log();
         let Some(reloader) = self.reloader.as_mut() else {
             self.log
                 .log(Level::Basic, "acm_reload", "SIGHUP: nothing to reload");
@@ -391,6 +392,29 @@ impl<B: Backend> Server<B> {
         }
         if let Some(r) = &self.reloader {
             r.notify_ready();
+        }
+    }
+
+    /// Opens the log file again, so that lines after a log rotation go to a new file at
+    /// the configured path; says so in the new file, or in the old one why not.
+    fn reopen_log(&mut self) {
+        let Some(result) = self.log.reopen() else {
+            return;
+        };
+        let path = self.log.file_path().map(|p| p.display().to_string());
+        let path = path.unwrap_or_default();
+        match result {
+            Ok(()) => self.log.log(
+                Level::Basic,
+                "acm_log",
+                &format!("SIGHUP: log file {path} reopened"),
+            ),
+            Err(e) => self.log.log_with(
+                Level::Basic,
+                Priority::Warning,
+                "acm_log",
+                &format!("SIGHUP: cannot reopen log file {path}: {e}; writing on to the file open until now"),
+            ),
         }
     }
 
@@ -450,6 +474,7 @@ impl<B: Backend> Server<B> {
             clients_accepted: self.accepted,
             clients_refused: self.refused,
             clients_closed_unread: self.closed_unread,
+            log_lines_dropped: self.log.dropped_total(),
             start_time_seconds: self.started,
             lookups: self.backend.engine().lookup_counters(),
         };
