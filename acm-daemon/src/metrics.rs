@@ -16,6 +16,9 @@
 //! | `acm_endpoint_cache_entries` | gauge | endpoint, guid, port, pkey, state | the daemon only |
 //! | `acm_clients_connected` | gauge | | the daemon only |
 //! | `acm_clients_accepted_total`, `acm_clients_refused_total` | counter | | the daemon only |
+//! | `acm_clients_over_user_limit_total`, `acm_clients_over_shared_limit_total` | counter | | the daemon only: refused at the connection limits |
+//! | `acm_clients_user_limit`, `acm_clients_shared_limit` | gauge | | the daemon only: the connection limits in force |
+//! | `acm_clients_closed_not_allowed_total` | counter | | the daemon only: closed when a reload narrowed the allow-lists |
 //! | `acm_clients_closed_unread_total` | counter | | the daemon only: closed at `max_queued_reply_bytes` |
 //! | `acm_lookups_rejected_total`, `acm_lookups_cancelled_total`, `acm_background_resolves_dropped_total` | counter | | the daemon only (`acm_engine::LookupCounters`) |
 //! | `acm_log_lines_dropped_total` | counter | | the daemon only: log lines its log file (or stream) did not take |
@@ -121,6 +124,18 @@ pub struct DaemonSample {
     pub clients_accepted: u64,
     /// Client connections refused by the allow-lists since the start.
     pub clients_refused: u64,
+    /// Client connections refused because their user held `max_connections_per_user`.
+    pub clients_over_user_limit: u64,
+    /// Client connections of users other than root and the daemon's refused because
+    /// the connections they share were all open (the rest is root's reserve).
+    pub clients_over_shared_limit: u64,
+    /// Connected clients closed because reloaded allow-lists no longer let their user
+    /// in.
+    pub clients_closed_not_allowed: u64,
+    /// The connections one user other than root and the daemon's may hold now.
+    pub clients_user_limit: u64,
+    /// The connections users other than root and the daemon's may hold together now.
+    pub clients_shared_limit: u64,
     /// Client connections closed because all queued replies reached
     /// `max_queued_reply_bytes` while they were not reading theirs.
     pub clients_closed_unread: u64,
@@ -240,6 +255,31 @@ pub fn render(snapshots: &[Snapshot]) -> String {
         "counter",
         "Client connections refused by allow_users and allow_groups since the daemon started.",
     );
+    let mut over_user_limit = Family::new(
+        "acm_clients_over_user_limit_total",
+        "counter",
+        "Client connections closed at accept because their user already held max_connections_per_user (root and the daemon's user have no such limit).",
+    );
+    let mut over_shared_limit = Family::new(
+        "acm_clients_over_shared_limit_total",
+        "counter",
+        "Client connections of users other than root and the daemon's closed at accept because the connections they share were all open (the descriptors left are root's reserve).",
+    );
+    let mut user_limit = Family::new(
+        "acm_clients_user_limit",
+        "gauge",
+        "Client connections one user other than root and the daemon's may hold (max_connections_per_user, or half of acm_clients_shared_limit).",
+    );
+    let mut shared_limit = Family::new(
+        "acm_clients_shared_limit",
+        "gauge",
+        "Client connections users other than root and the daemon's may hold together: the descriptor limit less the daemon's own descriptors and root's reserve.",
+    );
+    let mut closed_not_allowed = Family::new(
+        "acm_clients_closed_not_allowed_total",
+        "counter",
+        "Connected clients closed because a reload changed allow_users or allow_groups so that they no longer let their user in.",
+    );
     let mut closed_unread = Family::new(
         "acm_clients_closed_unread_total",
         "counter",
@@ -329,6 +369,21 @@ pub fn render(snapshots: &[Snapshot]) -> String {
             connected.samples.push((plain.clone(), d.clients_connected));
             accepted.samples.push((plain.clone(), d.clients_accepted));
             refused.samples.push((plain.clone(), d.clients_refused));
+            over_user_limit
+                .samples
+                .push((plain.clone(), d.clients_over_user_limit));
+            over_shared_limit
+                .samples
+                .push((plain.clone(), d.clients_over_shared_limit));
+            user_limit
+                .samples
+                .push((plain.clone(), d.clients_user_limit));
+            shared_limit
+                .samples
+                .push((plain.clone(), d.clients_shared_limit));
+            closed_not_allowed
+                .samples
+                .push((plain.clone(), d.clients_closed_not_allowed));
             closed_unread
                 .samples
                 .push((plain.clone(), d.clients_closed_unread));
@@ -359,6 +414,11 @@ pub fn render(snapshots: &[Snapshot]) -> String {
         &connected,
         &accepted,
         &refused,
+        &over_user_limit,
+        &over_shared_limit,
+        &user_limit,
+        &shared_limit,
+        &closed_not_allowed,
         &closed_unread,
         &rejected,
         &cancelled,
@@ -426,6 +486,11 @@ mod tests {
                 clients_connected: 2,
                 clients_accepted: 10,
                 clients_refused: 1,
+                clients_over_user_limit: 5,
+                clients_over_shared_limit: 6,
+                clients_closed_not_allowed: 3,
+                clients_user_limit: 4096,
+                clients_shared_limit: 8192,
                 clients_closed_unread: 4,
                 log_lines_dropped: 7,
                 start_time_seconds: 1_780_000_000,

@@ -18,8 +18,10 @@ use seeded::Rng;
 
 /// Lines that reach every branch of the daemon's options at least once: good and bad
 /// values of each, Latin-1 in a value and in a comment.
-const OPTION_LINES: [&[u8]; 14] = [
+const OPTION_LINES: [&[u8]; 16] = [
     b"max_queued_reply_bytes 1048576",
+    b"max_connections_per_user 4096",
+    b"max_connections_per_user 0",
     b"max_queued_reply_bytes 65535",
     b"max_queued_reply_bytes banana",
     b"metrics_interval 0",
@@ -53,7 +55,8 @@ fn daemon_config_fuzz_body_on_seeded_inputs() {
         // read where nothing refused comes before it), then generated text.
         let known = if i % 20 == 0 { 1 } else { rng.next() % 4 };
         for _ in 0..known {
-            input.extend_from_slice(OPTION_LINES[(rng.next() % 14) as usize]);
+            input
+                .extend_from_slice(OPTION_LINES[(rng.next() % OPTION_LINES.len() as u64) as usize]);
             input.push(b'\n');
         }
         input.extend_from_slice(&rng.config_text(300));

@@ -15,7 +15,8 @@ usage: ibacm [-D] [-P] [-A addr_file] [-O option_file] [--systemd]
              [--run-dir DIR] [--socket-mode OCTAL] [--socket-group GROUP]
              [--allow-users LIST] [--allow-groups LIST]
              [--metrics-file FILE] [--metrics-interval SECONDS]
-             [--max-queued-reply-bytes BYTES] [--log-file FILE] [--log-level N]
+             [--max-queued-reply-bytes BYTES] [--max-connections-per-user N]
+             [--log-file FILE] [--log-level N]
    -D                 run as a daemon (the default)
    -P                 run in the foreground
    -A addr_file       address file (default /etc/rdma/ibacm_addr.cfg)
@@ -46,6 +47,10 @@ usage: ibacm [-D] [-P] [-A addr_file] [-O option_file] [--systemd]
    --max-queued-reply-bytes BYTES
                       replies queued for all clients together beyond which the
                       clients not reading theirs are closed (default 67108864, 64 MiB)
+   --max-connections-per-user N
+                      client connections one user other than root and the daemon's
+                      may hold; more are closed at once and logged (default: half of
+                      the descriptors all users share)
    --log-file FILE    log here (or stdout, stderr), overriding the options file
    --log-level N      log level 0..2, overriding the options file
    --help             this text
@@ -107,6 +112,8 @@ pub struct Args {
     pub metrics_interval: Option<u32>,
     /// `--max-queued-reply-bytes`.
     pub max_queued_reply_bytes: Option<u64>,
+    /// `--max-connections-per-user`.
+    pub max_connections_per_user: Option<u32>,
 }
 
 /// The unix socket's default permissions: librdmacm in every user's process connects to
@@ -174,6 +181,7 @@ where
         metrics_file: None,
         metrics_interval: None,
         max_queued_reply_bytes: None,
+        max_connections_per_user: None,
     };
     let mut it = args.into_iter().map(Into::into);
     while let Some(arg) = it.next() {
@@ -245,6 +253,16 @@ where
                         }
                     })?;
                     a.max_queued_reply_bytes = Some(n);
+                }
+                "max-connections-per-user" => {
+                    let v = value("--max-connections-per-user")?;
+                    let n =
+                        super::settings::parse_per_user(&v).map_err(|_| ArgError::BadValue {
+                            option: "--max-connections-per-user".into(),
+                            value: v.clone(),
+                            why: "expected whole connections from 1 to 1073741824",
+                        })?;
+                    a.max_connections_per_user = Some(n);
                 }
                 "log-level" => {
                     let v = value("--log-level")?;
@@ -416,6 +434,7 @@ mod tests {
             "--metrics-interval=5",
             "--max-queued-reply-bytes",
             "1048576",
+            "--max-connections-per-user=4096",
         ]);
         assert_eq!(a.socket_group.as_deref(), Some("rdma"));
         assert_eq!(a.allow_users, Some(vec!["alice".into(), "1001".into()]));
@@ -423,6 +442,7 @@ mod tests {
         assert_eq!(a.metrics_file, Some(PathBuf::from("/var/lib/m.prom")));
         assert_eq!(a.metrics_interval, Some(5));
         assert_eq!(a.max_queued_reply_bytes, Some(1 << 20));
+        assert_eq!(a.max_connections_per_user, Some(4096));
         let d = run(&[]);
         assert_eq!(
             (
@@ -441,6 +461,8 @@ mod tests {
             &["--max-queued-reply-bytes", "65535"],
             &["--max-queued-reply-bytes", "-1"],
             &["--max-queued-reply-bytes", "64M"],
+            &["--max-connections-per-user", "0"],
+            &["--max-connections-per-user", "lots"],
         ] {
             assert!(
                 matches!(parse(bad.iter().copied()), Err(ArgError::BadValue { .. })),

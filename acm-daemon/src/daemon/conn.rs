@@ -9,6 +9,7 @@
 //! connection without a reply, as the reference does. A peer that stops halfway through a
 //! message only ever delays itself.
 
+use super::access::Peer;
 use super::listen::Stream;
 use acm_proto::client::{HEADER_LEN, MAX_REQUEST_LEN, request_len};
 // The client sockets are read and written with the system calls themselves, not
@@ -57,6 +58,10 @@ pub struct Conn {
     closing: bool,
     /// The peer shut down its side: read to the end of the stream this time.
     peer_closed: bool,
+    /// Who connected, from `SO_PEERCRED` (`None`: a TCP client, or credentials that
+    /// could not be read): what its user's connection count and a reload's
+    /// allow-lists go by.
+    peer: Option<Peer>,
     /// How the event loop waits on this client (see [`super::client_waits`]).
     pub wait: WaitState,
 }
@@ -87,8 +92,22 @@ impl Conn {
             outbuf: Vec::new(),
             closing: false,
             peer_closed: false,
+            peer: None,
             wait: WaitState::Epoll { write: false },
         }
+    }
+
+    /// The connection of `peer`.
+    #[must_use]
+    pub fn with_peer(mut self, peer: Option<Peer>) -> Self {
+        self.peer = peer;
+        self
+    }
+
+    /// Who connected, if known.
+    #[must_use]
+    pub const fn peer(&self) -> Option<Peer> {
+        self.peer
     }
 
     /// The poller reported that the peer closed its side: the next read goes on to

@@ -174,9 +174,10 @@ mod tests {
             clients_accepted: 2,
             clients_refused: 3,
             clients_closed_unread: 5,
-            log_lines_dropped: 6,
+            log_lines_dropped: 7,
+            clients_over_user_limit: 6,
             start_time_seconds: 4,
-            lookups: acm_engine::LookupCounters::default(),
+            ..DaemonSample::default()
         };
         let s = snapshot(&engine, d);
         assert_eq!(s.global, Some(vec![0; 7]));
@@ -185,7 +186,8 @@ mod tests {
         let t = text(&engine, d);
         assert!(t.contains("acm_clients_refused_total 3\n"), "{t}");
         assert!(t.contains("acm_clients_closed_unread_total 5\n"), "{t}");
-        assert!(t.contains("acm_log_lines_dropped_total 6\n"), "{t}");
+        assert!(t.contains("acm_log_lines_dropped_total 7\n"), "{t}");
+        assert!(t.contains("acm_clients_over_user_limit_total 6\n"), "{t}");
         assert!(t.contains("acm_lookups_cancelled_total 0\n"), "{t}");
     }
 }

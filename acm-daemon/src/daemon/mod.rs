@@ -26,6 +26,7 @@ pub mod backend;
 pub mod client_waits;
 pub mod config;
 pub mod conn;
+pub mod conn_limits;
 pub mod error;
 pub mod kernel;
 pub mod lifecycle;
@@ -430,6 +431,7 @@ fn serve<B: Backend>(
     ));
     server.set_allow_list(ctx.opts.settings.access.allow.clone());
     server.set_max_queued_reply_bytes(ctx.opts.settings.max_queued_reply_bytes);
+    server.set_max_connections_per_user(ctx.opts.settings.max_connections_per_user);
     if let Some(m) = &ctx.opts.settings.metrics {
         server.set_metrics(metrics::MetricsFile::new(m, std::time::Instant::now()));
     }

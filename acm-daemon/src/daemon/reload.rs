@@ -22,10 +22,16 @@
 //!   and the address file's additions and removals, and logs the options that need a
 //!   restart with their file and line ([`acm_engine::config::reload`] has the table).
 //!   Of the daemon's own options, `allow_users`, `allow_groups`, `metrics_file`,
-//!   `metrics_interval` and `max_queued_reply_bytes` apply at once (new clients are
-//!   checked against the new lists; clients already connected stay);
+//!   `metrics_interval`, `max_queued_reply_bytes` and `max_connections_per_user`
+//!   apply at once. New clients are checked against new allow-lists, and the
+//!   connected clients of users they no longer let in are closed: an administrator
+//!   who narrows them means to shut those users out, not only their next
+//!   connection. A lowered `max_connections_per_user` refuses a user's next
+//!   connections and leaves those it holds (they are within what the daemon can
+//!   serve; closing some would pick among them blindly).
 //!   `server_socket_mode` and `server_socket_group` need a restart, as the socket
-//!   exists already, and so does `wait_for_device`, read only by a start. The command line still overrides the files.
+//!   exists already, and so does `wait_for_device`, read only by a start. The command
+//!   line still overrides the files.
 //! - **systemd.** Under `--systemd`, `RELOADING=1` is sent before the files are read
 //!   and `READY=1` after (`ExecReload=` in ibacm.service sends the SIGHUP).
 
@@ -80,6 +86,8 @@ pub struct SettingsDelta {
     pub metrics: Option<Option<MetricsConfig>>,
     /// A new bound on queued replies.
     pub max_queued_reply_bytes: Option<u64>,
+    /// A new per-user connection limit (`Some(None)`: derived again).
+    pub max_connections_per_user: Option<Option<u32>>,
 }
 
 impl Reloader {
@@ -267,6 +275,7 @@ impl Reloader {
                 },
             metrics,
             max_queued_reply_bytes,
+            max_connections_per_user,
             wait_for_device,
         } = new;
         let at_start = [
@@ -303,6 +312,8 @@ impl Reloader {
         let metrics = (old.metrics != *metrics).then(|| metrics.clone());
         let max_queued = (old.max_queued_reply_bytes != *max_queued_reply_bytes)
             .then_some(*max_queued_reply_bytes);
+        let per_user = (old.max_connections_per_user != *max_connections_per_user)
+            .then_some(*max_connections_per_user);
         let mut changed = Vec::new();
         if allow.is_some() {
             changed.push("allow_users/allow_groups".to_owned());
@@ -322,6 +333,12 @@ impl Reloader {
         if let Some(b) = max_queued {
             changed.push(format!("max_queued_reply_bytes {b}"));
         }
+        if let Some(n) = per_user {
+            changed.push(n.map_or_else(
+                || "max_connections_per_user derived".to_owned(),
+                |n| format!("max_connections_per_user {n}"),
+            ));
+        }
         if !changed.is_empty() {
             log.log(
                 Level::Basic,
@@ -338,6 +355,7 @@ impl Reloader {
             allow,
             metrics,
             max_queued_reply_bytes: max_queued,
+            max_connections_per_user: per_user,
         }
     }
 }
@@ -443,7 +461,7 @@ mod tests {
         let mut r = reloader(&dir, "log_level 1\n");
         std::fs::write(
             dir.join("o.cfg"),
-            "log_level 2\nbogus 1\nmax_queued_reply_bytes 1048576\n",
+            "log_level 2\nbogus 1\nmax_queued_reply_bytes 1048576\nmax_connections_per_user 100\n",
         )
         .unwrap();
         std::fs::write(dir.join("a.cfg"), "n1 mlx5_0 1 default\n").unwrap();
@@ -456,17 +474,21 @@ mod tests {
             Some(1)
         );
         assert_eq!(a.settings.max_queued_reply_bytes, Some(1 << 20));
+        assert_eq!(a.settings.max_connections_per_user, Some(Some(100)));
         assert!(a.settings.allow.is_none() && a.settings.metrics.is_none());
         let lines = log.lines().join("\n");
         assert!(lines.contains("unknown option 'bogus' ignored"), "{lines}");
         assert!(
-            lines.contains("daemon settings reloaded: max_queued_reply_bytes 1048576"),
+            lines.contains(
+                "daemon settings reloaded: max_queued_reply_bytes 1048576, max_connections_per_user 100"
+            ),
             "{lines}"
         );
         // The same files again: nothing of the daemon's changes; the log file stays
         // in the run directory as at start.
         let a = r.read(&mut log).expect("accepted");
         assert_eq!(a.settings.max_queued_reply_bytes, None);
+        assert_eq!(a.settings.max_connections_per_user, None);
         assert_eq!(reload::option_changes(&r.running, &a.reconfig.options), []);
         // A missing address file keeps the running addresses.
         std::fs::remove_file(dir.join("a.cfg")).unwrap();

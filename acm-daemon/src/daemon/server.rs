@@ -28,6 +28,10 @@
 //! the failure lasts (a descriptor may also free elsewhere: another process, the
 //! metrics file), logging the first failure and the recovery, not every try.
 //!
+//! At most [`ACCEPT_BATCH`] clients are accepted per turn, so that clients connecting
+//! without end (refused ones among them) cannot keep the loop from serving the
+//! connected ones.
+//!
 //! Replies queued for all clients together are bounded
 //! ([`Server::set_max_queued_reply_bytes`], `max_queued_reply_bytes`): each connection
 //! stops being read at 64 KiB of queued replies, but many such connections could
@@ -44,13 +48,21 @@
 //!
 //! With allow-lists ([`Server::set_allow_list`]), each new client's credentials are
 //! checked before it is watched; a refused one is closed unread, with one log line
-//! (see [`super::access`]). With a metrics file ([`Server::set_metrics`]), the loop
-//! also wakes to write it (see [`super::metrics`]).
+//! (see [`super::access`]). A reload that changes the lists closes the connected
+//! clients of users they no longer let in, in one log line.
+//!
+//! Each new client is then held to the connection limits ([`super::conn_limits`]):
+//! one user other than root and the daemon's may hold `max_connections_per_user`,
+//! and all of them together what the descriptor limit leaves once the daemon's own
+//! descriptors and root's reserve are set aside. A client over a limit is closed
+//! unread, logged like a refused one. With a metrics file ([`Server::set_metrics`]),
+//! the loop also wakes to write it (see [`super::metrics`]).
 
 use super::access::{AllowList, Peer, Verdict, proc_groups};
 use super::backend::{Backend, BackendError};
 use super::client_waits::{ClientWaits, Conns};
 use super::conn::{Conn, READ_CHUNK};
+use super::conn_limits::{Admission, ConnLimits, Descriptors};
 use super::kernel::channel::KernelChannel;
 use super::lifecycle::StopSignals;
 use super::listen::{Listener, Stream};
@@ -89,12 +101,30 @@ pub const READ_BUDGET: usize = 64;
 /// served well within a second of a descriptor freeing, rarely enough to cost nothing.
 pub const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 
+/// Connections accepted (or refused at accept) in one turn of the loop before the
+/// connected clients get theirs: users connecting in a loop, whose connections are
+/// refused at once or not, must not keep the loop accepting while the listen queue
+/// never empties. The rest are accepted on the next turn, which comes at once.
+pub const ACCEPT_BATCH: usize = 256;
+
 /// The origin of the engine's line for a request it refuses to frame (a connection it
 /// closes); its only line with this origin (acm-engine's `core::client`).
 pub const MALFORMED_ORIGIN: &str = "acm_svr_receive";
 
-/// The origin of the lines about clients the allow-lists refused.
+/// The origin of the lines about clients the allow-lists or the connection limits
+/// refused.
 const REFUSED_ORIGIN: &str = "acm_svr_accept";
+
+/// Why a new client was closed unread, for its counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    /// Not in the allow-lists.
+    NotAllowed,
+    /// Its user holds `max_connections_per_user` already.
+    UserLimit,
+    /// The connections users other than root may hold together are open.
+    SharedLimit,
+}
 
 /// Reply memory freed by closed connections after which the heap is trimmed: a
 /// megabyte, so that ordinary clients coming and going (a few KiB each) never pay for a
@@ -138,6 +168,15 @@ pub struct Server<B: Backend> {
     accepted: u64,
     /// Client connections refused by the allow-lists so far.
     refused: u64,
+    /// The connection limits, and the open connections of each user.
+    limits: ConnLimits,
+    /// Client connections refused at their user's limit so far.
+    over_user_limit: u64,
+    /// Client connections refused at the limit all users share so far.
+    over_shared_limit: u64,
+    /// Connected clients closed because reloaded allow-lists no longer let their user
+    /// in, so far.
+    closed_not_allowed: u64,
     metrics: Option<MetricsFile>,
     /// When the daemon started, in seconds since the Unix epoch (for the metrics).
     started: u64,
@@ -145,6 +184,8 @@ pub struct Server<B: Backend> {
     accept_stalled: Option<(std::time::Instant, u64)>,
     /// A connection closed since the last try at accepting.
     closed_since_try: bool,
+    /// The last turn accepted [`ACCEPT_BATCH`] connections: more may wait.
+    accept_pending: bool,
     /// Memory holding replies queued on all connections, in bytes
     /// ([`Conn::held`]).
     queued: usize,
@@ -185,6 +226,7 @@ impl<B: Backend> Server<B> {
         }
         backend.register(poll.registry(), BACKEND)?;
         kernel.register(poll.registry(), KERNEL)?;
+        let own_uid = nix::unistd::geteuid().as_raw();
         Ok(Self {
             poll,
             listener,
@@ -198,9 +240,15 @@ impl<B: Backend> Server<B> {
             epoch,
             stop: None,
             allow: AllowList::default(),
-            own_uid: nix::unistd::geteuid().as_raw(),
+            own_uid,
             accepted: 0,
             refused: 0,
+            // Counted again when serving starts, with every descriptor of the daemon
+            // open.
+            limits: ConnLimits::new(own_uid, Descriptors::count(0)),
+            over_user_limit: 0,
+            over_shared_limit: 0,
+            closed_not_allowed: 0,
             metrics: None,
             started: std::time::SystemTime::now()
                 .checked_sub(epoch.elapsed())
@@ -208,6 +256,7 @@ impl<B: Backend> Server<B> {
                 .map_or(0, |d| d.as_secs()),
             accept_stalled: None,
             closed_since_try: false,
+            accept_pending: false,
             queued: 0,
             max_queued: usize::try_from(super::settings::DEFAULT_MAX_QUEUED_REPLY_BYTES)
                 .unwrap_or(usize::MAX),
@@ -231,6 +280,12 @@ impl<B: Backend> Server<B> {
     /// doc).
     pub fn set_max_queued_reply_bytes(&mut self, bytes: u64) {
         self.max_queued = usize::try_from(bytes).unwrap_or(usize::MAX);
+    }
+
+    /// Holds each user other than root and the daemon's to `limit` connections
+    /// (`None`: half of those all users share; see [`super::conn_limits`]).
+    pub fn set_max_connections_per_user(&mut self, limit: Option<u32>) {
+        self.limits.set_per_user(limit);
     }
 
     /// Moves a client waited on with `ppoll` back to epoll after `idle` without a
@@ -284,6 +339,7 @@ impl<B: Backend> Server<B> {
     /// The poller or the fabric failed.
     pub fn run(&mut self) -> Result<nix::sys::signal::Signal, ServerError> {
         let mut events = Events::with_capacity(256);
+        self.count_descriptors();
         let now = self.now();
         self.backend.advance(now, true)?;
         self.dispatch();
@@ -381,7 +437,13 @@ impl<B: Backend> Server<B> {
             self.backend.reconfigure(now, &a.reconfig);
             if let Some(allow) = a.settings.allow {
                 self.allow = allow;
+                self.close_not_allowed();
             }
+            if let Some(limit) = a.settings.max_connections_per_user {
+                self.limits.set_per_user(limit);
+            }
+            // The limit may have been raised (prlimit), devices opened or closed.
+            self.count_descriptors();
             if let Some(m) = a.settings.metrics {
                 self.metrics = m.map(|m| MetricsFile::new(&m, std::time::Instant::now()));
             }
@@ -473,6 +535,11 @@ impl<B: Backend> Server<B> {
             clients_connected: self.conns.len() as u64,
             clients_accepted: self.accepted,
             clients_refused: self.refused,
+            clients_over_user_limit: self.over_user_limit,
+            clients_over_shared_limit: self.over_shared_limit,
+            clients_closed_not_allowed: self.closed_not_allowed,
+            clients_user_limit: self.limits.per_user() as u64,
+            clients_shared_limit: self.limits.shared() as u64,
             clients_closed_unread: self.closed_unread,
             log_lines_dropped: self.log.dropped_total(),
             start_time_seconds: self.started,
@@ -497,9 +564,10 @@ impl<B: Backend> Server<B> {
 
     /// How long the poller may sleep: until the backend's next deadline or the metrics
     /// file's (at most [`ACCEPT_RETRY`] while accepting fails), or not at all while a
-    /// paused connection can be read or a connection closed during a stall.
+    /// paused connection can be read, a connection closed during a stall, or clients
+    /// wait past a full batch of accepts.
     fn timeout(&self) -> Option<Duration> {
-        if self.accept_stalled.is_some() && self.closed_since_try {
+        if self.accept_pending || (self.accept_stalled.is_some() && self.closed_since_try) {
             return Some(Duration::ZERO);
         }
         if self
@@ -534,9 +602,9 @@ impl<B: Backend> Server<B> {
     }
 
     /// Tries accepting again while a stall lasts, after a connection closed or
-    /// [`ACCEPT_RETRY`] after the last try.
+    /// [`ACCEPT_RETRY`] after the last try, and after a full batch of accepts.
     fn retry_accept(&mut self) {
-        if self.accept_stalled.is_some() {
+        if self.accept_stalled.is_some() || self.accept_pending {
             self.accept_all();
             self.dispatch();
         }
@@ -544,7 +612,8 @@ impl<B: Backend> Server<B> {
 
     fn accept_all(&mut self) {
         self.closed_since_try = false;
-        loop {
+        self.accept_pending = false;
+        for _ in 0..ACCEPT_BATCH {
             match self.listener.accept() {
                 Ok(stream) => {
                     if let Some((since, tries)) = self.accept_stalled.take() {
@@ -588,67 +657,85 @@ impl<B: Backend> Server<B> {
                 }
             }
         }
+        // A whole batch: the rest wait for the next turn.
+        self.accept_pending = true;
     }
 
     fn add(&mut self, stream: Stream) {
         let id = self.next_conn;
         self.next_conn += 1;
-        match &stream {
-            Stream::Unix(s) => {
-                let verbose = self.log.enabled(Level::Verbose);
-                let cred = (verbose || !self.allow.is_open()).then(|| {
-                    nix::sys::socket::getsockopt(&*s, nix::sys::socket::sockopt::PeerCredentials)
-                });
-                if !self.allow.is_open() {
-                    let refused = match &cred {
-                        Some(Ok(c)) => self.refusal(Peer {
-                            pid: c.pid(),
-                            uid: c.uid(),
-                            gid: c.gid(),
-                        }),
-                        Some(Err(e)) => Some(format!("peer credentials unavailable ({e})")),
-                        None => None,
-                    };
-                    if let Some(why) = refused {
-                        self.refuse(id, &why);
-                        return;
-                    }
-                }
-                if verbose {
-                    let who = match cred {
-                        Some(Ok(c)) => format!("pid {} uid {} gid {}", c.pid(), c.uid(), c.gid()),
-                        Some(Err(e)) => format!("peer credentials unavailable ({e})"),
-                        None => String::new(),
-                    };
-                    self.log.log(
-                        Level::Verbose,
-                        "acm_svr_accept",
-                        &format!("client {id} connected, {who}"),
-                    );
-                }
-            }
-            Stream::Tcp(s) => {
-                let peer = || {
-                    s.peer_addr()
-                        .map_or_else(|_| "unknown peer".into(), |a| a.to_string())
-                };
-                if !self.allow.is_open() {
-                    // Start-up refuses allow-lists with a TCP server mode; this keeps a
-                    // listener that is TCP anyway from letting anyone in unchecked.
-                    let why = format!("TCP client from {}: no credentials to check", peer());
-                    self.refuse(id, &why);
-                    return;
-                }
-                if self.log.enabled(Level::Verbose) {
-                    self.log.log(
-                        Level::Verbose,
-                        "acm_svr_accept",
-                        &format!("client {id} connected from {}", peer()),
-                    );
-                }
+        let cred = match &stream {
+            // Always read: the connection limits count connections by user.
+            Stream::Unix(s) => Some(
+                nix::sys::socket::getsockopt(s, nix::sys::socket::sockopt::PeerCredentials).map(
+                    |c| Peer {
+                        pid: c.pid(),
+                        uid: c.uid(),
+                        gid: c.gid(),
+                    },
+                ),
+            ),
+            Stream::Tcp(_) => None,
+        };
+        let peer = cred.as_ref().and_then(|c| c.as_ref().ok().copied());
+        // Who connected, for the log lines.
+        let who = || match (&cred, &stream) {
+            (Some(Ok(p)), _) => format!("pid {} uid {} gid {}", p.pid, p.uid, p.gid),
+            (Some(Err(e)), _) => format!("peer credentials unavailable ({e})"),
+            (None, Stream::Tcp(s)) => format!(
+                "TCP client from {}",
+                s.peer_addr()
+                    .map_or_else(|_| "unknown peer".into(), |a| a.to_string())
+            ),
+            (None, Stream::Unix(_)) => String::new(),
+        };
+        if !self.allow.is_open() {
+            let refused = match (&cred, &stream) {
+                (Some(Ok(p)), _) => self.refusal(*p),
+                (Some(Err(e)), _) => Some(format!("peer credentials unavailable ({e})")),
+                // Start-up refuses allow-lists with a TCP server mode; this keeps a
+                // listener that is TCP anyway from letting anyone in unchecked.
+                (None, _) => Some(format!("{}: no credentials to check", who())),
+            };
+            if let Some(why) = refused {
+                self.refuse(id, Refusal::NotAllowed, || why);
+                return;
             }
         }
-        let mut conn = Conn::new(stream);
+        match self.limits.admit(peer.map(|p| p.uid)) {
+            Admission::Admitted => {}
+            Admission::OverUserLimit { held, limit } => {
+                self.refuse(id, Refusal::UserLimit, || {
+                    format!(
+                        "{}: its user holds {held} connections, max_connections_per_user {limit}",
+                        who()
+                    )
+                });
+                return;
+            }
+            Admission::OverShared { open, shared } => {
+                let reserve = self.limits.reserve();
+                self.refuse(id, Refusal::SharedLimit, || {
+                    format!(
+                        "{}: {open} client connections are open, the {shared} that users other than root share ({reserve} more descriptors are kept for root)",
+                        who()
+                    )
+                });
+                return;
+            }
+        }
+        if self.log.enabled(Level::Verbose) {
+            let line = match &stream {
+                Stream::Unix(_) => format!("client {id} connected, {}", who()),
+                Stream::Tcp(s) => format!(
+                    "client {id} connected from {}",
+                    s.peer_addr()
+                        .map_or_else(|_| "unknown peer".into(), |a| a.to_string())
+                ),
+            };
+            self.log.log(Level::Verbose, "acm_svr_accept", &line);
+        }
+        let mut conn = Conn::new(stream).with_peer(peer);
         if let Err(e) = self.waits.add(self.poll.registry(), id, &mut conn) {
             self.log.log_with(
                 Level::Basic,
@@ -659,6 +746,7 @@ impl<B: Backend> Server<B> {
             return;
         }
         self.accepted += 1;
+        self.limits.opened(peer.map(|p| p.uid));
         self.conns.insert(id, conn);
         // Anything already sent is read on the first readiness event.
     }
@@ -688,9 +776,15 @@ impl<B: Backend> Server<B> {
     }
 
     /// Counts and logs a refused client; dropping its stream, which the caller does
-    /// next, closes it before anything of it is read.
-    fn refuse(&mut self, id: u64, why: &str) {
-        self.refused += 1;
+    /// next, closes it before anything of it is read (and gives its descriptor back).
+    /// `why` is only called for a line the rate limit lets through: a user connecting
+    /// in a loop is refused as fast as the kernel queues its connections.
+    fn refuse(&mut self, id: u64, reason: Refusal, why: impl FnOnce() -> String) {
+        match reason {
+            Refusal::NotAllowed => self.refused += 1,
+            Refusal::UserLimit => self.over_user_limit += 1,
+            Refusal::SharedLimit => self.over_shared_limit += 1,
+        }
         let now = std::time::Instant::now();
         self.log_suppressed_counts(now);
         if self.refused_lines.admit(now) == rate_limit::Verdict::Write {
@@ -698,7 +792,7 @@ impl<B: Backend> Server<B> {
                 Level::Basic,
                 Priority::Warning,
                 REFUSED_ORIGIN,
-                &format!("client {id} refused: {why}"),
+                &format!("client {id} refused: {}", why()),
             );
         }
     }
@@ -849,9 +943,71 @@ impl<B: Backend> Server<B> {
         }
     }
 
+    /// Counts the daemon's descriptors (again) for the connection limits, and logs the
+    /// limits that follow at level 1.
+    fn count_descriptors(&mut self) {
+        self.limits.recount();
+        self.log
+            .log(Level::Config, "acm_server", &self.limits.describe());
+    }
+
+    /// Closes the connected clients of users the allow-lists no longer let in, after a
+    /// reload changed them, and says so in one line.
+    fn close_not_allowed(&mut self) {
+        if self.allow.is_open() {
+            return;
+        }
+        let mut gone: Vec<(u64, Option<u32>)> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| {
+                c.peer().is_none_or(|p| {
+                    self.allow.check(p, self.own_uid, proc_groups) != Verdict::Allowed
+                })
+            })
+            .map(|(&id, c)| (id, c.peer().map(|p| p.uid)))
+            .collect();
+        if gone.is_empty() {
+            return;
+        }
+        gone.sort_unstable();
+        for &(id, _) in &gone {
+            self.close(
+                id,
+                "closed: its user is no longer in allow_users or allow_groups",
+            );
+        }
+        self.closed_not_allowed += gone.len() as u64;
+        self.paused.retain(|id| self.conns.contains_key(id));
+        let shown: Vec<String> = gone
+            .iter()
+            .take(8)
+            .map(|(id, uid)| match uid {
+                Some(u) => format!("client {id} uid {u}"),
+                None => format!("client {id} without credentials"),
+            })
+            .collect();
+        let more = if gone.len() > shown.len() {
+            format!(" and {} more", gone.len() - shown.len())
+        } else {
+            String::new()
+        };
+        self.log.log_with(
+            Level::Basic,
+            Priority::Warning,
+            REFUSED_ORIGIN,
+            &format!(
+                "allow_users and allow_groups no longer let in the users of {} connected clients: closed them ({}{more})",
+                gone.len(),
+                shown.join(", ")
+            ),
+        );
+    }
+
     /// Drops connection `id` and tells the engine.
     fn close(&mut self, id: u64, why: &str) {
         if let Some(mut conn) = self.conns.remove(&id) {
+            self.limits.closed(conn.peer().map(|p| p.uid));
             self.waits.remove(self.poll.registry(), id, &mut conn);
             self.queued -= conn.held();
             self.freed_since_trim += conn.held();

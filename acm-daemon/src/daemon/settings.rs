@@ -1,6 +1,7 @@
 //! The daemon's own options, which the reference does not have: access control
-//! ([`super::access`]), the metrics file ([`super::metrics`]) and the bound on replies
-//! queued for clients ([`super::server`]), from the options
+//! ([`super::access`]), the metrics file ([`super::metrics`]), the bound on replies
+//! queued for clients ([`super::server`]) and on each user's connections
+//! ([`super::conn_limits`]), from the options
 //! file's lines ([`acm_engine::config::DAEMON_OPTIONS`]) and the command line, which
 //! overrides them.
 //!
@@ -17,6 +18,7 @@
 //! | `metrics_file` | `--metrics-file` | none | write metrics there, in the Prometheus text format |
 //! | `metrics_interval` | `--metrics-interval` | 15 | seconds between two writes of the metrics file |
 //! | `max_queued_reply_bytes` | `--max-queued-reply-bytes` | 67108864 (64 MiB) | replies queued for all clients together beyond which the ones not reading are closed |
+//! | `max_connections_per_user` | `--max-connections-per-user` | half the connections all users share | client connections one user other than root and the daemon's may hold |
 //! | `wait_for_device` | `--systemd` turns it on | 0 | on hardware, start without an InfiniBand device and wait for one, rather than exit |
 //!
 //! A command-line list replaces the file's list of the same kind.
@@ -69,6 +71,9 @@ pub struct Settings {
     /// Replies queued for all clients together, in bytes, beyond which the clients
     /// with the most queued are closed.
     pub max_queued_reply_bytes: u64,
+    /// Client connections one user other than root and the daemon's may hold; `None`
+    /// derives it from the descriptor limit ([`super::conn_limits`]).
+    pub max_connections_per_user: Option<u32>,
     /// On hardware, start without an InfiniBand device and serve the first that
     /// appears, rather than exit (`--systemd` turns it on too: a unit started before
     /// the driver is loaded must not fail).
@@ -81,6 +86,7 @@ impl Default for Settings {
             access: AccessConfig::default(),
             metrics: None,
             max_queued_reply_bytes: DEFAULT_MAX_QUEUED_REPLY_BYTES,
+            max_connections_per_user: None,
             wait_for_device: false,
         }
     }
@@ -133,6 +139,7 @@ pub fn flag(option: &'static str) -> &'static str {
         "metrics_file" => "--metrics-file",
         "metrics_interval" => "--metrics-interval",
         "max_queued_reply_bytes" => "--max-queued-reply-bytes",
+        "max_connections_per_user" => "--max-connections-per-user",
         other => other,
     }
 }
@@ -213,6 +220,10 @@ impl Settings {
                 "wait_for_device" => {
                     s.wait_for_device = parse_switch(one(v).map_err(err)?).map_err(err)?;
                 }
+                "max_connections_per_user" => {
+                    s.max_connections_per_user =
+                        Some(parse_per_user(one(v).map_err(err)?).map_err(err)?);
+                }
                 _ => {
                     s.max_queued_reply_bytes =
                         parse_queued_bytes(one(v).map_err(err)?).map_err(err)?;
@@ -249,6 +260,9 @@ impl Settings {
         }
         if let Some(n) = args.max_queued_reply_bytes {
             s.max_queued_reply_bytes = n;
+        }
+        if let Some(n) = args.max_connections_per_user {
+            s.max_connections_per_user = Some(n);
         }
         s.wait_for_device |= args.systemd;
         if !s.access.allow.is_open()
@@ -299,6 +313,9 @@ impl Settings {
                 "max_queued_reply_bytes {}",
                 self.max_queued_reply_bytes
             ));
+        }
+        if let Some(n) = self.max_connections_per_user {
+            lines.push(format!("max_connections_per_user {n}"));
         }
         lines
     }
@@ -400,6 +417,20 @@ pub fn parse_queued_bytes(v: &str) -> Result<u64, String> {
         })
 }
 
+/// `max_connections_per_user`'s value: whole connections, 1 to 2^30.
+///
+/// # Errors
+/// Anything else.
+pub fn parse_per_user(v: &str) -> Result<u32, String> {
+    use super::conn_limits::{MAX_PER_USER, MIN_PER_USER};
+    v.parse::<u32>()
+        .ok()
+        .filter(|n| (MIN_PER_USER..=MAX_PER_USER).contains(n))
+        .ok_or_else(|| {
+            format!("expected whole connections from {MIN_PER_USER} to {MAX_PER_USER}, not '{v}'")
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -459,9 +490,11 @@ allow_groups 0
 metrics_file /var/lib/node_exporter/ibacm.prom
 metrics_interval 30
 max_queued_reply_bytes 1048576
+max_connections_per_user 5000
 ";
         let s = from(text, &[]).unwrap();
         assert_eq!(s.max_queued_reply_bytes, 1 << 20);
+        assert_eq!(s.max_connections_per_user, Some(5000));
         assert_eq!(s.access.socket.mode, Some(0o770));
         assert_eq!(s.access.socket.group.as_ref().map(|g| g.id), Some(0));
         let uids: Vec<u32> = s.access.allow.users.iter().map(|u| u.id).collect();
@@ -484,6 +517,7 @@ max_queued_reply_bytes 1048576
                 "metrics_file /var/lib/node_exporter/ibacm.prom",
                 "metrics_interval 30 s",
                 "max_queued_reply_bytes 1048576",
+                "max_connections_per_user 5000",
             ]
         );
         let s = from(
@@ -499,10 +533,13 @@ max_queued_reply_bytes 1048576
                 "1",
                 "--max-queued-reply-bytes",
                 "65536",
+                "--max-connections-per-user",
+                "7",
             ],
         )
         .unwrap();
         assert_eq!(s.max_queued_reply_bytes, 65536);
+        assert_eq!(s.max_connections_per_user, Some(7));
         assert_eq!(s.access.socket.mode, Some(0o700));
         let uids: Vec<u32> = s.access.allow.users.iter().map(|u| u.id).collect();
         assert_eq!(uids, [7], "the command line's list replaces the file's");
@@ -516,6 +553,7 @@ max_queued_reply_bytes 1048576
         assert_eq!(from("metrics_interval 5\n", &[]).unwrap().metrics, None);
         let d = from("", &[]).unwrap();
         assert_eq!(d.max_queued_reply_bytes, DEFAULT_MAX_QUEUED_REPLY_BYTES);
+        assert_eq!(d.max_connections_per_user, None, "derived at run time");
         assert!(d.log_lines().is_empty(), "a default is not logged");
     }
 
@@ -572,6 +610,14 @@ max_queued_reply_bytes 1048576
                 error(&format!("\nmax_queued_reply_bytes {v}\n"), &[]),
                 format!(
                     "opts.cfg:2: max_queued_reply_bytes: expected whole bytes from 65536 to 1099511627776, not '{v}'"
+                )
+            );
+        }
+        for v in ["0", "1073741825", "-1", "10k", "many"] {
+            assert_eq!(
+                error(&format!("\nmax_connections_per_user {v}\n"), &[]),
+                format!(
+                    "opts.cfg:2: max_connections_per_user: expected whole connections from 1 to 1073741824, not '{v}'"
                 )
             );
         }

@@ -11,6 +11,7 @@
 
 use acm_daemon::daemon::args::{self, Command};
 use acm_daemon::daemon::config::{self, LoadedOptions};
+use acm_daemon::daemon::conn_limits;
 use acm_daemon::daemon::options_source::names_log_file;
 use acm_daemon::daemon::settings::{self, Origin, Settings};
 use acm_engine::config::{AddrPreload, Options, RoutePreload};
@@ -50,6 +51,12 @@ pub fn run(data: &[u8]) -> Outcome {
                         .contains(&bytes),
                     "{bytes}"
                 );
+                if let Some(n) = s.max_connections_per_user {
+                    assert!(
+                        (conn_limits::MIN_PER_USER..=conn_limits::MAX_PER_USER).contains(&n),
+                        "{n}"
+                    );
+                }
                 if let Some(m) = &s.metrics {
                     let secs = m.interval.as_secs();
                     assert!(

@@ -317,12 +317,12 @@ pub struct ProviderRule {
     pub target: ProviderTarget,
 }
 
-/// The options of ours that only the daemon reads (access control, metrics, the bound
-/// on queued replies). The reference ignores names it does not know, so a file that
+/// The options of ours that only the daemon reads (access control, metrics, the bounds
+/// on queued replies and on each user's connections). The reference ignores names it does not know, so a file that
 /// uses them still works with it. Their values are checked by the daemon, which also
 /// looks names up in the user and group databases, so [`Options::parse`] only collects
 /// them ([`Options::daemon_options`]).
-pub const DAEMON_OPTIONS: [&str; 8] = [
+pub const DAEMON_OPTIONS: [&str; 9] = [
     "server_socket_group",
     "server_socket_mode",
     "allow_users",
@@ -330,6 +330,7 @@ pub const DAEMON_OPTIONS: [&str; 8] = [
     "metrics_file",
     "metrics_interval",
     "max_queued_reply_bytes",
+    "max_connections_per_user",
     "wait_for_device",
 ];
 
