@@ -231,8 +231,8 @@ impl<S: LsTransport> KernelChannel<S> {
 
     /// Sends a message to the kernel; whether it went out. Dropped silently when there
     /// is no socket. A failure is logged (level 1): for a reply, the kernel times out and
-    /// asks the SA. EPERM, the kernel refusing this process's answers, closes the
-    /// channel ([`KernelChannel::stop_listening`]).
+    /// asks the SA. EPERM, the kernel refusing this process's answers, makes the
+    /// channel leave the LS group and close, said once in the log.
     pub fn send(&mut self, bytes: &[u8], log: &mut Logger) -> bool {
         let Some(s) = &self.sock else {
             return false;
