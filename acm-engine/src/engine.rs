@@ -112,6 +112,7 @@ impl Engine {
             Input::SaResponse { port, mad } => self.sa_response(port, mad),
             Input::SaSendFailed { port, tid, status } => self.sa_failed(port, tid, status),
             Input::Netlink(bytes) => self.netlink_request(bytes),
+            Input::KernelTimeoutSent { wait_ms } => self.kernel_timeout_sent(wait_ms),
             Input::ProviderWake => {
                 for i in 0..self.providers.len() {
                     self.with_provider(i, |p, cx| p.wake(cx));

@@ -243,6 +243,14 @@ pub enum Input<'a> {
     },
     /// A message from the kernel's RDMA_NL_LS multicast group.
     Netlink(&'a [u8]),
+    /// The SET_TIMEOUT of [`ClientOutput::KernelTimeout`] reached the kernel (its send
+    /// succeeded): from now on the kernel waits `wait_ms` for each path answer, and the
+    /// engine times its error replies by that wait instead of the kernel's default
+    /// (docs/protocol/netlink-ls.md §8). Not fed when the send failed or was dropped.
+    KernelTimeoutSent {
+        /// The wait the kernel applies, as [`ClientOutput::KernelTimeout`] gave it.
+        wait_ms: u32,
+    },
     /// A provider has work that arrived outside the engine (a plugin answering from its
     /// own thread): every provider's [`crate::provider::Provider::wake`] runs, with a
     /// context, so it can hand that work to the core.
@@ -381,6 +389,17 @@ pub enum ClientOutput {
     },
     /// Send this to the kernel's RDMA_NL_LS group.
     Netlink(Vec<u8>),
+    /// Send this SET_TIMEOUT to the kernel, as [`ClientOutput::Netlink`], and when the
+    /// send succeeds, say so with [`Input::KernelTimeoutSent`]: until then the engine
+    /// assumes the kernel's default wait, since a timeout the kernel never received
+    /// does not bound its wait.
+    KernelTimeout {
+        /// The SET_TIMEOUT message.
+        message: Vec<u8>,
+        /// The wait the kernel will apply: the option's value after the kernel's own
+        /// clamping.
+        wait_ms: u32,
+    },
 }
 
 /// What the fabric (and the host's routing) must do. Every backend carries these out

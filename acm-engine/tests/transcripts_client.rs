@@ -13,8 +13,9 @@ use acm_proto::netlink::{
 };
 use std::net::IpAddr;
 use std::time::Duration;
+use support::kernel_model::{Rule, Verdict};
 use support::requests::*;
-use support::{Node, RouteScript, SaScript, reference};
+use support::{Node, RouteScript, SaScript, kernel_requests, reference};
 
 const LOCAL_GID: &str = "fe80::2:c903:a0:b001";
 const PEER_GID: &str = "fe80::2:c903:a0:b002";
@@ -1003,17 +1004,38 @@ fn kernel_netlink_path_requests_are_answered() {
     assert_nl_error(&node.netlink[3], 0x1000, 0x54);
 
     // A RESOLVE-shaped message typed IP_RESOLVE is not an IP_RESOLVE (its address
-    // attribute is missing): an error reply of the same type. Real ones are answered
-    // (`kernel_ip_resolve_is_answered_with_the_gid`).
+    // attribute is missing): no answer, since the kernel ignores an error reply to an
+    // IP_RESOLVE. Real ones are answered (`kernel_ip_resolve_is_answered_with_the_gid`).
     let mut ip_resolve = ls_resolve(0x55, PathUse::GMP, PEER_GID);
     ip_resolve.header.msg_type = LsOp::IP_RESOLVE.msg_type();
     let req = ip_resolve.to_vec();
     assert_eq!(nl_u16(&req, 4), 0x1002);
     node.input(Input::Netlink(&req));
     node.settle();
-    assert_nl_error(&node.netlink[4], 0x1002, 0x55);
+    assert!(
+        node.logs
+            .iter()
+            .any(|l| l.contains("invalid IP_RESOLVE request (seq 85) not answered")),
+        "{:?}",
+        node.logs
+    );
+    // Another process's SET_TIMEOUT (it carries NLM_F_REQUEST) is not the kernel
+    // asking: an answer would be refused by the kernel, so there is none.
+    node.input(Input::Netlink(&SetTimeoutRepr::new(9, 77, 500).to_vec()));
+    node.settle();
 
-    assert_eq!(node.netlink.len(), 5);
+    assert_eq!(node.netlink.len(), 4);
+    // What the kernel makes of each answer (tests/support/kernel_model.rs).
+    let flags: Vec<u32> = node.verdicts[..3]
+        .iter()
+        .map(|v| match v {
+            Verdict::Path(records) => records[0].flags.0,
+            other => panic!("expected a path, got {other}"),
+        })
+        .collect();
+    assert_eq!(flags, [0x2b, 0x0a, 0x2b]);
+    assert_eq!(node.verdicts[3], Verdict::SaQuery(Rule::ErrorFlag));
+    assert_eq!(node.kernel.waiting_paths(), 0, "every RESOLVE answered");
     assert!(node.replies.is_empty(), "nothing went to clients");
     let c = node.engine.counters();
     assert_eq!(c.0[RESOLVE], 3, "the three RESOLVEs reached the resolver");
@@ -1051,24 +1073,102 @@ fn kernel_ip_resolve_is_answered_with_the_gid() {
     assert_eq!(&r[20..36], &gid(PEER_GID).0);
     assert_eq!(path_queries(&node).len(), 1);
 
-    // An address no endpoint can reach (the host routes it elsewhere): an error reply.
+    assert_eq!(node.verdicts[0], Verdict::Gid(gid(PEER_GID)));
+
+    // An address no endpoint can reach (the host routes it elsewhere), and a malformed
+    // request (no address attribute): no answer, since the kernel ignores an error
+    // reply to an IP_RESOLVE and waits for its caller's timeout either way.
     node.input(Input::Netlink(&ip_resolve(0x62, "10.0.0.9")));
     node.settle();
-    assert_nl_error(&node.netlink[1], 0x1002, 0x62);
-    // Malformed: no address attribute.
     let mut bare = ip_resolve(0x63, "10.0.0.2");
     bare.truncate(20);
     bare[0..4].copy_from_slice(&20u32.to_ne_bytes());
     node.input(Input::Netlink(&bare));
     node.settle();
-    assert_nl_error(&node.netlink[2], 0x1002, 0x63);
+    assert_eq!(node.netlink.len(), 1);
+    assert!(
+        node.logs
+            .iter()
+            .any(|l| l.contains("kernel IP_RESOLVE seq 98 not resolved; no answer")),
+        "{:?}",
+        node.logs
+    );
     // What a user process sends (a reply, or a SET_TIMEOUT: no NLM_F_REQUEST) is not
     // the kernel asking: no answer.
     let answer = node.netlink[0].clone();
     node.input(Input::Netlink(&answer));
     node.settle();
-    assert_eq!(node.netlink.len(), 3);
+    assert_eq!(node.netlink.len(), 1);
     assert!(node.replies.is_empty(), "nothing went to clients");
+    insta::assert_snapshot!(node.transcript_text());
+}
+
+#[test]
+fn requests_built_as_the_kernel_builds_them_are_answered() {
+    // Each kind of kernel user's request, put together the way the kernel does
+    // (tests/support/kernel_requests.rs), not with our own request builder: every
+    // attribute mandatory, in the kernel's order, the resolve header's pad bytes left
+    // as the buffer had them. Each answer is judged by the kernel model.
+    use kernel_requests::*;
+    let mut node = node_with(reference::sa(), routing_table());
+    let (dgid, sgid) = (gid(PEER_GID), gid(LOCAL_GID));
+    let service = rdma_cm_tcp_service_id(18515);
+    let paths = [
+        (
+            "rdma_cm over IPv4",
+            rdma_cm_ipv4(dgid, sgid, 0xffff, service, 0x20),
+            0x2b,
+        ),
+        (
+            "rdma_cm over IPv4, older kernel",
+            rdma_cm_ipv4_older_kernel(dgid, sgid, 0xffff, service, 0x20),
+            0x2b,
+        ),
+        (
+            "rdma_cm over IPv6",
+            rdma_cm_ipv6(dgid, sgid, 0xffff, service, 0x28),
+            0x2b,
+        ),
+        ("IPoIB", ipoib(dgid, sgid, 0xffff, 0), 0x0a),
+    ];
+    for (seq, (what, query, flags)) in (0x201..).zip(paths) {
+        let req = query.message(seq);
+        // Our parser reads the kernel's bytes as the kernel meant them.
+        let parsed = LsRequestRepr::parse(&req).expect(what);
+        assert_eq!(parsed.resolve.path_use, query.path_use, "{what}");
+        assert_eq!(parsed.resolve.pad, [0xa5, 0xa5], "{what}: pad bytes kept");
+        assert_eq!(parsed.service_id, query.service_id, "{what}");
+        assert_eq!(
+            (parsed.tclass, parsed.pkey, parsed.qos_class),
+            (query.tclass, query.pkey, query.qos_class),
+            "{what}"
+        );
+        let before = node.netlink.len();
+        node.input(Input::Netlink(&req));
+        node.settle();
+        assert_eq!(node.netlink.len(), before + 1, "{what}: one answer");
+        match node.verdicts.last().expect("judged") {
+            Verdict::Path(records) => {
+                assert_eq!(records.len(), 1, "{what}");
+                assert_eq!(records[0].flags.0, flags, "{what}");
+                assert_eq!(records[0].path.to_bytes(), peer_path(), "{what}");
+            }
+            other => panic!("{what}: the kernel would not take the path: {other}"),
+        }
+    }
+    for (seq, addr) in [(0x211, "10.0.0.2"), (0x212, "fd00::2")] {
+        let req = ip_resolve(seq, 3, addr.parse().expect("an address"));
+        assert!(IpResolveRequestRepr::parse(&req).is_ok(), "{addr}");
+        node.input(Input::Netlink(&req));
+        node.settle();
+        assert_eq!(
+            node.verdicts.last(),
+            Some(&Verdict::Gid(dgid)),
+            "IP_RESOLVE {addr}"
+        );
+    }
+    assert_eq!(node.netlink.len(), 6);
+    assert_eq!(node.kernel.waiting_paths(), 0);
     insta::assert_snapshot!(node.transcript_text());
 }
 
@@ -1083,15 +1183,14 @@ fn kernel_requests_are_answered_before_the_kernel_stops_waiting() {
     node.input(Input::Netlink(
         &ls_resolve(0x71, PathUse::ALL, PEER_GID).to_vec(),
     ));
-    node.input(Input::Netlink(&ip_resolve(0x72, "10.0.0.2")));
     node.run_until(t0 + Duration::from_millis(1799));
     assert!(node.netlink.is_empty(), "still within the budget");
     node.run_until(t0 + Duration::from_millis(1800));
-    assert_eq!(node.netlink.len(), 2, "both answered at the budget");
+    assert_eq!(node.netlink.len(), 1, "answered at the budget");
     assert_nl_error(&node.netlink[0], 0x1000, 0x71);
-    assert_nl_error(&node.netlink[1], 0x1002, 0x72);
+    assert_eq!(node.verdicts[0], Verdict::SaQuery(Rule::ErrorFlag));
     node.settle();
-    assert_eq!(node.netlink.len(), 2, "one answer each");
+    assert_eq!(node.netlink.len(), 1, "one answer");
     assert!(
         node.logs
             .iter()
@@ -1108,20 +1207,46 @@ fn kernel_requests_are_answered_before_the_kernel_stops_waiting() {
 }
 
 #[test]
+fn an_ip_resolve_answered_after_the_path_budget_still_reaches_the_kernel() {
+    // The kernel takes an IP_RESOLVE's answer until its caller's timeout (5000 ms
+    // here, as rdma_resolve_addr's caller passed it), not the path wait of 2000 ms. The
+    // SA answers after 2500 ms: no error at 1800 ms, and the real answer goes out when
+    // it comes.
+    let mut node = node_with(reference::sa(), routing_table());
+    node.sa_delay = Duration::from_millis(2500);
+    node.kernel.ip_caller_timeout = Duration::from_millis(5000);
+    let t0 = node.now;
+    let req = kernel_requests::ip_resolve(0x91, 3, "10.0.0.2".parse().expect("an address"));
+    node.input(Input::Netlink(&req));
+    node.run_until(t0 + Duration::from_millis(1800));
+    assert!(node.netlink.is_empty(), "no error reply at the path budget");
+    node.settle();
+    assert_eq!(node.netlink.len(), 1, "{}", node.transcript_text());
+    assert_eq!(node.verdicts[0], Verdict::Gid(gid(PEER_GID)));
+    let answered = node
+        .transcript
+        .iter()
+        .find(|l| l.contains("netlink reply"))
+        .expect("the answer in the transcript");
+    println!("IP_RESOLVE answered: {answered}");
+    assert!(answered.starts_with("+2.50"), "{answered}");
+    insta::assert_snapshot!(node.transcript_text());
+}
+
+#[test]
 fn kernel_timeout_tells_the_kernel_how_long_to_wait() {
     let mut config = reference::config();
     config.options.kernel_timeout = 5000;
     config.netlink_pid = 4321;
     let mut node = Node::new(config, reference::sa(), reference::route());
     // At start, before any device: SET_TIMEOUT with the TIMEOUT attribute.
-    assert_eq!(
-        node.netlink.len(),
-        0,
+    assert!(
+        node.kernel_timeouts.is_empty(),
         "nothing is carried out before the first input"
     );
     node.input(Input::DeviceAdded(reference::device()));
     node.settle();
-    let set = &node.netlink[0];
+    let set = &node.kernel_timeouts[0];
     let parsed = SetTimeoutRepr::parse(set).expect("a SET_TIMEOUT");
     assert_eq!(parsed, SetTimeoutRepr::new(0, 4321, 5000));
     assert_eq!(nl_u16(set, 4), 0x1001);
@@ -1130,9 +1255,51 @@ fn kernel_timeout_tells_the_kernel_how_long_to_wait() {
         0x0001,
         "NLM_F_REQUEST: the kernel refuses it without"
     );
+    assert_eq!(node.verdicts[0], Verdict::WaitSet(5000));
+    assert_eq!(node.kernel.wait_ms, 5000);
     // Without the option nothing is sent (the reference never sends it).
     let node = reference::node();
-    assert!(node.netlink.is_empty());
+    assert!(node.kernel_timeouts.is_empty());
+}
+
+/// When an unresolved RESOLVE gets its error reply, with `kernel_timeout` 5000 (or
+/// `None`: unset) and the SET_TIMEOUT reaching the kernel or not (its send failed).
+fn error_reply_after(kernel_timeout: Option<u32>, delivered: bool) -> Duration {
+    let mut config = reference::config();
+    config.options.kernel_timeout = kernel_timeout.unwrap_or(0);
+    // The SA answers only after 10 s: each request waits for its budget.
+    let mut node = Node::new(config, reference::sa(), routing_table());
+    node.sa_delay = Duration::from_secs(10);
+    node.deliver_kernel_timeout = delivered;
+    node.input(Input::DeviceAdded(reference::device()));
+    node.settle();
+    let t0 = node.now;
+    node.input(Input::Netlink(
+        &ls_resolve(0xa1, PathUse::GMP, PEER_GID).to_vec(),
+    ));
+    while node.netlink.is_empty() {
+        assert!(node.step(t0 + Duration::from_secs(60)), "no answer");
+    }
+    let verdict = node.verdicts.last().expect("judged");
+    assert_eq!(*verdict, Verdict::SaQuery(Rule::ErrorFlag));
+    assert_nl_error(&node.netlink[0], 0x1000, 0xa1);
+    node.now.saturating_duration_since(t0)
+}
+
+#[test]
+fn the_kernel_timeout_times_the_replies_only_once_the_kernel_has_it() {
+    // Sent and received: the kernel waits 5000 ms, the error reply comes at 4500.
+    assert_eq!(
+        error_reply_after(Some(5000), true),
+        Duration::from_millis(4500)
+    );
+    // The send failed: the kernel still waits its default 2000 ms, so 1800 it is.
+    assert_eq!(
+        error_reply_after(Some(5000), false),
+        Duration::from_millis(1800)
+    );
+    // Not set at all: the default.
+    assert_eq!(error_reply_after(None, true), Duration::from_millis(1800));
 }
 
 #[test]

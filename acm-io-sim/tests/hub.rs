@@ -143,7 +143,9 @@ impl Driver {
                             self.name
                         ));
                     }
-                    HostOutput::Client(ClientOutput::Netlink(_)) => {}
+                    HostOutput::Client(
+                        ClientOutput::Netlink(_) | ClientOutput::KernelTimeout { .. },
+                    ) => {}
                     HostOutput::Log(ev) => {
                         self.logs
                             .push(format!("{} {}: {ev}", self.now(), self.name))

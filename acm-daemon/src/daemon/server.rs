@@ -215,7 +215,7 @@ impl<B: Backend> Server<B> {
     pub fn new(
         mut listener: Listener,
         mut backend: B,
-        kernel: KernelChannel,
+        mut kernel: KernelChannel,
         log: Logger,
         epoch: std::time::Instant,
     ) -> io::Result<Self> {
@@ -1078,6 +1078,13 @@ impl<B: Backend> Server<B> {
             }
             HostOutput::Client(ClientOutput::Netlink(bytes)) => {
                 self.kernel.send(&bytes, &mut self.log);
+            }
+            HostOutput::Client(ClientOutput::KernelTimeout { message, wait_ms }) => {
+                // The engine times its answers by this wait only once the kernel has it.
+                if self.kernel.send(&message, &mut self.log) {
+                    let now = self.now();
+                    self.backend.kernel_timeout_sent(now, wait_ms);
+                }
             }
             HostOutput::Log(ev) if ev.origin == MALFORMED_ORIGIN => self.log_malformed(&ev),
             HostOutput::Log(ev) => self.log.event(&ev),

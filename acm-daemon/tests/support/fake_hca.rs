@@ -186,6 +186,36 @@ impl EmulatedHost {
         ready: &str,
         unplugged: &[&str],
     ) -> Self {
+        Self::start_wrapped(
+            dir,
+            hub,
+            fabric,
+            host,
+            options,
+            addr_file,
+            env,
+            ready,
+            unplugged,
+            &[],
+        )
+    }
+
+    /// [`EmulatedHost::start_unplugged`] with the daemon run through `wrapper` (a
+    /// program and its arguments, the daemon's command line appended: `setpriv ...
+    /// --`), when not empty.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_wrapped(
+        dir: &Path,
+        hub: &Path,
+        fabric: &Path,
+        host: &str,
+        options: &str,
+        addr_file: &str,
+        env: &[(&str, &str)],
+        ready: &str,
+        unplugged: &[&str],
+        wrapper: &[&str],
+    ) -> Self {
         let (sysfs, dev) = (dir.join("sys"), dir.join("dev"));
         write_sysfs(fabric, host, &sysfs);
         for d in unplugged {
@@ -198,7 +228,15 @@ impl EmulatedHost {
             .expect("options file");
         let addr = dir.join("ibacm_addr.cfg");
         std::fs::write(&addr, addr_file).expect("address file");
-        let child = Command::new(env!("CARGO_BIN_EXE_ibacm"))
+        let mut cmd = match wrapper {
+            [] => Command::new(env!("CARGO_BIN_EXE_ibacm")),
+            [program, args @ ..] => {
+                let mut c = Command::new(program);
+                c.args(args).arg(env!("CARGO_BIN_EXE_ibacm"));
+                c
+            }
+        };
+        let child = cmd
             .arg("-P")
             .arg("--run-dir")
             .arg(dir)

@@ -451,10 +451,12 @@ pub struct Options {
     /// lookup someone waits for is queued.
     pub max_background_resolves: u32,
     /// `kernel_timeout` (not in the reference): how long, in ms, the kernel should wait
-    /// for the daemon's answer to each of its path and address requests before it asks
-    /// the SA itself (docs/protocol/netlink-ls.md §8). 0, the default, leaves the
-    /// kernel's own wait (2000 ms) alone, as the reference does; the daemon answers
-    /// every kernel request within the wait either way.
+    /// for the daemon's answer to each of its path requests before it asks the SA itself
+    /// (docs/protocol/netlink-ls.md §8). 0, the default, leaves the kernel's own wait
+    /// (2000 ms) alone, as the reference does; the daemon answers every path request
+    /// within the wait either way, counting this one only once it reached the kernel.
+    /// Address requests (IP_RESOLVE) are not bound by it
+    /// (docs/protocol/netlink-ls.md §7).
     pub kernel_timeout: u32,
     /// `send_depth`: outstanding ACM responses per endpoint.
     pub send_depth: u32,

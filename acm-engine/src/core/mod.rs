@@ -132,7 +132,7 @@ pub(crate) struct Core {
 impl Core {
     pub(crate) fn new(config: EngineConfig, seed: u64, now: Instant, names: Vec<String>) -> Self {
         let log_level = level_of(config.options.log_level);
-        let kernel_waits = kernel_wait::KernelWaits::new(config.options.kernel_timeout);
+        let kernel_waits = kernel_wait::KernelWaits::new();
         Self {
             now,
             config,

@@ -1,7 +1,13 @@
 //! Kernel requests over RDMA netlink (docs/protocol/netlink-ls.md): RDMA_NL_LS RESOLVE
 //! requests become path resolves and IP_RESOLVE requests destination resolves, both
-//! answered through the same resolution path; each is answered before the kernel stops
-//! waiting ([`super::kernel_wait`]).
+//! answered through the same resolution path. A RESOLVE is answered before the kernel
+//! stops waiting for it ([`super::kernel_wait`]); an IP_RESOLVE whenever its resolution
+//! succeeds, since the kernel takes that answer until its caller's own timeout and has
+//! no use for an error.
+//!
+//! Only what the kernel acts on is sent: nothing answers a message the kernel did not
+//! send as a request (another process's reply or SET_TIMEOUT, an op the kernel has no
+//! handler for), since the kernel would refuse the answer.
 
 use super::Core;
 use crate::Engine;
@@ -46,8 +52,8 @@ impl Engine {
             return;
         }
         if !hdr.flags.contains(NlMsgFlags::REQUEST) {
-            // A reply or a SET_TIMEOUT of a user process (ours come back to us through
-            // the group): nothing the kernel asks.
+            // Another listener's reply (a second daemon on the group; the kernel never
+            // hands a sender its own multicast back): nothing the kernel asks.
             log!(
                 self.core,
                 Level::Verbose,
@@ -62,18 +68,14 @@ impl Engine {
             return;
         }
         if hdr.op() != LsOp::RESOLVE {
+            // The kernel sends only RESOLVE and IP_RESOLVE; a SET_TIMEOUT here is another
+            // process's, and an answer to any other op would be refused by the kernel.
             log!(
                 self.core,
                 Level::Verbose,
                 "acm_nl_receive",
-                "unsupported LS op {}; error reply",
+                "LS op {} is not a kernel request; ignored",
                 hdr.op()
-            );
-            self.core.send_netlink_reply(
-                hdr.msg_type,
-                hdr.seq,
-                KernelAsk::Path(PathUse::ALL),
-                None,
             );
             return;
         }
@@ -138,7 +140,7 @@ impl Engine {
         let ask = KernelAsk::Path(path_use);
         self.core
             .kernel_waits
-            .start(self.core.now, hdr.msg_type, hdr.seq, ask);
+            .start(self.core.now, hdr.msg_type, hdr.seq, path_use);
         let to = ReplyTo::Kernel {
             nl_type: hdr.msg_type,
             seq: hdr.seq,
@@ -149,7 +151,8 @@ impl Engine {
 
     /// An IP_RESOLVE: the destination resolved as a client's RESOLVE naming no source
     /// (the host's routing picks it), answered with the path's DGID
-    /// (docs/protocol/netlink-ls.md §7).
+    /// (docs/protocol/netlink-ls.md §7). Nothing answers a failure: the kernel ignores
+    /// an error reply and keeps waiting until its caller's timeout either way.
     fn netlink_ip_resolve(&mut self, hdr: &NlMsgHeaderRepr, bytes: &[u8]) {
         let req = match IpResolveRequestRepr::parse(bytes) {
             Ok(r) => r,
@@ -158,10 +161,9 @@ impl Engine {
                     self.core,
                     Level::Verbose,
                     "acm_nl_receive",
-                    "invalid IP_RESOLVE request: {e}"
+                    "invalid IP_RESOLVE request (seq {}) not answered: {e}",
+                    hdr.seq
                 );
-                self.core
-                    .send_netlink_reply(hdr.msg_type, hdr.seq, KernelAsk::Gid, None);
                 return;
             }
         };
@@ -186,9 +188,6 @@ impl Engine {
         }
         .emit(m.header_mut().into_inner(), Direction::Request);
         dest.emit(&mut msg[HEADER_LEN..]);
-        self.core
-            .kernel_waits
-            .start(self.core.now, hdr.msg_type, hdr.seq, KernelAsk::Gid);
         let to = ReplyTo::Kernel {
             nl_type: hdr.msg_type,
             seq: hdr.seq,
@@ -197,7 +196,7 @@ impl Engine {
         self.resolve_request(to, &msg);
     }
 
-    /// Answers every kernel request whose wait is almost over with an error, so that
+    /// Answers every kernel RESOLVE whose wait is almost over with an error, so that
     /// the kernel asks the SA now rather than when its own wait ends.
     pub(crate) fn expire_kernel_waits(&mut self) {
         while let Some(w) = self.core.kernel_waits.pop_expired(self.core.now) {
@@ -209,33 +208,55 @@ impl Engine {
                 w.seq,
                 self.core.kernel_waits.budget().as_millis()
             );
-            self.core.send_netlink_reply(w.nl_type, w.seq, w.ask, None);
+            self.core
+                .send_netlink_reply(w.nl_type, w.seq, KernelAsk::Path(w.path_use), None);
         }
     }
 
     /// Tells the kernel how long to wait for our answers, when `kernel_timeout` asks.
+    /// The wait counts only once the driver says the message reached the kernel
+    /// ([`crate::Input::KernelTimeoutSent`]).
     pub(crate) fn set_kernel_timeout(&mut self) {
         let ms = self.core.config.options.kernel_timeout;
         if ms == 0 {
             return;
         }
         let pid = self.core.config.netlink_pid;
+        let wait_ms = SetTimeoutRepr::kernel_clamp(ms);
         log!(
             self.core,
             Level::Config,
             "acm_nl_send",
-            "asking the kernel to wait {} ms for path answers",
-            SetTimeoutRepr::kernel_clamp(ms)
+            "asking the kernel to wait {wait_ms} ms for path answers"
         );
-        self.core.push_client(crate::io::ClientOutput::Netlink(
-            SetTimeoutRepr::new(0, pid, ms).to_vec(),
-        ));
+        self.core
+            .push_client(crate::io::ClientOutput::KernelTimeout {
+                message: SetTimeoutRepr::new(0, pid, ms).to_vec(),
+                wait_ms,
+            });
+    }
+
+    /// The kernel received our SET_TIMEOUT: RESOLVEs are timed by its new wait, those
+    /// waiting already included (the kernel moves their deadlines too).
+    pub(crate) fn kernel_timeout_sent(&mut self, wait_ms: u32) {
+        self.core.kernel_waits.set_wait(wait_ms);
+        log!(
+            self.core,
+            Level::Config,
+            "acm_nl_send",
+            "the kernel waits {} ms for path answers",
+            self.core.kernel_waits.wait_ms()
+        );
+        self.expire_kernel_waits();
     }
 }
 
 impl Core {
-    /// Answers a kernel request through its resolution: sent if the kernel still waits
-    /// for it, dropped if it was answered already (its wait ran out).
+    /// Answers a kernel request through its resolution. A RESOLVE's answer is sent if
+    /// the kernel still waits for it and dropped if it was answered already (its wait
+    /// ran out); an IP_RESOLVE's is sent when it has a GID, however late (the kernel
+    /// takes it until its caller's timeout), and not at all when it has none (the
+    /// kernel has no use for an error).
     pub(crate) fn netlink_reply(
         &mut self,
         nl_type: u16,
@@ -243,7 +264,17 @@ impl Core {
         ask: KernelAsk,
         path: Option<&[u8; 64]>,
     ) {
-        if !self.kernel_waits.finish(nl_type, seq) {
+        if ask == KernelAsk::Gid {
+            if path.is_none() {
+                log!(
+                    self,
+                    Level::Verbose,
+                    "acm_nl_send",
+                    "kernel IP_RESOLVE seq {seq} not resolved; no answer (the kernel ignores errors)"
+                );
+                return;
+            }
+        } else if !self.kernel_waits.finish(nl_type, seq) {
             log!(
                 self,
                 Level::Verbose,
@@ -256,8 +287,8 @@ impl Core {
     }
 
     /// Queues the kernel's reply: for a RESOLVE the path with the flags its use needs,
-    /// for an IP_RESOLVE the path's DGID, or an error (flags RDMA_NL_LS_F_ERR), which
-    /// sends the kernel to the SA itself.
+    /// or an error (flags RDMA_NL_LS_F_ERR), which sends the kernel to the SA itself;
+    /// for an IP_RESOLVE the path's DGID.
     pub(crate) fn send_netlink_reply(
         &mut self,
         nl_type: u16,
@@ -273,9 +304,11 @@ impl Core {
         let pid = self.config.netlink_pid;
         let path = path.and_then(|p| PathRecordRepr::parse(p).ok());
         let reply = match ask {
-            KernelAsk::Gid => {
-                IpResolveReplyRepr::answer(&request, pid, path.map(|p| p.dgid)).to_vec()
-            }
+            // The kernel ignores an error reply to an IP_RESOLVE.
+            KernelAsk::Gid => match path {
+                Some(path) => IpResolveReplyRepr::answer(&request, pid, Some(path.dgid)).to_vec(),
+                None => return,
+            },
             KernelAsk::Path(path_use) => match path {
                 Some(path) => {
                     let flags = if path_use == PathUse::UNIDIRECTIONAL {

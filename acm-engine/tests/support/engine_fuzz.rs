@@ -14,9 +14,12 @@
 //!   connection gets more replies and closes than it sent requests;
 //! * after a drain, `poll_timeout` is before the engine's clock;
 //! * a MAD the engine emits does not parse with acm-proto (ACM MADs as `AcmMadRepr`,
-//!   SA MADs as `SaHeaderRepr` and their PathRecord or MCMemberRecord).
+//!   SA MADs as `SaHeaderRepr` and their PathRecord or MCMemberRecord);
+//! * a message the engine sends the kernel is one the kernel would not act on, as the
+//!   kernel model judges it (`kernel_model.rs`) against the requests fed in.
 #![allow(dead_code, unreachable_pub)]
 
+use super::kernel_model::KernelModel;
 use super::reference_fabric::{self, sa_answer};
 use acm_engine::config::Options;
 use acm_engine::{
@@ -95,6 +98,8 @@ struct World {
     /// TIDs of shaped requests answered.
     answered: BTreeSet<u64>,
     next_tid: u64,
+    /// The kernel: its requests and what it makes of the engine's answers.
+    kernel: KernelModel,
 }
 
 /// A RESOLVE: header (length in host order) then the entries `(flags, type, info)`.
@@ -236,7 +241,11 @@ fn check_mad(op: &FabricOp) {
 
 /// Feeds one input, drains, and checks what came out.
 fn step(e: &mut Engine, w: &mut World, now: Instant, input: Input<'_>) {
+    if let Input::Netlink(bytes) = &input {
+        w.kernel.request(now, bytes);
+    }
     e.handle(now, input);
+    let mut timeout_sent = None;
     while let Some(out) = e.poll_output() {
         match out {
             Output::Fabric(op) => {
@@ -279,8 +288,26 @@ fn step(e: &mut Engine, w: &mut World, now: Instant, input: Input<'_>) {
                 c.1 += 1;
                 assert!(c.1 <= c.0, "connection {} closed more than asked", conn.0);
             }
+            Output::Host(HostOutput::Client(ClientOutput::Netlink(b))) => {
+                let verdict = w.kernel.judge(now, &b);
+                assert!(
+                    verdict.is_expected_of_the_engine(),
+                    "the kernel would not act on {b:02x?}: {verdict}"
+                );
+            }
+            Output::Host(HostOutput::Client(ClientOutput::KernelTimeout { message, wait_ms })) => {
+                let verdict = w.kernel.judge(now, &message);
+                assert!(
+                    verdict.is_acted_on(),
+                    "SET_TIMEOUT {message:02x?}: {verdict}"
+                );
+                timeout_sent = Some(wait_ms);
+            }
             Output::Host(_) => {}
         }
+    }
+    if let Some(wait_ms) = timeout_sent {
+        step(e, w, now, Input::KernelTimeoutSent { wait_ms });
     }
     if let Some(t) = e.poll_timeout() {
         assert!(t >= e.now(), "poll_timeout {t} before now {}", e.now());

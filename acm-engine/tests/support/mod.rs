@@ -6,6 +6,8 @@
 pub mod capture_order;
 pub mod engine_fuzz;
 pub mod fabric;
+pub mod kernel_model;
+pub mod kernel_requests;
 pub mod reference;
 pub mod reference_fabric;
 pub mod requests;
@@ -19,6 +21,7 @@ use acm_engine::{
 };
 use acm_engine::{ClientOutput, ConnId, EndpointId, Engine, EngineConfig, Input, Instant, PortId};
 use acm_proto::client::FrameError;
+use kernel_model::{KernelModel, Verdict};
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::net::IpAddr;
@@ -58,7 +61,21 @@ pub struct Node {
     seq: u64,
     pub replies: Vec<(ConnId, Vec<u8>)>,
     pub closes: Vec<(ConnId, FrameError)>,
+    /// The engine's answers to the kernel, in order; each was judged by `kernel`.
     pub netlink: Vec<Vec<u8>>,
+    /// What the kernel model made of each of `netlink` (and of each SET_TIMEOUT).
+    pub verdicts: Vec<Verdict>,
+    /// The kernel's side: every request fed as `Input::Netlink` is noted there, and
+    /// every message the engine sends the kernel is judged by it; one the kernel would
+    /// not act on fails the test.
+    pub kernel: KernelModel,
+    /// The SET_TIMEOUT messages the engine asked to send.
+    pub kernel_timeouts: Vec<Vec<u8>>,
+    /// Whether a SET_TIMEOUT reaches the kernel (and the engine hears so); off plays a
+    /// send that failed.
+    pub deliver_kernel_timeout: bool,
+    /// Waits whose SET_TIMEOUT reached the kernel, to report to the engine.
+    timeouts_sent: Vec<u32>,
     pub ud_sent: Vec<UdSent>,
     pub sa_sent: Vec<(Instant, Mad)>,
     pub transcript: Vec<String>,
@@ -115,6 +132,11 @@ impl Node {
             replies: Vec::new(),
             closes: Vec::new(),
             netlink: Vec::new(),
+            verdicts: Vec::new(),
+            kernel: KernelModel::default(),
+            kernel_timeouts: Vec::new(),
+            deliver_kernel_timeout: true,
+            timeouts_sent: Vec::new(),
             ud_sent: Vec::new(),
             sa_sent: Vec::new(),
             transcript: Vec::new(),
@@ -135,11 +157,21 @@ impl Node {
         self.events.insert(pos, (at, self.seq, ev));
     }
 
-    /// Feeds one input at the current time and carries out every output.
+    /// Feeds one input at the current time and carries out every output. A kernel
+    /// request is noted by the kernel model first.
     pub fn input(&mut self, input: Input<'_>) {
         let now = self.now;
+        if let Input::Netlink(bytes) = &input {
+            self.kernel.request(now, bytes);
+        }
         self.engine.handle(now, input);
         self.drain();
+        while let Some(wait_ms) = self.timeouts_sent.pop() {
+            self.note(format!("kernel timeout sent: {wait_ms} ms"));
+            self.engine
+                .handle(now, Input::KernelTimeoutSent { wait_ms });
+            self.drain();
+        }
     }
 
     fn note(&mut self, line: String) {
@@ -193,7 +225,37 @@ impl Node {
             }
             HostOutput::Client(ClientOutput::Netlink(b)) => {
                 self.note(format!("netlink reply {}", hex(&b)));
+                let verdict = self.kernel.judge(self.now, &b);
+                assert!(
+                    verdict.is_expected_of_the_engine(),
+                    "the kernel would not act on netlink reply {} at {}: {verdict}",
+                    hex(&b),
+                    self.now
+                );
+                self.verdicts.push(verdict);
                 self.netlink.push(b);
+            }
+            HostOutput::Client(ClientOutput::KernelTimeout { message, wait_ms }) => {
+                self.note(format!("netlink set timeout {}", hex(&message)));
+                // A SET_TIMEOUT that does not arrive leaves the kernel as it was; its
+                // bytes are judged all the same.
+                let verdict = if self.deliver_kernel_timeout {
+                    self.kernel.judge(self.now, &message)
+                } else {
+                    self.kernel.clone().judge(self.now, &message)
+                };
+                assert_eq!(
+                    verdict,
+                    Verdict::WaitSet(wait_ms),
+                    "SET_TIMEOUT {} at {}",
+                    hex(&message),
+                    self.now
+                );
+                if self.deliver_kernel_timeout {
+                    self.timeouts_sent.push(wait_ms);
+                }
+                self.verdicts.push(verdict);
+                self.kernel_timeouts.push(message);
             }
             HostOutput::Log(ev) => self.logs.push(format!("{} {ev}", self.now)),
         }
@@ -455,6 +517,12 @@ fn copy_output(out: &HostOutput) -> HostOutput {
         }
         HostOutput::Client(ClientOutput::Netlink(b)) => {
             HostOutput::Client(ClientOutput::Netlink(b.clone()))
+        }
+        HostOutput::Client(ClientOutput::KernelTimeout { message, wait_ms }) => {
+            HostOutput::Client(ClientOutput::KernelTimeout {
+                message: message.clone(),
+                wait_ms: *wait_ms,
+            })
         }
         HostOutput::Log(ev) => HostOutput::Log(ev.clone()),
     }

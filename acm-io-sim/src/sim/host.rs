@@ -413,7 +413,7 @@ impl Sim {
                 closed.push(conn);
             }
             // The kernel has no simulated devices, so it never asks about them.
-            ClientOutput::Netlink(_) => {}
+            ClientOutput::Netlink(_) | ClientOutput::KernelTimeout { .. } => {}
         }
     }
 

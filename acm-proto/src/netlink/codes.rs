@@ -54,7 +54,8 @@ open_enum! {
         SET_TIMEOUT = 1,
         /// Address resolution through an IB gateway (type 0x1002,
         /// [`IpResolveRequestRepr`](super::IpResolveRequestRepr)). The reference answers
-        /// it with an error reply (docs/reference-quirks.md §29); ours with the GID.
+        /// it with an error reply, which the kernel ignores
+        /// (docs/reference-quirks.md §29); ours with the GID, when it has one.
         IP_RESOLVE = 2,
     }
 }

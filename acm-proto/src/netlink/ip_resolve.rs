@@ -4,8 +4,9 @@
 //!
 //! When the route to an IP destination on an IPoIB device goes through a gateway, the
 //! kernel's address resolution cannot ask the neighbour table for the peer's hardware
-//! address; with a listener on the LS group it multicasts an IP_RESOLVE instead and
-//! retries its own resolution until an answer has set the GID or its timeout passes.
+//! address; with a listener on the LS group it multicasts an IP_RESOLVE instead. An
+//! answer sets the GID; the kernel completes the request at its caller's timeout (or
+//! sooner, when a neighbour entry becomes valid), so it takes an answer until then.
 
 use super::attr::{NLA_HDRLEN, NlAttrIter, RDMA_NLA_F_MANDATORY, nla_align, put_attr, rebase};
 use super::codes::{LsAttrType, LsOp};
@@ -212,10 +213,12 @@ impl IpResolveRequestRepr {
 ///   the mandatory bit: the kernel compares the type exactly) holding the 16-byte GID.
 ///   The attribute follows the nlmsghdr directly; there is no interface-index header.
 /// * `Error`: flags [`RDMA_NL_LS_F_ERR`](super::RDMA_NL_LS_F_ERR), `nlmsg_len` 16. The
-///   kernel ignores it and keeps retrying its own resolution until its timeout.
+///   kernel ignores it; its request ends at its caller's timeout either way, so ibacm
+///   sends none (the reference does).
 ///
-/// `parse` reads a reply as the kernel does: the ERR flag makes it an `Error`; otherwise
-/// the last DGID attribute (flag bits masked) of at most 16 bytes is the answer.
+/// `parse` decodes a reply: the ERR flag makes it an `Error`; otherwise the last DGID
+/// attribute (flag bits masked) of exactly 16 bytes is the answer. The kernel copies
+/// only attributes of type exactly 4 (docs/protocol/netlink-ls.md §6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub enum IpResolveReplyRepr {

@@ -33,12 +33,14 @@ const FORMAT: &str = "RDMA_NL_LS reply";
 /// header's flags already agree with the variant (as the constructors make them) and its
 /// client is 4.
 ///
-/// `parse` reads a reply the way the kernel does: the ERR flag makes it an `Error`
-/// whatever follows; otherwise the first PATH_RECORD attribute (flag bits masked) is the
-/// answer, it must be exactly 72 bytes, and other attributes are skipped. The kernel also
-/// refuses replies with NLM_F_REQUEST set and keeps only a path whose flags contain what
-/// the request's path use needs ([`PathUse::required_flags`](super::PathUse::required_flags));
-/// both are left to the caller, through `header.flags` and `data.flags`.
+/// `parse` decodes a reply (for `acmdump`): the ERR flag makes it an `Error` whatever
+/// follows; otherwise the first PATH_RECORD attribute, its type's flag bits masked, is
+/// the answer, it must be exactly 72 bytes, and other attributes are skipped. It is
+/// more lenient than the kernel, and no judge of what the kernel takes: the kernel
+/// compares the type exactly (a 0x2001 is skipped and the query fails with EIO), refuses
+/// NLM_F_REQUEST, keeps only records whose flags contain what the path use needs
+/// ([`PathUse::required_flags`](super::PathUse::required_flags)), and takes up to three
+/// for ALL (docs/protocol/netlink-ls.md §6; acm-engine's tests hold those rules).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub enum LsReplyRepr {

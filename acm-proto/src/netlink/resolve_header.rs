@@ -50,7 +50,8 @@ impl<T: AsRef<[u8]>> ResolveHeaderPacket<T> {
     pub fn path_use(&self) -> PathUse {
         PathUse(self.b()[field::PATH_USE])
     }
-    /// The two pad bytes (zero from the kernel).
+    /// The two pad bytes. The kernel never writes them: they hold whatever its buffer
+    /// held.
     pub fn pad(&self) -> [u8; 2] {
         [self.b()[field::PAD.start], self.b()[field::PAD.start + 1]]
     }

@@ -5,7 +5,8 @@
 //! to each PathRecord request before it asks the SA itself. A SET_TIMEOUT from a
 //! CAP_NET_ADMIN process sets that wait for every later request and moves the deadlines
 //! of those in flight; the kernel clamps the value to
-//! [`KERNEL_LS_TIMEOUT_MIN_MS`]..=[`KERNEL_LS_TIMEOUT_MAX_MS`] and sends no answer.
+//! [`KERNEL_LS_TIMEOUT_MIN_MS`]..=[`KERNEL_LS_TIMEOUT_MAX_MS`] and sends no answer. The
+//! value stays in the kernel after the sender exits, until the next SET_TIMEOUT.
 
 use super::attr::{NLA_HDRLEN, NlAttrIter, put_attr, rebase};
 use super::codes::{LsAttrType, LsOp};
@@ -28,9 +29,13 @@ pub const SET_TIMEOUT_LEN: usize = NLMSG_HDRLEN + NLA_HDRLEN + 4;
 const FORMAT: &str = "RDMA_NL_LS SET_TIMEOUT";
 
 /// A SET_TIMEOUT message: type 0x1001, flags NLM_F_REQUEST (the kernel refuses it
-/// without), then one TIMEOUT attribute (type 2, **without** the mandatory bit, which
-/// the kernel's strict attribute parser would not accept) holding the wait in ms as a
-/// u32 in host order, straight after the nlmsghdr.
+/// without), then one TIMEOUT attribute (type 2, **without** the mandatory bit) holding
+/// the wait in ms as a u32 in host order, straight after the nlmsghdr.
+///
+/// Why no mandatory bit: the kernel reads these attributes with its lenient parser,
+/// which masks only the nested and byte-order flag bits off a type; 0x2002 then reads as
+/// a type above the largest it knows and is skipped, so the kernel finds no TIMEOUT and
+/// drops the message without a word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct SetTimeoutRepr {
@@ -55,10 +60,12 @@ impl SetTimeoutRepr {
         }
     }
 
-    /// The wait the kernel keeps for `timeout_ms`: the value clamped to its bounds.
+    /// The wait the kernel keeps for `timeout_ms`: the value clamped to its bounds. The
+    /// kernel reads it as a signed int, so a value past `i32::MAX` is negative to it and
+    /// raised to the minimum.
     #[must_use]
     pub const fn kernel_clamp(timeout_ms: u32) -> u32 {
-        if timeout_ms < KERNEL_LS_TIMEOUT_MIN_MS {
+        if timeout_ms < KERNEL_LS_TIMEOUT_MIN_MS || timeout_ms > i32::MAX as u32 {
             KERNEL_LS_TIMEOUT_MIN_MS
         } else if timeout_ms > KERNEL_LS_TIMEOUT_MAX_MS {
             KERNEL_LS_TIMEOUT_MAX_MS
@@ -181,8 +188,17 @@ mod tests {
         assert_eq!(SetTimeoutRepr::kernel_clamp(5), KERNEL_LS_TIMEOUT_MIN_MS);
         assert_eq!(SetTimeoutRepr::kernel_clamp(4000), 4000);
         assert_eq!(
-            SetTimeoutRepr::kernel_clamp(u32::MAX),
+            SetTimeoutRepr::kernel_clamp(300_000),
             KERNEL_LS_TIMEOUT_MAX_MS
+        );
+        assert_eq!(
+            SetTimeoutRepr::kernel_clamp(i32::MAX as u32),
+            KERNEL_LS_TIMEOUT_MAX_MS
+        );
+        // Negative to the kernel.
+        assert_eq!(
+            SetTimeoutRepr::kernel_clamp(u32::MAX),
+            KERNEL_LS_TIMEOUT_MIN_MS
         );
     }
 }

@@ -46,6 +46,11 @@ pub trait Backend {
     /// A kernel RDMA_NL_LS request.
     fn netlink(&mut self, now: Instant, bytes: &[u8]);
 
+    /// The SET_TIMEOUT of an [`acm_engine::ClientOutput::KernelTimeout`] reached the
+    /// kernel: feed the engine [`acm_engine::Input::KernelTimeoutSent`]. Backends that
+    /// do not serve the kernel never send one and ignore it.
+    fn kernel_timeout_sent(&mut self, _now: Instant, _wait_ms: u32) {}
+
     /// Runs everything due by `now`: timers, and, when `io_ready` (the poller reported
     /// the backend's descriptors since the last call, and on the first call), whatever
     /// they have. Without `io_ready` a backend need not read its descriptors, which

@@ -6,8 +6,11 @@
 //!
 //! Differences from the reference, each deliberate: the socket is non-blocking (it sits
 //! in the event loop with everything else, where the reference's is blocking in its own
-//! `select`), close-on-exec, and datagrams that do not come from the kernel
-//! (`nl_pid` ≠ 0) are skipped.
+//! `select`), close-on-exec, bound with the port id the kernel chooses rather than
+//! `getpid()` (inside a PID namespace that number may already name another netlink
+//! socket, and the bind would fail with EADDRINUSE), and datagrams that do not come from
+//! the kernel (`nl_pid` ≠ 0: another daemon's answers on the group) are skipped. It can
+//! also leave the group ([`LsSocket::leave_group`]) when the kernel refuses its answers.
 
 use acm_proto::netlink::RDMA_NL_GROUP_LS_MASK;
 use nix::errno::Errno;
@@ -28,8 +31,8 @@ pub enum LsOpenError {
     /// machines without InfiniBand; worth a warning, not an error.
     #[error("the kernel has no RDMA netlink: {0}")]
     Unsupported(Errno),
-    /// RDMA netlink exists but the socket cannot be set up: typically EPERM without
-    /// CAP_NET_ADMIN (joining the LS group needs it), or out of descriptors.
+    /// RDMA netlink exists but the socket cannot be set up: out of descriptors, or, on
+    /// kernels that keep the LS group to privileged processes, EPERM at bind.
     #[error("cannot {step} the NETLINK_RDMA socket: {errno}")]
     Failed {
         /// The system call that failed ("create", "bind", "configure").
@@ -57,8 +60,8 @@ pub struct LsSocket {
 }
 
 impl LsSocket {
-    /// Opens NETLINK_RDMA and binds it with `nl_pid` = our pid and `nl_groups` = 0x4,
-    /// as the reference does.
+    /// Opens NETLINK_RDMA and binds it to the LS group (`nl_groups` = 0x4), with the
+    /// port id the kernel picks (`nl_pid` = 0; it tries our pid first).
     ///
     /// # Errors
     /// [`LsOpenError::Unsupported`] when the kernel has no RDMA netlink
@@ -78,7 +81,7 @@ impl LsSocket {
                 errno,
             },
         })?;
-        let addr = NetlinkAddr::new(std::process::id(), RDMA_NL_GROUP_LS_MASK);
+        let addr = NetlinkAddr::new(0, RDMA_NL_GROUP_LS_MASK);
         bind(fd.as_raw_fd(), &addr).map_err(|errno| match errno {
             // The kernel reports an unregistered netlink protocol as ENOENT at bind.
             Errno::ENOENT => LsOpenError::Unsupported(errno),
@@ -90,8 +93,9 @@ impl LsSocket {
         Ok(Self { fd })
     }
 
-    /// Takes the socket systemd passed (`ListenNetlink=rdma 4`: already bound to the LS
-    /// group) and makes it non-blocking and close-on-exec.
+    /// Takes the socket systemd passed (`ListenNetlink=rdma 4`: bound to the LS group)
+    /// and makes it non-blocking and close-on-exec. Whether it is still in the group
+    /// (a daemon before this one may have left it) is [`LsSocket::in_group`]'s to say.
     ///
     /// # Errors
     /// [`LsOpenError::NotNetlink`] when `fd` is not a netlink socket (a different
@@ -134,6 +138,8 @@ impl LsSocket {
     }
 
     /// Sends a reply to the kernel: to `{nl_pid 0, nl_groups 0x4}`, as the reference.
+    /// The kernel gets it; the group's other listeners (another daemon) get a copy; the
+    /// sender does not.
     ///
     /// # Errors
     /// The send failed (EPERM without CAP_NET_ADMIN, ENOBUFS, ...).
@@ -146,6 +152,41 @@ impl LsSocket {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+
+    /// Whether the socket is a member of the LS group.
+    ///
+    /// # Errors
+    /// `getsockname` failed.
+    pub fn in_group(&self) -> io::Result<bool> {
+        let a = getsockname::<NetlinkAddr>(self.fd.as_raw_fd())?;
+        Ok(a.groups() & RDMA_NL_GROUP_LS_MASK != 0)
+    }
+
+    /// Joins the LS group again (a socket systemd kept after an earlier daemon left it),
+    /// keeping the port id and any other group.
+    ///
+    /// # Errors
+    /// The rebind failed.
+    pub fn join_group(&self) -> io::Result<()> {
+        let a = getsockname::<NetlinkAddr>(self.fd.as_raw_fd())?;
+        let to = NetlinkAddr::new(a.pid(), a.groups() | RDMA_NL_GROUP_LS_MASK);
+        bind(self.fd.as_raw_fd(), &to)?;
+        Ok(())
+    }
+
+    /// Leaves the LS group, so that the kernel stops sending its requests here (with no
+    /// listener left it asks the SA at once). Binding again with the same port id and
+    /// no group does it; no capability is needed. The socket itself stays: systemd may
+    /// hold the same one.
+    ///
+    /// # Errors
+    /// The rebind failed.
+    pub fn leave_group(&self) -> io::Result<()> {
+        let a = getsockname::<NetlinkAddr>(self.fd.as_raw_fd())?;
+        let to = NetlinkAddr::new(a.pid(), a.groups() & !RDMA_NL_GROUP_LS_MASK);
+        bind(self.fd.as_raw_fd(), &to)?;
+        Ok(())
     }
 }
 
@@ -163,10 +204,12 @@ mod tests {
     fn open_works_or_says_the_kernel_lacks_rdma_netlink() {
         match LsSocket::open() {
             Ok(s) => {
-                // Bound to the LS group under our pid, and non-blocking: nothing waits.
+                // Bound to the LS group under a port id the kernel chose, and
+                // non-blocking: nothing waits.
                 let a = getsockname::<NetlinkAddr>(s.as_fd().as_raw_fd()).unwrap();
-                assert_eq!(a.pid(), std::process::id());
+                assert_ne!(a.pid(), 0);
                 assert_eq!(a.groups(), 0x4);
+                assert!(s.in_group().unwrap());
                 let mut buf = [0u8; 1024];
                 assert!(
                     s.recv(&mut buf).is_ok(),
@@ -174,8 +217,9 @@ mod tests {
                 );
             }
             Err(e) => {
-                // Without RDMA netlink: unsupported. As an ordinary user on an IB host:
-                // EPERM at bind. Either way the message says what is missing.
+                // Without RDMA netlink: unsupported. On a kernel that keeps the group to
+                // privileged processes, as an ordinary user: EPERM at bind. Either way the
+                // message says what is missing.
                 let text = e.to_string();
                 assert!(
                     text.contains("RDMA netlink") || text.contains("NETLINK_RDMA"),
@@ -226,6 +270,39 @@ mod tests {
             LsSocket::from_fd(OwnedFd::from(f)),
             Err(LsOpenError::NotNetlink)
         ));
+    }
+
+    /// A NETLINK_ROUTE socket bound to `groups` with the port id the kernel picks,
+    /// standing in for an LS socket (every kernel has NETLINK_ROUTE; groups 0x1 and 0x4
+    /// are RTMGRP_LINK and RTMGRP_IPV4_IFADDR there, which any process may join).
+    fn route_socket(groups: u32) -> LsSocket {
+        let fd = socket(
+            AddressFamily::Netlink,
+            SockType::Raw,
+            SockFlag::empty(),
+            SockProtocol::NetlinkRoute,
+        )
+        .unwrap();
+        bind(fd.as_raw_fd(), &NetlinkAddr::new(0, groups)).unwrap();
+        LsSocket::from_fd(fd).unwrap()
+    }
+
+    #[test]
+    fn leaving_and_joining_the_group_keeps_the_port_and_the_other_groups() {
+        let s = route_socket(0x4 | 0x1);
+        let before = getsockname::<NetlinkAddr>(s.as_fd().as_raw_fd()).unwrap();
+        assert!(s.in_group().unwrap());
+        s.leave_group().unwrap();
+        assert!(!s.in_group().unwrap());
+        let left = getsockname::<NetlinkAddr>(s.as_fd().as_raw_fd()).unwrap();
+        assert_eq!(left.pid(), before.pid(), "same port id");
+        assert_eq!(left.groups(), 0x1, "the other group stays");
+        // Leaving twice is harmless.
+        s.leave_group().unwrap();
+        s.join_group().unwrap();
+        assert!(s.in_group().unwrap());
+        let back = getsockname::<NetlinkAddr>(s.as_fd().as_raw_fd()).unwrap();
+        assert_eq!((back.pid(), back.groups()), (before.pid(), 0x5));
     }
 
     #[test]

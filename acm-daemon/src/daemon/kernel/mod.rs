@@ -1,7 +1,8 @@
 //! The daemon's ties to the host kernel, one purpose per module:
 //!
 //! - [`ls`]: the NETLINK_RDMA socket carrying the kernel's RDMA_NL_LS path requests
-//!   (docs/protocol/netlink-ls.md), and [`channel`], its place in the event loop;
+//!   (docs/protocol/netlink-ls.md), [`channel`], its place in the event loop, and
+//!   [`caps`], whether this process may answer them at all;
 //! - [`rtnl`]: NETLINK_ROUTE monitoring of address and link changes (docs/daemon.md §6);
 //! - [`ipoib`]: the IPoIB interfaces in sysfs (port GID, pkey);
 //! - [`addrs`]: the start-up walk of the IP addresses on those interfaces;
@@ -13,6 +14,7 @@
 //! `source` serve the hardware backend.
 
 pub mod addrs;
+pub mod caps;
 pub mod channel;
 pub mod ipoib;
 pub mod ls;

@@ -614,6 +614,10 @@ impl Backend for HwBackend {
         self.input(now, Input::Netlink(bytes));
     }
 
+    fn kernel_timeout_sent(&mut self, now: Instant, wait_ms: u32) {
+        self.input(now, Input::KernelTimeoutSent { wait_ms });
+    }
+
     fn provider_wake(&mut self, now: Instant) {
         self.input(now, Input::ProviderWake);
     }
