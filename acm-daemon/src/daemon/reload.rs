@@ -25,12 +25,11 @@
 //! - **All or nothing.** A refusal applies nothing of either file: the running
 //!   configuration stays, the log names each problem's file and line (of each file,
 //!   the first 10 notices and 100 warnings or errors whole, then how many more:
-//!   [`acm_engine::config::summarize`]) and ends with
-//!   `reload refused`, and the daemon's metrics count it
-//!   (`acm_reload_refused_total`; `acm_reloads_total` counts those applied). A start
-//!   is not as strict: it reads a bad line the way the reference does (skipped, or a
-//!   value read as something else, with a warning), since a daemon that does not start
-//!   serves nobody.
+//!   [`acm_engine::config::summarize`]) and ends with `reload refused`, and the
+//!   daemon's metrics count it (`acm_reload_refused_total`; `acm_reloads_total` counts
+//!   those applied). A start is not as strict: it reads a bad line the way the
+//!   reference does (skipped, or a value read as something else, with a warning), since
+//!   a daemon that does not start serves nobody.
 //! - **What changes.** The engine applies the options that can change at run time
 //!   and the address file's additions and removals, and logs the options that need a
 //!   restart with their file and line ([`acm_engine::config::reload`] has the table).
