@@ -22,6 +22,7 @@
 //! | `acm_clients_closed_unread_total` | counter | | the daemon only: closed at `max_queued_reply_bytes` |
 //! | `acm_lookups_rejected_total`, `acm_lookups_cancelled_total`, `acm_background_resolves_dropped_total` | counter | | the daemon only (`acm_engine::LookupCounters`) |
 //! | `acm_log_lines_dropped_total` | counter | | the daemon only: log lines its log file (or stream) did not take |
+//! | `acm_reloads_total`, `acm_reload_refused_total` | counter | | the daemon only: SIGHUP reloads applied and refused |
 //! | `acm_start_time_seconds` | gauge | | the daemon only |
 //!
 //! The seven counters are, in the order of docs/daemon.md §12 (`ib_acme -P`'s columns):
@@ -147,6 +148,19 @@ pub struct DaemonSample {
     /// `max_pending_per_client`, lookups cancelled when their clients closed, NODELAY
     /// warm-ups not started over `max_background_resolves`.
     pub lookups: LookupCounters,
+    /// What reloads (SIGHUP) did.
+    pub reloads: ReloadCounts,
+}
+
+/// The reloads (SIGHUP) of a daemon since it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReloadCounts {
+    /// Reloads applied.
+    pub applied: u64,
+    /// Reloads refused: a file missing, unreadable, no regular file, over its bound,
+    /// not text, or with a line its parser does not take; the running configuration
+    /// stayed.
+    pub refused: u64,
 }
 
 /// One metric family being gathered: its samples as `(labels, value)` lines.
@@ -305,6 +319,16 @@ pub fn render(snapshots: &[Snapshot]) -> String {
         "counter",
         "Log lines lost since the daemon started because the log file or stream could not be written (a full disk, say); the log says how many when writing works again.",
     );
+    let mut reloads = Family::new(
+        "acm_reloads_total",
+        "counter",
+        "Reloads (SIGHUP) applied since the daemon started (refused ones are counted apart).",
+    );
+    let mut reloads_refused = Family::new(
+        "acm_reload_refused_total",
+        "counter",
+        "Reloads (SIGHUP) refused since the daemon started: a configuration file missing, unreadable, not a regular file, over its size bound, not text, or with a line its parser does not take; the running configuration stayed.",
+    );
     let mut started = Family::new(
         "acm_start_time_seconds",
         "gauge",
@@ -395,6 +419,10 @@ pub fn render(snapshots: &[Snapshot]) -> String {
             log_dropped
                 .samples
                 .push((plain.clone(), d.log_lines_dropped));
+            reloads.samples.push((plain.clone(), d.reloads.applied));
+            reloads_refused
+                .samples
+                .push((plain.clone(), d.reloads.refused));
             started.samples.push((plain.clone(), d.start_time_seconds));
         }
     }
@@ -424,6 +452,8 @@ pub fn render(snapshots: &[Snapshot]) -> String {
         &cancelled,
         &background_dropped,
         &log_dropped,
+        &reloads,
+        &reloads_refused,
         &started,
     ] {
         f.write(&mut out);
@@ -498,6 +528,10 @@ mod tests {
                     rejected: 4032,
                     cancelled: 64,
                     background_dropped: 7,
+                },
+                reloads: ReloadCounts {
+                    applied: 3,
+                    refused: 2,
                 },
             }),
             ..Snapshot::default()

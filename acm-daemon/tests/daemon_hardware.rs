@@ -26,6 +26,9 @@ fn fixture(name: &str) -> PathBuf {
 /// its sysfs root (`None`: the real one).
 fn run_on_hardware(sysfs: Option<&Path>) -> (Output, TempDir) {
     let dir = TempDir::new("hw");
+    // An options file of its own, so that the machine's never matters (a file -O names
+    // must exist).
+    std::fs::write(dir.join("ibacm_opts.cfg"), "# every default\n").expect("options file");
     let mut cmd = Command::new(IBACM);
     cmd.arg("-P")
         .arg("--run-dir")

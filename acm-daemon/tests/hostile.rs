@@ -16,12 +16,20 @@
 //! - a user holding every connection it may (`max_connections_per_user`), or connecting
 //!   in a loop, leaves root answered from its reserve and other users served; a
 //!   reload that narrows the allow-lists closes the users it no longer lets in (these
-//!   act as other uids, which needs root).
+//!   act as other uids, which needs root);
+//! - links planted by another user at the metrics file's names are never followed, and
+//!   SIGHUP moves the log to a new file after a rotation;
+//! - a reload of a file that is no configuration (empty, binary, missing, a FIFO, a link
+//!   to /dev/zero, 100,000 unknown options) is refused and changes nothing, while a
+//!   client is answered throughout; a large valid file reloads without holding clients;
+//!   a file named on the command line that is no configuration stops the start.
 //!
-//! No assertion is on time but root's cache hit while other users hold every
-//! connection they may (a generous bound, the measure printed): waits are bounded (a
-//! daemon that hangs fails the test), and what is measured (memory, the wait after
-//! EMFILE) is printed and recorded in BENCHMARKS.md, "Issue 15: hostile load".
+//! No assertion is on time but a few latencies the administrator is promised (root's
+//! cache hit while other users hold every connection they may; a reload refused or
+//! applied while a client waits), each with a generous bound for a debug build on a
+//! loaded machine and the measure printed. Every other wait is bounded (a daemon that
+//! hangs fails the test), and what is measured (memory, the wait after EMFILE) is
+//! printed and recorded in BENCHMARKS.md.
 
 mod support {
     #[allow(dead_code)]
@@ -1267,4 +1275,336 @@ fn sighup_reopens_a_log_file_moved_away() {
     });
     let after = std::fs::read_to_string(&moved).expect("the moved log");
     assert_eq!(after, before, "the moved file got no more lines");
+}
+
+// ---------------------------------------------------------------------------------
+// Reloads of files that are no configuration
+
+/// Whether `ib_acme -P` run as `nobody` on `sock` is served (its counters printed);
+/// `None` when this test cannot run a process as another user (not root).
+fn nobody_served(sock: &Path) -> Option<bool> {
+    use std::os::unix::process::CommandExt;
+    if !nix::unistd::geteuid().is_root() {
+        return None;
+    }
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ib_acme"));
+    cmd.arg("-S")
+        .arg(sock)
+        .arg("-P")
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .stdin(Stdio::null());
+    let out = run_bounded(cmd, DEADLINE);
+    Some(String::from_utf8_lossy(&out.stdout).contains("Error Count"))
+}
+
+/// A client asking for a cache hit (10.0.0.2 from 10.0.0.1: the address file's IP,
+/// which needs `support_ips_in_addr_cfg`, to the preload's) in a loop, on a thread of
+/// its own, until stopped: how many it asked, and the longest wait for an answer.
+struct HitLoop {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<(u64, Duration)>,
+}
+
+impl HitLoop {
+    fn start(sock: &Path) -> Self {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let mut c = support::daemon::Client::unix(sock);
+        // The first answer needs a path from the SA; the loop measures hits only.
+        assert_eq!(c.request(&resolve(ip(10, 0, 0, 2), false, 0))[2], 0);
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let flag = std::sync::Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let (mut asked, mut longest) = (0u64, Duration::ZERO);
+            while !flag.load(Ordering::Relaxed) {
+                asked += 1;
+                let t = Instant::now();
+                let r = c.request(&resolve(ip(10, 0, 0, 2), false, asked));
+                longest = longest.max(t.elapsed());
+                assert_eq!(
+                    r[2], 0,
+                    "request {asked} not answered from the cache: {r:02x?}"
+                );
+            }
+            (asked, longest)
+        });
+        Self { stop, thread }
+    }
+
+    /// Stops the loop: how many requests were answered, and the longest wait.
+    fn finish(self) -> (u64, Duration) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().expect("the client loop")
+    }
+}
+
+/// Sends SIGHUP and waits (polling every millisecond) until the log has gained `what`;
+/// returns the time from the signal to the line seen, and what the log gained.
+fn hup_until(d: &mut Daemon, dir: &TempDir, what: &str) -> (Duration, String) {
+    use nix::sys::signal::{Signal, kill};
+    let before = log(dir).len();
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(d.pid()).expect("a pid"));
+    let t = Instant::now();
+    kill(pid, Signal::SIGHUP).expect("SIGHUP");
+    loop {
+        let text = log(dir);
+        let new = text.get(before..).unwrap_or_default();
+        if new.contains(what) {
+            return (t.elapsed(), new.to_owned());
+        }
+        d.assert_running();
+        assert!(
+            t.elapsed() < DEADLINE,
+            "no '{what}' within {DEADLINE:?}:\n{new}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The ways a file can be no configuration at a reload, each made at `path`.
+fn break_file(path: &Path, how: &str) {
+    let _ = std::fs::remove_file(path);
+    match how {
+        "empty" => std::fs::write(path, b"").unwrap(),
+        "binary" => std::fs::write(path, b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00").unwrap(),
+        "missing" => {}
+        "FIFO" => nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600))
+            .expect("mkfifo"),
+        "/dev/zero" => std::os::unix::fs::symlink("/dev/zero", path).unwrap(),
+        "100,000 unknown options" => {
+            // 12 bytes a line: 1.2 MB.
+            let text: String = (0..100_000).map(|i| format!("zz{i:06} 1\n")).collect();
+            std::fs::write(path, text).unwrap();
+        }
+        other => panic!("no way to break a file: {other}"),
+    }
+}
+
+/// A reload that finds the options or the address file empty, binary, missing, a FIFO,
+/// a link to /dev/zero, or (the options) 100,000 unknown options is refused at once,
+/// naming the file: the log says so and the metrics count it. The running
+/// configuration stays (a user refused before still is; the address file's IPs still
+/// resolve), and a client asking all along is answered all along. The times are
+/// printed (see BENCHMARKS.md, "Issue 30").
+#[test]
+fn a_reload_of_a_file_that_is_no_configuration_is_refused_and_changes_nothing() {
+    let dir = TempDir::new("badreload");
+    let prom = dir.join("m.prom");
+    let addr = dir.join("addr.cfg");
+    std::fs::copy(reference("ibacm_addr.cfg"), &addr).unwrap();
+    let fabric = fabric_with_host5(dir.path());
+    let mut d = Daemon::start_with(
+        dir.path(),
+        &format!("sim:{}:fakehost", fabric.display()),
+        &reference_options(&format!(
+            "log_level 0\nallow_users root\nmetrics_file {}\nmetrics_interval 1\n",
+            prom.display()
+        )),
+        &["-A", addr.to_str().expect("a UTF-8 path")],
+    );
+    let sock = d.socket();
+    match nobody_served(&sock) {
+        Some(served) => assert!(!served, "nobody is served before any reload"),
+        None => eprintln!("not root: the allow-list part is skipped (no second uid)"),
+    }
+    let opts = dir.join("ibacm_opts.cfg");
+    let hits = HitLoop::start(&sock);
+    let mut refusals = 0;
+    let mut times = Vec::new();
+    for (file, hows) in [
+        (
+            &opts,
+            &[
+                "empty",
+                "binary",
+                "missing",
+                "FIFO",
+                "/dev/zero",
+                "100,000 unknown options",
+            ][..],
+        ),
+        (
+            &addr,
+            &["empty", "binary", "missing", "FIFO", "/dev/zero"][..],
+        ),
+    ] {
+        let good = std::fs::read(file).unwrap();
+        for &how in hows {
+            break_file(file, how);
+            let (took, said) = hup_until(&mut d, &dir, "reload refused");
+            refusals += 1;
+            times.push((
+                file.file_name().unwrap().to_string_lossy().into_owned(),
+                how,
+                took,
+            ));
+            assert!(
+                said.contains(&file.display().to_string()),
+                "{how}: the refusal does not name {}:\n{said}",
+                file.display()
+            );
+            assert!(
+                !said.contains("config: reloaded"),
+                "{how}: applied:\n{said}"
+            );
+            wait_until("the refusal in the metrics", DEADLINE, || {
+                metric(&prom, "acm_reload_refused_total") == Some(refusals)
+            });
+            if let Some(served) = nobody_served(&sock) {
+                assert!(!served, "{how}: nobody served after a refused reload");
+            }
+            let r = d
+                .connect()
+                .request(&resolve("fd00::2".parse().unwrap(), false, refusals));
+            assert_eq!(r[2], 0, "{how}: fd00::2 no longer resolves: {r:02x?}");
+            let _ = std::fs::remove_file(file);
+            std::fs::write(file, &good).unwrap();
+        }
+    }
+    let (asked, longest) = hits.finish();
+    for (file, how, took) in &times {
+        eprintln!("{file} {how}: refused {took:?} after SIGHUP");
+    }
+    let slowest = times.iter().map(|t| t.2).max().unwrap();
+    eprintln!(
+        "{refusals} refused reloads, the slowest seen {slowest:?} after its SIGHUP; a \
+         client's {asked} cache hits meanwhile waited at most {longest:?}"
+    );
+    assert_eq!(metric(&prom, "acm_reloads_total"), Some(0));
+    // The good files reload as ever; without the allow-list, nobody is served (so
+    // the refusals above were the list's).
+    let (_, said) = hup_until(&mut d, &dir, "config: reloaded");
+    assert!(
+        said.contains("reloaded: 0 addresses added, 0 removed\n"),
+        "{said}"
+    );
+    let open = std::fs::read_to_string(&opts)
+        .unwrap()
+        .replace("allow_users root\n", "");
+    std::fs::write(&opts, open).unwrap();
+    let (_, said) = hup_until(&mut d, &dir, "config: reloaded");
+    assert!(
+        said.contains("daemon settings reloaded: allow_users/allow_groups"),
+        "{said}"
+    );
+    if let Some(served) = nobody_served(&sock) {
+        assert!(served, "nobody is served once the allow-list is gone");
+    }
+    wait_until("the reloads in the metrics", DEADLINE, || {
+        metric(&prom, "acm_reloads_total") == Some(2)
+    });
+    // Unoptimised test builds parse the 1.2 MB file in some 100 to 300 ms on this
+    // project's 2-core machines (an optimised build in a tenth of that): the bound
+    // is the issue's 100 ms with room for them.
+    assert!(
+        slowest < Duration::from_secs(2),
+        "a refusal took {slowest:?}"
+    );
+    assert!(
+        longest < Duration::from_secs(2),
+        "a cache hit waited {longest:?}"
+    );
+}
+
+/// A valid options file of 1.2 MB (the reference's options, then a change of
+/// `timeout`, among 16,500 comment lines) reloads, and a client asking all along is
+/// never held long: the reload reads the file in one pass per parser, each linear.
+#[test]
+fn a_large_valid_options_file_reloads_without_holding_clients() {
+    let dir = TempDir::new("bigreload");
+    let mut d = start(&dir, &reference_options("log_level 0\n"));
+    let mut text = String::new();
+    for i in 0..16_500 {
+        text.push_str(&format!(
+            "# {i:05}: a comment as long as an administrator's notes are, for bulk ....\n"
+        ));
+        if i == 8_000 {
+            text.push_str(&reference_options("log_level 0\ntimeout 900\n"));
+        }
+    }
+    assert!(text.len() > 1_200_000, "{} bytes", text.len());
+    std::fs::write(dir.join("ibacm_opts.cfg"), &text).unwrap();
+    let hits = HitLoop::start(&d.socket());
+    // The client asks before, during and after the reload.
+    std::thread::sleep(Duration::from_millis(200));
+    let (took, said) = hup_until(&mut d, &dir, "config: reloaded");
+    std::thread::sleep(Duration::from_millis(200));
+    let (asked, longest) = hits.finish();
+    eprintln!(
+        "a {} byte options file reloaded {took:?} after SIGHUP; a client's {asked} cache \
+         hits meanwhile waited at most {longest:?}",
+        text.len()
+    );
+    assert!(said.contains(", timeout 1000 -> 900"), "{said}");
+    assert!(!said.contains("refused"), "{said}");
+    // The issue's bound is 200 ms; unoptimised test builds need about half of it on
+    // this project's 2-core machines, which other jobs share.
+    assert!(
+        longest < Duration::from_secs(2),
+        "a cache hit waited {longest:?}"
+    );
+}
+
+/// A file named on the command line that cannot be the one meant stops the start,
+/// naming it: an `-O` file that does not exist (a mistyped path would otherwise run
+/// on every default), and an `-O` or `-A` file that is a FIFO (never opened, so the
+/// start does not wait for a writer), a directory or over its size bound.
+#[test]
+fn a_file_named_on_the_command_line_that_is_no_configuration_stops_the_start() {
+    let dir = TempDir::new("badnamed");
+    let fifo = dir.join("fifo.cfg");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let big = dir.join("big.cfg");
+    std::fs::write(&big, vec![b'#'; (4 << 20) + 1]).unwrap();
+    let good = dir.join("good.cfg");
+    std::fs::write(&good, "log_level 0\n").unwrap();
+    let missing = dir.join("does-not-exist.cfg");
+    let cases: [(&str, &Path, String); 6] = [
+        ("-O", &missing, "(-O) not found".to_owned()),
+        ("-O", &fifo, "is a FIFO, not a regular file".to_owned()),
+        (
+            "-O",
+            dir.path(),
+            "is a directory, not a regular file".to_owned(),
+        ),
+        ("-O", &big, format!("is larger than {} bytes", 4 << 20)),
+        ("-A", &fifo, "is a FIFO, not a regular file".to_owned()),
+        ("-A", &big, format!("is larger than {} bytes", 4 << 20)),
+    ];
+    for (flag, path, why) in cases {
+        let run = dir.subdir("run");
+        let mut cmd = Command::new(support::daemon::IBACM);
+        cmd.args(["-P", "--fabric", "sim", "--run-dir"])
+            .arg(&run)
+            .arg("--log-file")
+            .arg(run.join("ibacm.log"))
+            .arg("-O")
+            .arg(if flag == "-O" { path } else { &good })
+            .stdin(Stdio::null());
+        if flag == "-A" {
+            cmd.arg("-A").arg(path);
+        }
+        let out = run_bounded(cmd, DEADLINE);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{flag} {}: {err}",
+            path.display()
+        );
+        let what = if flag == "-O" {
+            "options file"
+        } else {
+            "address file"
+        };
+        assert!(
+            err.starts_with(&format!("ibacm: {what} {} ", path.display())) && err.contains(&why),
+            "{flag} {}: {err}",
+            path.display()
+        );
+        assert!(
+            !run.join("ibacm-unix.sock").exists(),
+            "nothing is created before the files are checked"
+        );
+    }
 }

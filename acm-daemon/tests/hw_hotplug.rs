@@ -256,12 +256,15 @@ fn a_daemon_waits_for_its_first_device_when_told_to() {
     let sysfs = bare.join("sys");
     write_sysfs(&demo(), "node2", &sysfs);
     support::fake_hca::unplug_sysfs(&sysfs, "mlx5_0");
+    // Every default, and never the machine's options file.
+    let opts = bare.join("ibacm_opts.cfg");
+    std::fs::write(&opts, "# every default\n").expect("options file");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ibacm"));
     cmd.arg("-P")
         .arg("--run-dir")
         .arg(&bare)
         .arg("-O")
-        .arg("/dev/null")
+        .arg(&opts)
         .envs(support::fake_hca::env(
             &hub.path,
             "node2",

@@ -47,11 +47,11 @@ impl Engine {
             timers_checked: None,
         };
         let diagnostics = core::mem::take(&mut engine.core.config.diagnostics);
-        for d in diagnostics {
+        for message in crate::config::summarize(&diagnostics).lines {
             let ev = LogEvent {
                 level: Level::Basic,
                 origin: "config",
-                message: alloc::format!("{d}"),
+                message,
             };
             engine.core.push_log(ev);
         }

@@ -7,8 +7,10 @@
 //! `/etc` unasked:
 //!
 //! - The configured file (`-A PATH`, else `/etc/rdma/ibacm_addr.cfg`) is read when it
-//!   exists. A file that exists but cannot be read is reported and not replaced: it is
-//!   the administrator's.
+//!   exists ([`super::config_file::read`]: a regular file within its bound). A file
+//!   that exists but cannot be read is reported and not replaced: it is the
+//!   administrator's. When `-A` named it, the daemon does not start at all
+//!   ([`check_named`]): the administrator asked for that file.
 //! - A missing **default** file is generated into the run directory
 //!   (`RUN_DIR/ibacm_addr.cfg`, `/run` unless `--run-dir`), which the daemon must be able
 //!   to write anyway (its socket link and lock file live there), and the log says where.
@@ -22,7 +24,8 @@
 //!   names are derived from the host and its ports and are as valid unsaved; only the
 //!   copy for the administrator is missing, which the log says.
 
-use super::config::{generated_addr_file, read_optional};
+use super::config::generated_addr_file;
+use super::config_file::{self, ConfigKind, FileError};
 use super::safe_file;
 use acm_engine::DeviceDesc;
 use std::path::{Path, PathBuf};
@@ -75,6 +78,16 @@ pub fn hub_spec(
     }
 }
 
+/// Checks, before anything is created, the address file `-A` named: one that exists
+/// must be a regular file within its bound that can be read. A missing one is no error:
+/// it is generated there ([`load_or_generate`]).
+///
+/// # Errors
+/// What [`config_file::read`] says about it.
+pub fn check_named(path: &Path) -> Result<(), FileError> {
+    config_file::read(path, ConfigKind::Addresses).map(|_| ())
+}
+
 /// The address file's bytes and the name its diagnostics carry (the file it was read
 /// from or written to; the configured path when it could not be saved).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,7 +109,7 @@ pub fn load_or_generate(
     devices: &[DeviceDesc],
     log: &mut dyn FnMut(String),
 ) -> Option<AddrText> {
-    match read_optional(&spec.path) {
+    match config_file::read(&spec.path, ConfigKind::Addresses) {
         Ok(Some(text)) => {
             return Some(AddrText {
                 name: spec.path.display().to_string(),
@@ -105,10 +118,7 @@ pub fn load_or_generate(
         }
         Ok(None) => {}
         Err(e) => {
-            log(format!(
-                "cannot read address file {}: {e}",
-                spec.path.display()
-            ));
+            log(e.to_string());
             return None;
         }
     }
@@ -329,7 +339,14 @@ mod tests {
         let spec = AddrFileSpec::from_arg(Some(&path));
         let (got, logs) = run(&spec, &t.0);
         assert!(got.is_none());
-        assert!(logs[0].starts_with("cannot read address file"), "{logs:?}");
+        assert_eq!(
+            logs,
+            [format!(
+                "address file {} is a directory, not a regular file",
+                path.display()
+            )]
+        );
+        assert!(check_named(&path).is_err());
         assert!(!t.0.join(GENERATED_NAME).exists());
     }
 }

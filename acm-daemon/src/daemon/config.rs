@@ -5,16 +5,17 @@
 //! Files are read as bytes, never as UTF-8 text: the reference reads bytes, and a single
 //! Latin-1 byte in a comment or a name must cost neither the file nor its line numbers
 //! (read as text, it stopped the start without a line number, turned the address file
-//! into "not found", and dropped the whole preload file).
+//! into "not found", and dropped the whole preload file). Every file is read through
+//! [`config_file::read`]: a regular file, of bounded size, opened without blocking.
 
 use super::args::Args;
+use super::config_file::{self, ConfigKind, FileError};
 use super::settings::{SettingError, Settings};
 use acm_engine::config::{
     AddrFile, AddrPreload, Diagnostic, Options, RouteData, RoutePreload, ServerMode, parse_hosts,
 };
 use acm_engine::{DeviceDesc, EngineConfig, PortState};
 use core::fmt::Write as _;
-use std::io;
 use std::path::{Path, PathBuf};
 
 /// The reference's options file.
@@ -41,14 +42,10 @@ pub struct LoadedOptions {
 /// Why the options cannot be used; the daemon does not start.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    /// The file exists but cannot be read.
-    #[error("cannot read {}: {source}", path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: io::Error,
-    },
+    /// The file exists but cannot be read, or is not one to read
+    /// ([`config_file::read`]).
+    #[error(transparent)]
+    File(#[from] FileError),
     /// One of the daemon's own settings is bad.
     #[error(transparent)]
     Setting(#[from] SettingError),
@@ -59,12 +56,23 @@ pub enum LoadError {
 /// the daemon's own settings ([`Settings::resolve`]).
 ///
 /// # Errors
-/// The file exists but cannot be read, or a setting of ours is bad.
+/// The file exists but cannot be read (or is no regular file, or is over its bound), or
+/// a setting of ours is bad.
 pub fn load_options(path: &Path, args: &Args) -> Result<LoadedOptions, LoadError> {
-    let text = read_optional(path).map_err(|source| LoadError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = config_file::read(path, ConfigKind::Options)?;
+    parse_options(path, text, args)
+}
+
+/// The options of the file at `path` from its bytes `text` (`None`: there is no such
+/// file, every default), as [`load_options`] reads them.
+///
+/// # Errors
+/// A setting of ours is bad.
+pub fn parse_options(
+    path: &Path,
+    text: Option<Vec<u8>>,
+    args: &Args,
+) -> Result<LoadedOptions, LoadError> {
     let name = path.display().to_string();
     let (mut options, diagnostics) = Options::parse(&name, text.as_deref().unwrap_or_default());
     apply_overrides(&mut options, args);
@@ -91,18 +99,6 @@ pub fn apply_overrides(options: &mut Options, args: &Args) {
     }
 }
 
-/// `path`'s bytes, `None` when it does not exist.
-///
-/// # Errors
-/// Any other read error.
-pub fn read_optional(path: &Path) -> io::Result<Option<Vec<u8>>> {
-    match std::fs::read(path) {
-        Ok(t) => Ok(Some(t)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
 /// The engine configuration from loaded options, the address file's name and bytes
 /// (`None`: missing), and the preload files the options name (read from disk).
 pub fn engine_config(
@@ -118,7 +114,7 @@ pub fn engine_config(
     });
     let o = &opts.options;
     let hosts = if o.addr_preload == AddrPreload::AcmHosts {
-        match read_optional(Path::new(&o.addr_data_file)) {
+        match config_file::read(Path::new(&o.addr_data_file), ConfigKind::Hosts) {
             Ok(Some(text)) => {
                 let (entries, d) = parse_hosts(&o.addr_data_file, &text);
                 diagnostics.extend(d);
@@ -129,7 +125,7 @@ pub fn engine_config(
                 Vec::new()
             }
             Err(e) => {
-                log(format!("cannot read {}: {e}", o.addr_data_file));
+                log(e.to_string());
                 Vec::new()
             }
         }
@@ -137,7 +133,7 @@ pub fn engine_config(
         Vec::new()
     };
     let route_data = if o.route_preload == RoutePreload::OpensmFullV1 {
-        match read_optional(Path::new(&o.route_data_file)) {
+        match config_file::read(Path::new(&o.route_data_file), ConfigKind::RouteData) {
             Ok(Some(text)) => {
                 let (data, d) = RouteData::parse(&o.route_data_file, &text);
                 diagnostics.extend(d);
@@ -148,7 +144,7 @@ pub fn engine_config(
                 None
             }
             Err(e) => {
-                log(format!("cannot read {}: {e}", o.route_data_file));
+                log(e.to_string());
                 None
             }
         }

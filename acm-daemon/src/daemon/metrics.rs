@@ -71,6 +71,11 @@ impl MetricsFile {
         self.next
     }
 
+    /// Makes the next write due at `now` (something the file shows has just changed).
+    pub fn make_due(&mut self, now: Instant) {
+        self.next = self.next.min(now);
+    }
+
     /// Writes `text`, and sets the next write one interval after `now`.
     pub fn write(&mut self, now: Instant, text: &str) -> Written {
         self.next = now + self.interval;
@@ -139,6 +144,12 @@ mod tests {
         assert_eq!(m.due(), t0, "due at once");
         assert!(matches!(m.write(t0, "a 1\n"), Written::Ok));
         assert_eq!(m.due(), t0 + Duration::from_secs(15));
+        // A reload makes it due at once; never later than it was.
+        let t1 = t0 + Duration::from_secs(2);
+        m.make_due(t1);
+        assert_eq!(m.due(), t1);
+        m.make_due(t0 + Duration::from_secs(60));
+        assert_eq!(m.due(), t1);
         assert!(matches!(m.write(t0, "a 2\n"), Written::Ok));
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "a 2\n");
         let mode = std::os::unix::fs::PermissionsExt::mode(
@@ -174,9 +185,13 @@ mod tests {
             clients_accepted: 2,
             clients_refused: 3,
             clients_closed_unread: 5,
-            log_lines_dropped: 7,
+            log_lines_dropped: 8,
             clients_over_user_limit: 6,
             start_time_seconds: 4,
+            reloads: crate::metrics::ReloadCounts {
+                applied: 6,
+                refused: 7,
+            },
             ..DaemonSample::default()
         };
         let s = snapshot(&engine, d);
@@ -186,8 +201,10 @@ mod tests {
         let t = text(&engine, d);
         assert!(t.contains("acm_clients_refused_total 3\n"), "{t}");
         assert!(t.contains("acm_clients_closed_unread_total 5\n"), "{t}");
-        assert!(t.contains("acm_log_lines_dropped_total 7\n"), "{t}");
+        assert!(t.contains("acm_log_lines_dropped_total 8\n"), "{t}");
         assert!(t.contains("acm_clients_over_user_limit_total 6\n"), "{t}");
         assert!(t.contains("acm_lookups_cancelled_total 0\n"), "{t}");
+        assert!(t.contains("acm_reloads_total 6\n"), "{t}");
+        assert!(t.contains("acm_reload_refused_total 7\n"), "{t}");
     }
 }

@@ -25,6 +25,7 @@ pub mod args;
 pub mod backend;
 pub mod client_waits;
 pub mod config;
+pub mod config_file;
 pub mod conn;
 pub mod conn_limits;
 pub mod error;
@@ -142,6 +143,9 @@ fn start(args: &Args, life: &mut Life) -> Result<(), Failure> {
         }
     });
     let (opts, source) = options_source::load(args, host_opts, &run_dir).map_err(Failure::new)?;
+    if let Some(path) = &args.addr_file {
+        addr_file::check_named(path).map_err(|e| Failure::new(e.to_string()))?;
+    }
     if args.fabric == FabricArg::Hardware {
         // Never fall back to a simulation.
         check_hardware(opts.settings.wait_for_device)?;

@@ -91,7 +91,8 @@ pub struct FabricHostOptions<'a> {
 /// `run_dir`.
 ///
 /// # Errors
-/// The options file exists but cannot be read, or one of the daemon's own settings is
+/// The options file exists but cannot be read (or is no regular file, or is over its
+/// bound), the file `-O` names does not exist, or one of the daemon's own settings is
 /// bad; the message names the file (and line).
 pub fn load(
     args: &Args,
@@ -100,7 +101,14 @@ pub fn load(
 ) -> Result<(LoadedOptions, OptionsSource), String> {
     let read = |path: &Path| config::load_options(path, args).map_err(|e| e.to_string());
     let (mut loaded, source) = match (&args.opts_file, fabric) {
-        (Some(path), _) => (read(path)?, OptionsSource::CommandLine(path.clone())),
+        (Some(path), _) => {
+            let loaded = read(path)?;
+            // A mistyped -O must not run the daemon on every default unnoticed.
+            if loaded.text.is_none() {
+                return Err(format!("options file {} (-O) not found", path.display()));
+            }
+            (loaded, OptionsSource::CommandLine(path.clone()))
+        }
         (None, Some(f)) => {
             let name = format!("{}:ibacm_opts.cfg", f.host);
             let (mut options, diagnostics) = Options::parse(&name, f.text);
@@ -251,9 +259,12 @@ mod tests {
         let a = args(&["-O", o.to_str().unwrap()]);
         let (l, _) = load(&a, None, Path::new("/run")).unwrap();
         assert_eq!(l.options.log_file, "/var/log/ibacm.log");
-        let a = args(&["-O", dir.join("missing.cfg").to_str().unwrap()]);
-        let (l, src) = load(&a, None, Path::new("/run")).unwrap();
-        assert!(l.text.is_none());
-        assert!(matches!(src, OptionsSource::CommandLine(_)));
+        // A file -O names must exist (the default one need not).
+        let missing = dir.join("missing.cfg");
+        let a = args(&["-O", missing.to_str().unwrap()]);
+        assert_eq!(
+            load(&a, None, Path::new("/run")).unwrap_err(),
+            format!("options file {} (-O) not found", missing.display())
+        );
     }
 }

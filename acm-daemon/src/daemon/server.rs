@@ -70,7 +70,7 @@ use super::log::{Logger, Priority};
 use super::metrics::{MetricsFile, Written};
 use super::rate_limit::{self, RateLimit};
 use super::reload::Reloader;
-use crate::metrics::DaemonSample;
+use crate::metrics::{DaemonSample, ReloadCounts};
 use acm_engine::HostOutput;
 use acm_engine::{ClientOutput, ConnId, Instant};
 use acm_io_verbs::poll_set::Ready;
@@ -202,6 +202,8 @@ pub struct Server<B: Backend> {
     refused_lines: RateLimit,
     /// What SIGHUP reads again, once [`Server::reload_with`] set it.
     reloader: Option<Reloader>,
+    /// What reloads did so far (for the metrics).
+    reloads: ReloadCounts,
     /// Which clients are waited on with `ppoll` and which with epoll.
     waits: ClientWaits,
 }
@@ -265,6 +267,7 @@ impl<B: Backend> Server<B> {
             malformed: RateLimit::default(),
             refused_lines: RateLimit::default(),
             reloader: None,
+            reloads: ReloadCounts::default(),
             waits: ClientWaits::new(),
         })
     }
@@ -430,7 +433,18 @@ impl<B: Backend> Server<B> {
             return;
         };
         reloader.notify_reloading();
-        if let Some(a) = reloader.read(&mut self.log) {
+        let accepted = reloader.read(&mut self.log);
+        if accepted.is_some() {
+            self.reloads.applied += 1;
+        } else {
+            self.reloads.refused += 1;
+        }
+        // The count is in the metrics file at once, not an interval later: a refused
+        // reload is what an administrator's monitoring waits for.
+        if let Some(m) = &mut self.metrics {
+            m.make_due(std::time::Instant::now());
+        }
+        if let Some(a) = accepted {
             // The log first, so that the engine's lines pass at the new level.
             self.log.set_max_level(super::log::max_level(a.log_level));
             let now = self.now();
@@ -544,6 +558,7 @@ impl<B: Backend> Server<B> {
             log_lines_dropped: self.log.dropped_total(),
             start_time_seconds: self.started,
             lookups: self.backend.engine().lookup_counters(),
+            reloads: self.reloads,
         };
         let text = super::metrics::text(self.backend.engine(), daemon);
         match m.write(now, &text) {

@@ -361,7 +361,7 @@ pub(crate) struct Ep {
     /// Lowest priority first: index 0 is the min-rate/min-MTU group.
     pub(crate) groups: Vec<Group>,
     pub(crate) dests: DestCache,
-    pub(crate) addrs: Vec<Address>,
+    pub(crate) addrs: OwnAddrs,
     pub(crate) counters: Counters,
     pub(crate) resolve_q: ResolveQueue,
     /// Responses waiting for a credit: where to, and the MAD.
@@ -493,6 +493,56 @@ fn take_in(q: &mut VecDeque<Queued>, tid: u64) -> Option<Waiting> {
 }
 
 /// [`take_in`], for what the request waited for ([`Ep::answer_waiting`]).
+/// An endpoint's own addresses, in the order they were added, with an index: adding,
+/// removing and finding one costs the logarithm of their number, so that a reload that
+/// adds or removes many names costs their number, not its square. The order is kept
+/// because the first is the source an ACM request names when it has none of its own.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct OwnAddrs {
+    /// Each address under the number of its arrival.
+    by_arrival: BTreeMap<u64, Address>,
+    /// Each address's number of arrival.
+    arrival: BTreeMap<Address, u64>,
+    /// The next number of arrival.
+    next: u64,
+}
+
+impl OwnAddrs {
+    /// Adds `addr` last; false if it is there already.
+    pub(crate) fn insert(&mut self, addr: Address) -> bool {
+        if self.arrival.contains_key(&addr) {
+            return false;
+        }
+        self.arrival.insert(addr, self.next);
+        self.by_arrival.insert(self.next, addr);
+        self.next += 1;
+        true
+    }
+
+    /// Removes `addr`; false if it was not there.
+    pub(crate) fn remove(&mut self, addr: &Address) -> bool {
+        match self.arrival.remove(addr) {
+            Some(n) => self.by_arrival.remove(&n).is_some(),
+            None => false,
+        }
+    }
+
+    /// Whether `addr` is one of them.
+    pub(crate) fn contains(&self, addr: &Address) -> bool {
+        self.arrival.contains_key(addr)
+    }
+
+    /// The one added first of those still there.
+    pub(crate) fn first(&self) -> Option<Address> {
+        self.by_arrival.values().next().copied()
+    }
+
+    /// Them, in the order they were added.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Address> {
+        self.by_arrival.values()
+    }
+}
+
 #[cfg(test)]
 fn answer_in(q: &mut VecDeque<Queued>, tid: u64) -> Option<WaitFor> {
     take_in(q, tid).map(|w| w.dest)

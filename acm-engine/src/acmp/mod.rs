@@ -353,9 +353,7 @@ impl Provider for Acmp {
         let Some(ep) = self.eps.get_mut(&id) else {
             return;
         };
-        if !ep.addrs.contains(addr) {
-            ep.addrs.push(*addr);
-        }
+        ep.addrs.insert(*addr);
         if self.opts.loopback_local {
             self.add_loopback(cx, id, addr);
         }
@@ -365,7 +363,7 @@ impl Provider for Acmp {
         let Some(ep) = self.eps.get_mut(&id) else {
             return;
         };
-        ep.addrs.retain(|a| a != addr);
+        ep.addrs.remove(addr);
         if self.opts.loopback_local
             && let Some(i) = ep.dests.find(addr)
         {
@@ -436,7 +434,7 @@ impl Provider for Acmp {
                 ep.qpn = Some(qpn);
                 // Loopback entries name our own QP.
                 let addrs = ep.addrs.clone();
-                for a in &addrs {
+                for a in addrs.iter() {
                     if let Some(i) = ep.dests.find(a)
                         && let Some(d) = ep.dests.get_mut(i)
                     {

@@ -160,7 +160,7 @@ impl Acmp {
             );
             // Without the request's source (an ACM lookup that timed out), an ACM
             // request that follows names the endpoint's first address.
-            let src = src.or_else(|| ep.addrs.first().copied()).unwrap_or(dest);
+            let src = src.or_else(|| ep.addrs.first()).unwrap_or(dest);
             let round = waiting.then_some(0);
             match self.try_addr_from(cx, id, &src, &dest, idx, round, next) {
                 Ok(()) => return,

@@ -98,7 +98,7 @@ impl Acmp {
             qpn: None,
             groups,
             dests: super::dest::DestCache::default(),
-            addrs: Vec::new(),
+            addrs: super::endpoint::OwnAddrs::default(),
             counters: crate::Counters::default(),
             resolve_q: ResolveQueue::new(self.opts.resolve_depth),
             resp_q: SendQueue {
@@ -326,7 +326,7 @@ impl Acmp {
                 }
             }
             if self.opts.loopback_local {
-                for a in &addrs {
+                for a in addrs.iter() {
                     self.add_loopback(cx, id, a);
                 }
             }

@@ -24,7 +24,7 @@ pub mod reload;
 pub mod route_data;
 
 pub use addr_file::{AddrFile, AddrFileLine, PkeySpec};
-pub use diagnostic::{Diagnostic, Severity};
+pub use diagnostic::{Diagnostic, NOTICES_LOGGED, PROBLEMS_LOGGED, Severity, Summary, summarize};
 pub use hosts::{HostEntry, parse_hosts};
 pub use options::{
     AddrPreload, AddrProt, AddrProts, BUILTIN_PROVIDER, DAEMON_OPTIONS, DEFAULT_RESOLVE_DEPTH,

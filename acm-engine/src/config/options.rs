@@ -1028,8 +1028,9 @@ impl Options {
     /// * A `#` in column 0 (of a chunk) makes a comment.
     /// * The first two whitespace-separated fields are read as `%31s %255s` (an
     ///   over-long name spills into the value); lines with fewer than 2 are ignored.
-    /// * Names are case-insensitive, except `route_timeout`; unknown names are ignored
-    ///   (a [`Severity::Notice`]). A later line overrides an earlier one.
+    /// * Names are case-insensitive, except `route_timeout`; unknown names, and names
+    ///   without a value, are ignored (a [`Severity::Notice`]). A later line overrides
+    ///   an earlier one.
     /// * Numbers are checked against [`range`]: no digits or below the minimum leaves
     ///   the setting unchanged, above the maximum clamps, both with a warning (the
     ///   reference's `atoi` read junk as 0 and wrapped negatives, silently).
@@ -1074,6 +1075,20 @@ impl Options {
                 continue;
             }
             let Some(value) = sc.string(255) else {
+                // The reference skips a name alone without a word; it is said here, so
+                // that a reload, which takes only lines it can read, refuses it (a
+                // file cut short while being written ends in one). A lone `provider`
+                // is the provider pass's to warn about.
+                if !eq(name, "provider") {
+                    p.diag(
+                        line,
+                        Severity::Notice,
+                        format!(
+                            "option '{}' has no value; line ignored",
+                            String::from_utf8_lossy(name)
+                        ),
+                    );
+                }
                 continue;
             };
             p.option(line, name, value);
@@ -1363,11 +1378,16 @@ sm_events NO
 
     #[test]
     fn line_rules() {
-        // Comments only in column 0; fewer than two fields ignored; later lines win.
+        // Comments only in column 0; fewer than two fields ignored (a name alone with
+        // a notice, blank lines silently); later lines win.
         let (o, d) = parse("#log_level 2\n log_level 1\nlog_level\n\n  \t\nretries 7\nretries 9\n");
         assert_eq!(o.log_level, 1);
         assert_eq!(o.retries, 9);
-        assert!(d.is_empty());
+        assert_eq!(severities(&d), [(3, Severity::Notice)]);
+        assert_eq!(
+            d[0].message,
+            "option 'log_level' has no value; line ignored"
+        );
         // Tabs, CR and trailing junk after the two fields.
         assert_eq!(only("\tretries\t5\tignored words\r\n").retries, 5);
         // An unknown option is a notice.
@@ -1431,8 +1451,13 @@ sm_events NO
         let line = alloc::format!("log_file /{}\n", "p".repeat(130));
         let (o, d) = parse(&line);
         assert_eq!(o.log_file.len(), 119 - "log_file ".len());
-        // The tail chunk is one token of 21 bytes: ignored.
-        assert!(d.is_empty(), "{d:?}");
+        // The tail chunk is one token of 21 bytes: a name without a value, ignored
+        // with a notice (which also says the path was cut).
+        assert_eq!(severities(&d), [(1, Severity::Notice)]);
+        assert_eq!(
+            d[0].message,
+            alloc::format!("option '{}' has no value; line ignored", "p".repeat(21))
+        );
     }
 
     #[test]

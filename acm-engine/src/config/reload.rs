@@ -38,6 +38,7 @@
 
 use super::lex::{self, Scanner};
 use super::{AddrFile, Options};
+use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -393,8 +394,10 @@ fn provider_lines(rules: &[super::ProviderRule]) -> String {
 pub struct OptionLines {
     /// The file's name, as in its diagnostics.
     pub file: String,
-    /// `(name, line)`, names in lower case, one entry per name (its last line).
-    lines: Vec<(String, usize)>,
+    /// Names in lower case, each with its last line. A map, not a list searched per
+    /// line: a file of many distinct names (unknown ones, as a hostile or broken file
+    /// has) must scan in time proportional to its size.
+    lines: BTreeMap<String, usize>,
 }
 
 impl OptionLines {
@@ -403,7 +406,7 @@ impl OptionLines {
     /// line counts as `provider`.
     #[must_use]
     pub fn scan(file: &str, text: &(impl AsRef<[u8]> + ?Sized)) -> Self {
-        let mut lines: Vec<(String, usize)> = Vec::new();
+        let mut lines = BTreeMap::new();
         for (line, chunk) in lex::chunks(text.as_ref(), lex::LINE_120) {
             if chunk.first() == Some(&b'#') {
                 continue;
@@ -416,10 +419,7 @@ impl OptionLines {
             if name.starts_with("provider") && name != "provider_lib_path" {
                 name = String::from("provider");
             }
-            match lines.iter_mut().find(|(n, _)| *n == name) {
-                Some(slot) => slot.1 = line,
-                None => lines.push((name, line)),
-            }
+            lines.insert(name, line);
         }
         Self {
             file: String::from(file),
@@ -430,10 +430,7 @@ impl OptionLines {
     /// The last line that sets `name` (compared in lower case), if any.
     #[must_use]
     pub fn line_of(&self, name: &str) -> Option<usize> {
-        self.lines
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|&(_, l)| l)
+        self.lines.get(&name.to_ascii_lowercase()).copied()
     }
 
     /// `file:line` for `name`, or just the file when no line sets it (the option went

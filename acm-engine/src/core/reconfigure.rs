@@ -12,6 +12,7 @@ use crate::config::AddrFile;
 use crate::config::reload::{self, Reconfig, Takes};
 use crate::io::EndpointId;
 use crate::log::{Level, log};
+use alloc::collections::BTreeSet;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -76,8 +77,8 @@ impl Engine {
             let pkeys: Vec<&[u16]> = d.ports.iter().map(|p| p.attrs.pkeys.as_slice()).collect();
             diags.extend(file.check_device(&d.name, &pkeys));
         }
-        for d in diags {
-            log!(self.core, Level::Basic, "config", "{d}");
+        for line in crate::config::summarize(&diags).lines {
+            log!(self.core, Level::Basic, "config", "{line}");
         }
     }
 
@@ -98,11 +99,13 @@ impl Engine {
         before: &[(EndpointId, Address, String)],
         after: &[(EndpointId, Address, String)],
     ) -> (usize, usize) {
-        let same = |a: &(EndpointId, Address, String), b: &(EndpointId, Address, String)| {
-            a.0 == b.0 && a.1 == b.1
+        // Sets, so that a reload of many names costs their number, not its square.
+        let keys = |l: &[(EndpointId, Address, String)]| -> BTreeSet<(EndpointId, Address)> {
+            l.iter().map(|(e, a, _)| (*e, *a)).collect()
         };
+        let (had, has) = (keys(before), keys(after));
         let mut added = 0;
-        for a in after.iter().filter(|a| !before.iter().any(|b| same(a, b))) {
+        for a in after.iter().filter(|a| !had.contains(&(a.0, a.1))) {
             added += 1;
             log!(
                 self.core,
@@ -114,7 +117,7 @@ impl Engine {
             );
         }
         let mut removed = 0;
-        for b in before.iter().filter(|b| !after.iter().any(|a| same(a, b))) {
+        for b in before.iter().filter(|b| !has.contains(&(b.0, b.1))) {
             removed += 1;
             log!(
                 self.core,

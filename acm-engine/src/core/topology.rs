@@ -8,6 +8,7 @@ use crate::device::{DeviceDesc, PortAttrs, PortId};
 use crate::io::{EndpointId, LocalIp, PortEvent};
 use crate::log::{Level, log};
 use acm_proto::client::AddrType;
+use alloc::collections::BTreeSet;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::net::IpAddr;
@@ -307,6 +308,9 @@ impl Engine {
             })
             .collect();
         let support_ips = self.core.config.options.support_ips_in_addr_cfg;
+        // What is assigned so far, for the check of each line: a set, so that an
+        // address file of many names costs its length, not its square.
+        let mut assigned: BTreeSet<Address> = addrs.iter().map(|a| a.addr).collect();
         let Some(file) = self.core.config.addr_file.take() else {
             log!(
                 self.core,
@@ -333,7 +337,7 @@ impl Engine {
                 );
                 continue;
             }
-            if addrs.iter().any(|a| a.addr == line.address) {
+            if !assigned.insert(line.address) {
                 // The reference stops reading the file here
                 // (docs/reference-quirks.md §13); skip just this line.
                 log!(
@@ -478,17 +482,20 @@ impl Engine {
             return;
         };
         let provider = e.provider;
+        // Sets, so that a reload of many names costs their number, not its square.
+        let wanted: BTreeSet<Address> = want.iter().map(|w| w.addr).collect();
+        let had: BTreeSet<Address> = e.addrs.iter().map(|a| a.addr).collect();
         let lost: Vec<Address> = e
             .addrs
             .iter()
-            .filter(|a| !want.iter().any(|w| w.addr == a.addr))
+            .filter(|a| !wanted.contains(&a.addr))
             .map(|a| a.addr)
             .collect();
         let gained: Vec<LocalAddr> = want
             .into_iter()
-            .filter(|w| !e.addrs.iter().any(|a| a.addr == w.addr))
+            .filter(|w| !had.contains(&w.addr))
             .collect();
-        e.addrs.retain(|a| !lost.contains(&a.addr));
+        e.addrs.retain(|a| wanted.contains(&a.addr));
         e.addrs.extend(gained.iter().cloned());
         for a in &lost {
             self.with_provider(provider, |p, cx| p.remove_address(cx, ep, a));
