@@ -9,12 +9,13 @@
 //! requester) cannot make the cache grow past its bound. `tests::entry_fits_budget`
 //! checks the slot and the index against the 256-byte budget, and `BENCHMARKS.md` gives
 //! the figures measured with a counting allocator (`examples/dest_memory.rs`,
-//! `tests/cache_bound.rs`).
+//! `tests/cache_memory.rs`).
 //!
 //! Eviction: a full cache makes room by evicting an idle entry, chosen by a clock, the
 //! second-chance approximation of least-recently-used (see [`DestCache::acquire`]). A
 //! lookup that finds an entry sets its *used* mark, a store into the slot it has just
-//! read, so a cache hit costs what it did before there was eviction. Entries that
+//! read: a cache hit reads no more memory for it and runs three more instructions
+//! (BENCHMARKS.md, "Issue 30"). Entries that
 //! requests wait on, entries whose address or route lookup is under way, and
 //! [pinned](DestCache::pin) entries (the host's own addresses and the administrator's
 //! preloaded hosts and routes) are never evicted.
