@@ -258,3 +258,48 @@ fn a_bound_lowered_at_a_reload_evicts_the_idle_entries_over_it() {
     let c = cache(&node);
     assert_eq!((c.total(), c.evictions), (251, after.evictions + 1));
 }
+
+/// The preloaded hosts count against the bound and are never evicted: those past it
+/// are not cached, and the log says how many.
+#[test]
+fn preloaded_hosts_past_the_bound_are_left_out_and_said_so() {
+    let mut c = reference::config();
+    c.options.max_dest_cache_bytes = BOUND;
+    let text: String = (0..300)
+        .map(|i| format!("10.1.{}.{} fe80::2:c903:a0:b002\n", i / 256, i % 256))
+        .collect();
+    let (hosts, diags) = acm_engine::config::parse_hosts("ibacm_hosts.data", &text);
+    assert!(diags.is_empty(), "{diags:?}");
+    c.hosts = hosts;
+    let mut node = node_with(c);
+    // 251 of the 300 hosts fill the bound; the host's own three addresses are cached
+    // over it.
+    let s = cache(&node);
+    assert_eq!(
+        (s.addr_resolved, s.ready, s.total()),
+        (251, 3, 254),
+        "{s:?}"
+    );
+    assert!(
+        node.logs.iter().any(|l| l
+            .ends_with("49 preloaded entries not cached: the cache is at max_dest_cache_bytes")),
+        "{:#?}",
+        node.logs
+    );
+    // The preloaded entries are pinned: a flood evicts none of them, and finds nothing
+    // else to evict.
+    made_up_request(&mut node, 1, Ipv4Addr::new(10, 0, 0, 9));
+    assert_eq!(cache(&node).evictions, 0);
+    assert_eq!(cache(&node).total(), 254);
+    assert!(
+        node.logs
+            .iter()
+            .any(|l| l.ends_with("cache full of entries in use; request from 11.0.0.1 dropped")),
+        "{:#?}",
+        node.logs
+    );
+    let acm = counter(&node, Counter::AddrQuery);
+    let r = resolve(&mut node, ConnId(1), A_IP, Ipv4Addr::new(10, 1, 0, 7));
+    assert_eq!(status(&r), SUCCESS);
+    assert_eq!(counter(&node, Counter::AddrQuery), acm, "from the preload");
+}

@@ -137,7 +137,8 @@ impl Acmp {
         let Some(attrs) = self.ports.get(&ep.port) else {
             return;
         };
-        // Outside the bound, and never evicted: it cannot be learned from the fabric.
+        // Cached even over the bound (the host's own addresses are few, and bounded by
+        // the address file), and never evicted: it cannot be learned from the fabric.
         let idx = match ep.dests.find(addr) {
             Some(i) => i,
             None => ep.dests.insert(Dest::new(*addr)),

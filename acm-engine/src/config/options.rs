@@ -466,9 +466,9 @@ pub struct Options {
     /// one entry costs (261 bytes: the entry, its share of the index and of the free
     /// list); when it is full, a new destination evicts the idle entry used least
     /// recently (a second-chance clock). Entries that requests wait on or whose
-    /// lookup is under way are never evicted, nor the host's own addresses and the
-    /// preloaded hosts and routes (which count against the bound). The reference's
-    /// cache has no bound.
+    /// lookup is under way are never evicted, nor the host's own addresses (cached even
+    /// over the bound) and the preloaded hosts and routes (which count against it). The
+    /// reference's cache has no bound.
     pub max_dest_cache_bytes: u64,
     /// `kernel_timeout` (not in the reference): how long, in ms, the kernel should wait
     /// for the daemon's answer to each of its path and address requests before it asks
