@@ -14,6 +14,8 @@
 //! | `acm_endpoint_addresses` | gauge | endpoint, guid, port, pkey | EP_QUERY's address count |
 //! | `acm_endpoint_errors_total` … | counter | endpoint, guid, port, pkey | PERF_QUERY of the endpoint |
 //! | `acm_endpoint_cache_entries` | gauge | endpoint, guid, port, pkey, state | the daemon only |
+//! | `acm_endpoint_cache_limit_entries` | gauge | endpoint, guid, port, pkey | the daemon only: `max_dest_cache_bytes` in entries |
+//! | `acm_endpoint_cache_evictions_total` | counter | endpoint, guid, port, pkey | the daemon only |
 //! | `acm_clients_connected` | gauge | | the daemon only |
 //! | `acm_clients_accepted_total`, `acm_clients_refused_total` | counter | | the daemon only |
 //! | `acm_clients_over_user_limit_total`, `acm_clients_over_shared_limit_total` | counter | | the daemon only: refused at the connection limits |
@@ -254,6 +256,16 @@ pub fn render(snapshots: &[Snapshot]) -> String {
         "gauge",
         "Destinations in the endpoint's cache, by state: init, query_addr (an ACM resolve is out), addr_resolved, query_route (an SA query is out), ready.",
     );
+    let mut cache_limit = Family::new(
+        "acm_endpoint_cache_limit_entries",
+        "gauge",
+        "The most destinations the endpoint's cache may hold (max_dest_cache_bytes over the most one entry costs).",
+    );
+    let mut evictions = Family::new(
+        "acm_endpoint_cache_evictions_total",
+        "counter",
+        "Idle destinations evicted from the endpoint's full cache to make room for new ones, since the endpoint opened.",
+    );
     let mut connected = Family::new(
         "acm_clients_connected",
         "gauge",
@@ -387,6 +399,10 @@ pub fn render(snapshots: &[Snapshot]) -> String {
                     l.push(("state", state));
                     cache.samples.push((labels(&l), n as u64));
                 }
+                cache_limit
+                    .samples
+                    .push((base_labels.clone(), c.limit as u64));
+                evictions.samples.push((base_labels.clone(), c.evictions));
             }
         }
         if let Some(d) = &snap.daemon {
@@ -439,6 +455,8 @@ pub fn render(snapshots: &[Snapshot]) -> String {
     }
     for f in [
         &cache,
+        &cache_limit,
+        &evictions,
         &connected,
         &accepted,
         &refused,
@@ -504,6 +522,8 @@ mod tests {
             addr_resolved: 2,
             query_route: 0,
             ready: 3,
+            limit: 257_122,
+            evictions: 12,
         });
         let mut second = endpoint(2);
         second.pkey = 0x8001;

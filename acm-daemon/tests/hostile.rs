@@ -22,7 +22,9 @@
 //! - a reload of a file that is no configuration (empty, binary, missing, a FIFO, a link
 //!   to /dev/zero, 100,000 unknown options) is refused and changes nothing, while a
 //!   client is answered throughout; a large valid file reloads without holding clients;
-//!   a file named on the command line that is no configuration stops the start.
+//!   a file named on the command line that is no configuration stops the start;
+//! - a fabric peer making up thousands of requesters is held at `max_dest_cache_bytes`:
+//!   idle entries are evicted, the destination in use stays a cache hit.
 //!
 //! No assertion is on time but a few latencies the administrator is promised (root's
 //! cache hit while other users hold every connection they may; a reload refused or
@@ -1607,4 +1609,218 @@ fn a_file_named_on_the_command_line_that_is_no_configuration_stops_the_start() {
             "nothing is created before the files are checked"
         );
     }
+}
+
+// ---------------------------------------------------------------------------------
+// A fabric peer that makes up requesters
+
+/// The value of every sample of metric family `family` for endpoint 1 in the metrics
+/// file `file`, added up (the cache sizes come one sample per state); `None` until the
+/// file has one.
+fn endpoint1_sum(file: &Path, family: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let prefix = format!("{family}{{endpoint=\"1\",");
+    let values: Vec<u64> = text
+        .lines()
+        .filter(|l| l.starts_with(&prefix))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse().ok())
+        .collect();
+    (!values.is_empty()).then(|| values.iter().sum())
+}
+
+/// The fabric hub in a thread of the test, stopped (and checked) on drop.
+struct HubServing {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    served: Option<std::thread::JoinHandle<Result<(), String>>>,
+}
+
+impl HubServing {
+    fn start(spec: acm_io_sim::FabricSpec, socket: &Path) -> Self {
+        let mut hub = acm_io_sim::hub::Hub::bind(spec, socket).expect("bind the hub");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = std::sync::Arc::clone(&stop);
+        let served = std::thread::spawn(move || hub.serve_until(&flag).map_err(|e| e.to_string()));
+        Self {
+            stop,
+            served: Some(served),
+        }
+    }
+}
+
+impl Drop for HubServing {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.served.take() {
+            let r = t.join().expect("the hub thread");
+            if !std::thread::panicking() {
+                assert_eq!(r, Ok(()), "the hub served without error");
+            }
+        }
+    }
+}
+
+/// The daemon runs as `fakehost` on a fabric hub with `max_dest_cache_bytes 65536`
+/// (251 destinations); the test attaches to the hub as `host5` and sends ACM requests
+/// to the daemon's group from 3,000 made-up source addresses, one in five for the
+/// daemon's own address (it then asks the SA for host5's route and answers), the others
+/// for an address nobody has. Every receiver caches a requester, so without a bound in
+/// bytes each would stay. The metrics file must show the cache never above its bound
+/// when read and at it in the end, the evictions counting every requester past it, and
+/// a destination resolved all along answered from the cache each time.
+#[test]
+fn a_fabric_peer_making_up_requesters_is_held_at_max_dest_cache_bytes() {
+    use acm_engine::{
+        AddressVector, DeviceId, EndpointId, GlobalRoute, Mad, OpenQp, PortId, SendToken, UdSend,
+    };
+    use acm_io_sim::hub::HubClient;
+    use acm_proto::acm_mad::{ACM_QKEY, AcmMadRepr, MULTICAST_QPN};
+    use acm_proto::client::AddrType;
+    use acm_proto::mgid::AcmMgid;
+    use acm_proto::{Bytes64, Gid, Mtu, Rate};
+
+    const FLOOD: u32 = 3_000;
+    const LIMIT: u64 = 251;
+    let dir = TempDir::new("cache-flood");
+    let fabric = fabric_with_host5(dir.path());
+    let spec_text = std::fs::read_to_string(&fabric).expect("the fabric");
+    let spec = acm_io_sim::FabricSpec::parse(&spec_text).expect("the fabric parses");
+    let hub_sock = dir.join("hub.sock");
+    let hub = HubServing::start(spec, &hub_sock);
+    let prom = dir.join("m.prom");
+    let addr = reference("ibacm_addr.cfg");
+    let mut d = Daemon::start_with(
+        dir.path(),
+        &format!("hub:{}:fakehost", hub_sock.display()),
+        &reference_options(&format!(
+            "max_dest_cache_bytes 65536\nmetrics_file {}\nmetrics_interval 1\n",
+            prom.display()
+        )),
+        &["-A", addr.to_str().expect("a UTF-8 path")],
+    );
+
+    // A destination in use: a path to host3, by GID, whose route the SA gives.
+    let host3 = Gid::from_parts(0xfe80_0000_0000_0000, 0x0002_c903_00a0_b003);
+    let used = requests::resolve_gid(None, host3);
+    let mut client = d.connect();
+    d.wait_until("the endpoint joins its group and resolves", || {
+        client.request(&used)[2] == 0
+    });
+    wait_until("the metrics file", DEADLINE, || {
+        metric_limit(&prom) == Some(LIMIT)
+    });
+    let hits_before = endpoint1_sum(&prom, "acm_endpoint_route_cache_hits_total").unwrap_or(0);
+
+    let (peer, _setup) =
+        HubClient::attach(&hub_sock, dir.join("host5.sock"), "host5").expect("attach host5");
+    let ep = EndpointId(0);
+    peer.open_qp(&OpenQp {
+        ep,
+        port: PortId {
+            device: DeviceId(0),
+            port: 1,
+        },
+        pkey: 0xffff,
+        pkey_index: 0,
+        recv_depth: 64,
+        send_depth: 64,
+    })
+    .expect("open host5's QP");
+    let group = AcmMgid::new(0xffff, Rate::RATE_10, Mtu::MTU_2048).to_gid();
+    let to_group = AddressVector {
+        dlid: 0xc000,
+        grh: GlobalRoute {
+            dgid: group,
+            hop_limit: 1,
+            ..GlobalRoute::default()
+        },
+        remote_qpn: MULTICAST_QPN,
+        remote_qkey: ACM_QKEY,
+        ..AddressVector::default()
+    };
+    let mut peer = peer;
+    // What the hub sends host5 (send completions, the daemon's answers) is read and
+    // dropped, so that its socket never fills.
+    fn drain(peer: &mut HubClient) {
+        while let Ok(Some(_)) = peer.recv_incoming(Duration::ZERO) {}
+    }
+    let mut used_hits = 0u64;
+    let mut highest = 0u64;
+    for i in 0..FLOOD {
+        // 198.18.0.0/15, which no host has.
+        let src = [198, 18 + (i >> 16) as u8, (i >> 8) as u8, i as u8];
+        let target = if i % 5 == 0 {
+            [10, 0, 0, 1]
+        } else {
+            [10, 0, 0, 9]
+        };
+        let mad = AcmMadRepr::resolve_request(
+            0x7000_0000 + u64::from(i),
+            AddrType::IP,
+            Bytes64::zero_padded(&target),
+            AddrType::IP,
+            Bytes64::zero_padded(&src),
+            &[group],
+        )
+        .to_bytes();
+        peer.ud_send(&UdSend {
+            ep,
+            token: SendToken(u64::from(i)),
+            av: to_group,
+            mad: Mad(mad),
+        })
+        .expect("send to the hub");
+        if i % 100 == 99 {
+            drain(&mut peer);
+            std::thread::sleep(Duration::from_millis(5));
+            let r = client.request(&used);
+            assert_eq!(r[2], 0, "the destination in use resolves at {i}: {r:02x?}");
+            used_hits += 1;
+            if let Some(n) = endpoint1_sum(&prom, "acm_endpoint_cache_entries") {
+                highest = highest.max(n);
+                assert!(n <= LIMIT, "{n} destinations cached, bound {LIMIT}");
+            }
+        }
+    }
+    // Every requester is in: the cache holds its bound, and each one past it evicted
+    // an entry.
+    let mut last = (0, 0);
+    wait_until(
+        "every made-up requester cached or evicted",
+        Duration::from_secs(30),
+        || {
+            drain(&mut peer);
+            let entries = endpoint1_sum(&prom, "acm_endpoint_cache_entries").unwrap_or(0);
+            let evicted = endpoint1_sum(&prom, "acm_endpoint_cache_evictions_total").unwrap_or(0);
+            last = (entries, evicted);
+            highest = highest.max(entries);
+            entries == LIMIT && evicted + LIMIT >= u64::from(FLOOD)
+        },
+    );
+    let hits = endpoint1_sum(&prom, "acm_endpoint_route_cache_hits_total").unwrap_or(0);
+    println!(
+        "{FLOOD} made-up requesters: at most {highest} destinations cached (bound {LIMIT}), \
+         {} evicted; the destination in use hit the cache {} times of {used_hits}",
+        last.1,
+        hits - hits_before
+    );
+    assert!(highest <= LIMIT);
+    assert_eq!(
+        hits - hits_before,
+        used_hits,
+        "every resolve of the destination in use was a cache hit"
+    );
+    d.assert_running();
+    assert!(
+        !log(&dir).contains("panicked"),
+        "the daemon's log:\n{}",
+        log(&dir)
+    );
+    peer.detach().expect("detach host5");
+    drop(d);
+    drop(hub);
+}
+
+/// `acm_endpoint_cache_limit_entries` of endpoint 1.
+fn metric_limit(file: &Path) -> Option<u64> {
+    endpoint1_sum(file, "acm_endpoint_cache_limit_entries")
 }

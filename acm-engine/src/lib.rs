@@ -87,7 +87,8 @@ pub use time::Instant;
 use alloc::vec::Vec;
 
 /// Bounds on every queue, so that no client or peer can make the engine grow without
-/// limit. Each overflow answers with a defined status, noted per field.
+/// limit. Each overflow answers with a defined status, noted per field. (The
+/// destination cache is bounded by the `max_dest_cache_bytes` option, and evicts.)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     /// Requests one client connection may have waiting (overflow: ENOMEM reply).
@@ -96,9 +97,6 @@ pub struct Limits {
     pub source_lookups: usize,
     /// Requests queued on one destination (overflow: ENOMEM reply).
     pub queued_per_dest: usize,
-    /// Destinations cached per endpoint (overflow: new destinations get ENOMEM; cached
-    /// ones keep working).
-    pub dests_per_endpoint: usize,
     /// ACM MADs waiting for a send credit per endpoint queue (overflow: the resolve
     /// fails with ENOMEM, a response is dropped and logged).
     pub send_queue: usize,
@@ -112,7 +110,6 @@ impl Default for Limits {
             pending_per_conn: 4096,
             source_lookups: 4096,
             queued_per_dest: 4096,
-            dests_per_endpoint: 1 << 20,
             send_queue: 4096,
             sa_queue: 4096,
         }

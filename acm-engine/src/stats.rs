@@ -1,5 +1,6 @@
 //! What monitoring reads from an engine directly: each endpoint with what EP_QUERY
-//! tells about it, its PERF_QUERY counters, and the size of its destination cache.
+//! tells about it, its PERF_QUERY counters, and the size, bound and evictions of its
+//! destination cache.
 //!
 //! The daemon's metrics file is built from this. A client cannot have the cache sizes:
 //! PERF_QUERY and EP_QUERY have no field for them, and a new operation or field would
@@ -24,6 +25,11 @@ pub struct CacheStats {
     pub query_route: usize,
     /// The path is known: requests for it are answered from the cache.
     pub ready: usize,
+    /// The most entries the cache may hold (`max_dest_cache_bytes` over the most one
+    /// entry costs).
+    pub limit: usize,
+    /// Entries evicted to make room for new ones since the endpoint opened.
+    pub evictions: u64,
 }
 
 impl CacheStats {

@@ -221,6 +221,11 @@ addr_preload none
 # Set to 1 to allow IP addresses, not only names, in the address file:
 # support_ips_in_addr_cfg 0
 
+# The memory, in bytes, each endpoint's destination cache may take; a full cache
+# evicts the idle destination used least recently (not in rdma-core's ibacm, whose
+# cache has no bound):
+# max_dest_cache_bytes 67108864
+
 # Directory of the provider libraries:
 # provider_lib_path <dir>
 
@@ -445,6 +450,7 @@ mod tests {
             "# route_data_file /etc/rdma/ibacm_route.data",
             "# addr_data_file /etc/rdma/ibacm_hosts.data",
             "# support_ips_in_addr_cfg 0",
+            "# max_dest_cache_bytes 67108864",
             "# provider_lib_path <dir>",
             "# provider ibacmp 0xFE80000000000000",
             "# provider ibacmp default",

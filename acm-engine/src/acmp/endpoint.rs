@@ -428,6 +428,33 @@ impl Ep {
         unlink_in(&mut self.resolve_q.pending, idx, addr);
     }
 
+    /// The cache slot of `addr`, made if absent; a full cache (`limit` entries) evicts
+    /// an idle entry for it ([`DestCache::acquire`]), and `None` when it has none.
+    ///
+    /// An evicted entry may still be named by a lookup waiting for a credit whose
+    /// destination a peer's request taught meanwhile: the lookup keeps the address
+    /// instead (a walk over the resolve queue, which `Limits::send_queue` bounds and
+    /// which is empty unless lookups wait for credits), so it never names the slot's
+    /// next entry.
+    pub(crate) fn acquire_dest(&mut self, addr: &Address, limit: usize) -> Option<DestIdx> {
+        let Self {
+            dests, resolve_q, ..
+        } = self;
+        dests.acquire(addr, limit, |i, gone| {
+            unlink_in(&mut resolve_q.pending, i, gone);
+        })
+    }
+
+    /// Evicts entries down to `limit` (a lowered bound); how many went.
+    pub(crate) fn shrink_dests(&mut self, limit: usize) -> usize {
+        let Self {
+            dests, resolve_q, ..
+        } = self;
+        dests.shrink_to(limit, |i, gone| {
+            unlink_in(&mut resolve_q.pending, i, gone);
+        })
+    }
+
     /// `src`, shared with the latest request's source when it is the same.
     pub(crate) fn shared_src(&mut self, src: &Address) -> Rc<Address> {
         match &self.last_src {

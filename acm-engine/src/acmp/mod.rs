@@ -56,7 +56,9 @@ struct AcmpOptions {
     route_preload: bool,
     addr_preload: bool,
     queued_per_dest: usize,
-    dests_per_endpoint: usize,
+    /// The entries an endpoint's destination cache may hold: `max_dest_cache_bytes`
+    /// over what one entry costs at most (`dest::entry_limit`).
+    dest_limit: usize,
     send_queue: usize,
     route_data_file: alloc::string::String,
     addr_data_file: alloc::string::String,
@@ -138,7 +140,7 @@ impl Acmp {
             route_preload: o.route_preload == RoutePreload::OpensmFullV1,
             addr_preload: o.addr_preload == AddrPreload::AcmHosts,
             queued_per_dest: config.limits.queued_per_dest,
-            dests_per_endpoint: config.limits.dests_per_endpoint,
+            dest_limit: dest::entry_limit(o.max_dest_cache_bytes),
             send_queue: config.limits.send_queue,
             route_data_file: o.route_data_file.clone(),
             addr_data_file: o.addr_data_file.clone(),
@@ -239,8 +241,9 @@ impl Provider for Acmp {
     }
 
     /// Takes the options a reload may change (`crate::config::reload`); the depths,
-    /// protocols and preloads that shaped the open endpoints stay.
-    fn reconfigure(&mut self, _cx: &mut Ctx<'_>, o: &crate::config::Options) {
+    /// protocols and preloads that shaped the open endpoints stay. A lowered
+    /// `max_dest_cache_bytes` evicts the entries over it at once.
+    fn reconfigure(&mut self, cx: &mut Ctx<'_>, o: &crate::config::Options) {
         self.opts.timeout_ms = o.timeout_ms;
         self.opts.retries = o.retries;
         self.opts.addr_prot = o.addr_prot;
@@ -249,6 +252,17 @@ impl Provider for Acmp {
         self.opts.route_timeout = o.route_timeout;
         self.opts.max_pending_per_client = o.max_pending_per_client as usize;
         self.opts.max_background_resolves = o.max_background_resolves as usize;
+        let limit = dest::entry_limit(o.max_dest_cache_bytes);
+        if limit != self.opts.dest_limit {
+            self.opts.dest_limit = limit;
+            let evicted: usize = self.eps.values_mut().map(|ep| ep.shrink_dests(limit)).sum();
+            log!(
+                cx,
+                Level::Basic,
+                "acmp_reconfigure",
+                "destination caches hold at most {limit} entries each now; {evicted} evicted"
+            );
+        }
     }
 
     fn start(&mut self, cx: &mut Ctx<'_>) {
@@ -268,9 +282,11 @@ impl Provider for Acmp {
             alloc::format!("timeout {} ms", o.timeout_ms),
             alloc::format!("retries {}", o.retries),
             alloc::format!("resolve depth {}", o.resolve_depth),
-            // Ours (issue 15): the bounds on what one client and NODELAY can start.
+            // Ours: the bounds on what one client and NODELAY can start, and on each
+            // endpoint's cache.
             alloc::format!("maximum pending per client {}", o.max_pending_per_client),
             alloc::format!("maximum background resolves {}", o.max_background_resolves),
+            alloc::format!("destination cache entries per endpoint {}", o.dest_limit),
             alloc::format!("send depth {}", o.send_depth),
             alloc::format!("receive depth {}", o.recv_depth),
             alloc::format!("minimum mtu {}", o.min_mtu.0),
@@ -412,7 +428,11 @@ impl Provider for Acmp {
 
     fn cache_stats(&self, id: EndpointId) -> Option<crate::CacheStats> {
         let ep = self.eps.get(&id)?;
-        let mut s = crate::CacheStats::default();
+        let mut s = crate::CacheStats {
+            limit: self.opts.dest_limit,
+            evictions: ep.dests.evictions(),
+            ..crate::CacheStats::default()
+        };
         for d in ep.dests.iter() {
             *match d.state {
                 DestState::Init => &mut s.init,

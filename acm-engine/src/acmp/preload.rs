@@ -137,10 +137,13 @@ impl Acmp {
         let Some(attrs) = self.ports.get(&ep.port) else {
             return;
         };
+        // Cached even over the bound (the host's own addresses are few, and bounded by
+        // the address file), and never evicted: it cannot be learned from the fabric.
         let idx = match ep.dests.find(addr) {
             Some(i) => i,
             None => ep.dests.insert(Dest::new(*addr)),
         };
+        ep.dests.pin(idx);
         let path = loopback_path(attrs, ep.pkey);
         let qpn = ep.qpn.unwrap_or(0);
         if let Some(d) = ep.dests.get_mut(idx) {
@@ -198,9 +201,11 @@ impl Acmp {
             };
             entries.push((p.dlid, Gid::from_parts(prefix, dguid), p.sl, p.mtu, p.rate));
         }
+        let limit = self.opts.dest_limit;
         let Some(ep) = self.eps.get_mut(&id) else {
             return;
         };
+        let mut skipped = 0usize;
         for (dlid, dgid, sl, mtu, rate) in entries {
             let own = dlid == attrs.lid;
             let mut path = [0u8; 64];
@@ -229,9 +234,11 @@ impl Acmp {
                 )
             };
             for key in [Address::lid(dlid), Address::gid(dgid)] {
-                let Some(i) = ep.dests.acquire(&key, self.opts.dests_per_endpoint) else {
+                let Some(i) = ep.acquire_dest(&key, limit) else {
+                    skipped += 1;
                     continue;
                 };
+                ep.dests.pin(i);
                 if let Some(d) = ep.dests.get_mut(i) {
                     d.path = path;
                     d.av = super::sa::av_from_path(&path, attrs);
@@ -242,6 +249,20 @@ impl Acmp {
                 }
             }
         }
+        Self::log_skipped(cx, "acmp_parse_osm_fullv1_paths", skipped);
+    }
+
+    /// Preloaded entries are pinned (never evicted) but count against
+    /// `max_dest_cache_bytes`; those past it are not cached, and said so once.
+    fn log_skipped(cx: &mut Ctx<'_>, origin: &'static str, skipped: usize) {
+        if skipped > 0 {
+            log!(
+                cx,
+                Level::Basic,
+                origin,
+                "{skipped} preloaded entries not cached: the cache is at max_dest_cache_bytes"
+            );
+        }
     }
 
     /// Address preload (`acm_hosts`): each address bound to its GID, READY when the GID's
@@ -249,18 +270,22 @@ impl Acmp {
     fn preload_addrs(&mut self, cx: &mut Ctx<'_>, id: EndpointId, attrs: &PortAttrs) {
         let now = cx.now();
         let hosts = self.hosts.clone();
+        let limit = self.opts.dest_limit;
         let Some(ep) = self.eps.get_mut(&id) else {
             return;
         };
+        let mut skipped = 0usize;
         for h in &hosts {
             let known = ep
                 .dests
                 .find(&Address::gid(h.gid))
                 .and_then(|i| ep.dests.get(i))
                 .map(|d| (d.path, d.av));
-            let Some(i) = ep.dests.acquire(&h.address, self.opts.dests_per_endpoint) else {
+            let Some(i) = ep.acquire_dest(&h.address, limit) else {
+                skipped += 1;
                 continue;
             };
+            ep.dests.pin(i);
             let Some(d) = ep.dests.get_mut(i) else {
                 continue;
             };
@@ -295,6 +320,7 @@ impl Acmp {
                 h.gid
             );
         }
+        Self::log_skipped(cx, "acmp_parse_hosts_file", skipped);
     }
 
     /// The port's LID, SM or GIDs changed: learned routes are stale (their SLID, or the

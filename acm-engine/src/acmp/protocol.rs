@@ -573,7 +573,7 @@ impl Acmp {
             Self::expiry(now, self.opts.route_timeout),
         );
         let route_acm = self.opts.route_acm;
-        let limit = self.opts.dests_per_endpoint;
+        let limit = self.opts.dest_limit;
         let Some(ep) = self.eps.get_mut(&id) else {
             return;
         };
@@ -585,13 +585,13 @@ impl Acmp {
             ty: repr.rec.dest_type,
             bytes: repr.rec.dest,
         };
-        // Every receiver caches the requester.
-        let Some(idx) = ep.dests.acquire(&src, limit) else {
+        // Every receiver caches the requester: a full cache evicts an idle entry for it.
+        let Some(idx) = ep.acquire_dest(&src, limit) else {
             log!(
                 cx,
                 Level::Basic,
                 "acmp_process_addr_req",
-                "cache full; request from {src} dropped"
+                "cache full of entries in use; request from {src} dropped"
             );
             return;
         };

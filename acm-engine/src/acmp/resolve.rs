@@ -43,7 +43,7 @@ impl Acmp {
     }
 
     /// The destination's cache slot and whether it was cached before this request, or
-    /// an ENOMEM answer when the cache is full. (One lookup for a cached destination:
+    /// an ENOMEM answer when the cache is full and nothing in it may be evicted. (One lookup for a cached destination:
     /// the cache hit is the path every client request takes most.)
     fn slot(
         &mut self,
@@ -52,19 +52,19 @@ impl Acmp {
         key: &Address,
         reply: PendingReply,
     ) -> Option<(super::dest::DestIdx, bool, PendingReply)> {
-        let limit = self.opts.dests_per_endpoint;
+        let limit = self.opts.dest_limit;
         let ep = self.eps.get_mut(&id)?;
         if let Some(i) = ep.dests.find(key) {
             return Some((i, true, reply));
         }
-        match ep.dests.acquire(key, limit) {
+        match ep.acquire_dest(key, limit) {
             Some(i) => Some((i, false, reply)),
             None => {
                 log!(
                     cx,
                     Level::Basic,
                     "acmp_acquire_dest",
-                    "destination cache full; {key} not cached"
+                    "destination cache full of entries in use; {key} not cached"
                 );
                 Self::finish(Some(ep), cx, reply, Outcome::Failed(Status::ENOMEM));
                 None

@@ -43,6 +43,10 @@ pub mod range {
     pub const MAX_PENDING_PER_CLIENT: (u32, u32) = (1, 65_536);
     /// `max_background_resolves` (0: NODELAY never leaves a lookup behind).
     pub const MAX_BACKGROUND_RESOLVES: (u32, u32) = (0, 65_536);
+    /// `max_dest_cache_bytes`: at least 64 KiB (a few hundred destinations), at most
+    /// 1 TiB (a bound above the machine's memory bounds nothing, but a typing slip
+    /// should not pass for one).
+    pub const MAX_DEST_CACHE_BYTES: (u64, u64) = (64 << 10, 1 << 40);
     /// `sa_busy_retries`: BUSY answers waited out per SA MAD (0: the reference's
     /// behaviour, BUSY fails the query).
     pub const SA_BUSY_RETRIES: (u32, u32) = (0, 1000);
@@ -85,6 +89,14 @@ pub const DEFAULT_ACM_TIMEOUT_MAX_MS: u32 = 16_000;
 /// queueing SA (whose round trip the timeout follows) can take up to 16 s per try
 /// before a MAD is retried.
 pub const DEFAULT_SA_TIMEOUT_MAX_MS: u32 = 16_000;
+
+/// The default `max_dest_cache_bytes`, 64 MiB per endpoint: about 257,000
+/// destinations (a destination costs at most 261 bytes), several times the largest
+/// fabrics' host counts, while a peer that makes up requesters (each request it sends
+/// from a new source address makes every receiver cache that address) can make one
+/// endpoint's cache hold no more than that. Without a bound in bytes, a bound of 2^20
+/// entries let such a peer take about 270 MB per endpoint.
+pub const DEFAULT_MAX_DEST_CACHE_BYTES: u64 = 64 << 20;
 
 /// The default `provider_timeout`: a minute, longer than a lookup that waits behind a
 /// few others in libibacmp's queue takes with the reference's default `timeout` and
@@ -450,6 +462,15 @@ pub struct Options {
     /// always, but starts no lookup. Background lookups only get a credit when no
     /// lookup someone waits for is queued.
     pub max_background_resolves: u32,
+    /// `max_dest_cache_bytes` (not in the reference): the memory one endpoint's
+    /// destination cache may take, in bytes. The cache holds at most this over the most
+    /// one entry costs (261 bytes: the entry, its share of the index and of the free
+    /// list); when it is full, a new destination evicts the idle entry used least
+    /// recently (a second-chance clock). Entries that requests wait on or whose
+    /// lookup is under way are never evicted, nor the host's own addresses (cached even
+    /// over the bound) and the preloaded hosts and routes (which count against it). The
+    /// reference's cache has no bound.
+    pub max_dest_cache_bytes: u64,
     /// `kernel_timeout` (not in the reference): how long, in ms, the kernel should wait
     /// for the daemon's answer to each of its path requests before it asks the SA itself
     /// (docs/protocol/netlink-ls.md §8). 0, the default, leaves the kernel's own wait
@@ -516,6 +537,7 @@ impl Default for Options {
             resolve_depth: DEFAULT_RESOLVE_DEPTH,
             max_pending_per_client: 64,
             max_background_resolves: 64,
+            max_dest_cache_bytes: DEFAULT_MAX_DEST_CACHE_BYTES,
             kernel_timeout: 0,
             send_depth: 1,
             recv_depth: 1024,
@@ -892,6 +914,13 @@ impl Parser<'_> {
                 self.set_u32(line, name, value, range::MAX_BACKGROUND_RESOLVES, |o| {
                     &mut o.max_background_resolves
                 });
+            }
+            b"max_dest_cache_bytes" => {
+                let (min, max) = range::MAX_DEST_CACHE_BYTES;
+                // Both bounds are far inside i64.
+                if let Some(n) = self.ranged(line, name, value, min as i64, max as i64) {
+                    self.opts.max_dest_cache_bytes = n as u64;
+                }
             }
             b"kernel_timeout" => {
                 self.set_u32(line, name, value, range::KERNEL_TIMEOUT, |o| {
@@ -1295,6 +1324,7 @@ route_prot acm
 route_timeout 30
 loopback_prot none
 resolve_depth 2
+max_dest_cache_bytes 1048576
 send_depth 3
 recv_depth 16
 min_mtu 4096
@@ -1336,6 +1366,7 @@ sm_events NO
             resolve_depth: 2,
             max_pending_per_client: 64,
             max_background_resolves: 64,
+            max_dest_cache_bytes: 1 << 20,
             kernel_timeout: 0,
             send_depth: 3,
             recv_depth: 16,
@@ -1541,7 +1572,7 @@ sm_events NO
                 d[0]
             );
         }
-        let bounds: [(&str, i64, i64); 20] = [
+        let bounds: [(&str, i64, i64); 21] = [
             ("log_level", 0, 2),
             ("umad_debug_level", 0, i64::from(i32::MAX)),
             ("server_port", 1, 65535),
@@ -1555,6 +1586,7 @@ sm_events NO
             ("recv_depth", 1, 65_536),
             ("max_pending_per_client", 1, 65_536),
             ("max_background_resolves", 0, 65_536),
+            ("max_dest_cache_bytes", 65_536, 1 << 40),
             ("kernel_timeout", 0, 200_000),
             ("provider_timeout", 100, 3_600_000),
             ("timeout", 1, 600_000),

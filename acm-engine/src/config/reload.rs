@@ -20,6 +20,7 @@
 //! | `acm_timeout_max` | applied | read at every ACM request sent |
 //! | `addr_timeout`, `route_timeout` | applied to entries stored from then on | read when an entry is stored; stored entries keep their expiry |
 //! | `max_pending_per_client`, `max_background_resolves` | applied | read at every request |
+//! | `max_dest_cache_bytes` | applied | read at every destination cached; a lower bound evicts the idle entries over it at once |
 //! | `support_ips_in_addr_cfg` | applied | the address file's IP lines are re-assigned with it |
 //! | `resolve_depth`, `send_depth`, `recv_depth` | restart | they size each endpoint's queue pair |
 //! | `route_prot`, `loopback_prot`, `min_mtu`, `min_rate` | restart | they choose the multicast group joined and the entries made when an endpoint opens |
@@ -113,6 +114,7 @@ pub fn option_changes(running: &Options, new: &Options) -> Vec<OptionChange> {
         resolve_depth,
         max_pending_per_client,
         max_background_resolves,
+        max_dest_cache_bytes,
         kernel_timeout,
         send_depth,
         recv_depth,
@@ -276,6 +278,12 @@ pub fn option_changes(running: &Options, new: &Options) -> Vec<OptionChange> {
         Live,
     );
     note(
+        "max_dest_cache_bytes",
+        num(running.max_dest_cache_bytes),
+        num(max_dest_cache_bytes),
+        Live,
+    );
+    note(
         "kernel_timeout",
         num(running.kernel_timeout),
         num(kernel_timeout),
@@ -353,6 +361,7 @@ pub fn apply_live(running: &Options, new: &Options) -> Options {
     o.route_timeout = new.route_timeout;
     o.max_pending_per_client = new.max_pending_per_client;
     o.max_background_resolves = new.max_background_resolves;
+    o.max_dest_cache_bytes = new.max_dest_cache_bytes;
     o.daemon_options.clone_from(&new.daemon_options);
     o
 }
@@ -486,7 +495,7 @@ mod tests {
              lock_file /x\nprovider p default\nkernel_timeout 500\nallow_users root\n\
              addr_prot acm,neigh\n\
              sa_busy_retries 0\nsa_backoff_ms 5\nsa_timeout_max 0\nsa_adaptive_depth no\n\
-             acm_timeout_max 0\nprovider_timeout 500\n",
+             acm_timeout_max 0\nprovider_timeout 500\nmax_dest_cache_bytes 100000\n",
         );
         let changes = option_changes(&running, &new);
         let applied = apply_live(&running, &new);
@@ -498,7 +507,7 @@ mod tests {
         }
         assert_eq!(
             changes.len(),
-            25 - 1,
+            26 - 1,
             "every line but allow_users: {changes:?}"
         );
         assert_eq!(applied.daemon_options, new.daemon_options);

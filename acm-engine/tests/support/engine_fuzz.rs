@@ -341,10 +341,12 @@ fn pick<T: Copy>(v: &mut Vec<T>, b: u8) -> Option<T> {
 pub fn run(data: &[u8]) {
     let mut b = Bytes { data };
     let cfg = b.u8();
-    // The top two bits pick `addr_prot` too (shared with `log_level`'s).
+    // The top two bits pick `addr_prot` too (shared with `log_level`'s). The cache's
+    // bound is its smallest (251 entries), so that the peers' requests can fill it and
+    // evict.
     let extra = format!(
         "resolve_depth {}\nmax_pending_per_client {}\nmax_background_resolves {}\nlog_level {}\n\
-         addr_prot {}\n",
+         addr_prot {}\nmax_dest_cache_bytes 65536\n",
         [1, 2, 8, 3][usize::from(cfg & 3)],
         [2, 64][usize::from(cfg >> 2 & 1)],
         [0, 1, 64, 4][usize::from(cfg >> 3 & 3)],
@@ -447,10 +449,12 @@ pub fn run(data: &[u8]) {
                 );
             }
             6 => {
-                // A peer asks for one of its own or our addresses.
+                // A peer asks for one of its own or our addresses, from its own
+                // address or one of 42 others it makes up (each one a cache entry: a
+                // long case fills the cache and evicts).
                 let arg = b.u8();
                 let lid = u16::from(arg % 6) + 2;
-                let src = Bytes64::read(&[10, 0, 0, lid as u8]).unwrap_or_default();
+                let src = Bytes64::read(&[10, 0, arg / 6, lid as u8]).unwrap_or_default();
                 let dest = Bytes64::read(&ipv4(b.u8())).unwrap_or_default();
                 let req = AcmMadRepr::resolve_request(
                     u64::from(b.u16()),
