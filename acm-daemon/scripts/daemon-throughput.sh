@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Daemon cache-hit throughput against the socket's own limit, measured in one run
-# (issues 7 and 18; figures go to BENCHMARKS.md "acm-daemon").
+# (figures in BENCHMARKS.md, "The daemon beside an echo server").
 #
 # Starts our ibacm on the simulated demo fabric (log_level 0, or LOG_LEVEL from the
 # environment) and two `acm-load` echo servers on unix sockets in a temporary

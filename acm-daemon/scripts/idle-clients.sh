@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One busy client beside many quiet ones: what idle connections cost the busy client's
-# cache hits (BENCHMARKS.md, "Issue 18: cache hits against the C ibacm", fifth run).
+# cache hits (BENCHMARKS.md, "Cache hits against the C ibacm", idle connections).
 #
 # For each daemon binary given, in turn: our daemon on the simulated demo fabric
 # (--fabric sim, log_level 0), then ROUNDS times acm-load with one client for SECONDS,

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # User-space instructions per cache hit, our daemon against Debian's C ibacm, counted by
-# valgrind's callgrind (issue 18; figures in BENCHMARKS.md "Issue 18: cache hits against
-# the C ibacm", seventh run).
+# valgrind's callgrind (figures in BENCHMARKS.md, "Cache hits against the C ibacm").
 #
 # Requests per second on a shared VM move by 10 % or more from round to round; an
 # instruction count does not. It covers only what runs in user space (each daemon's own

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Two builds of our daemon side by side on cache hits: before and after a change
-# (BENCHMARKS.md, "Issue 18: cache hits against the C ibacm", third run).
+# (BENCHMARKS.md, "Reading these figures" says how far such a comparison can be read).
 #
 # One acm-fabric-hub serves the demo fabric; node2 is the peer (ours, on the hub); build
 # A runs as node1 and build B as node3, both on the hardware backend under the emulated

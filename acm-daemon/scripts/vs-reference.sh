@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Cache-hit throughput of our daemon and of rdma-core's C ibacm, side by side in one run
-# on the same emulated HCA (issue 18; figures go to BENCHMARKS.md "Issue 18: cache hits
-# against the reference").
+# on the same emulated HCA (figures in BENCHMARKS.md, "Cache hits against the C ibacm").
 #
 # One acm-fabric-hub serves the demo fabric. node2 is our daemon on the hub (the peer
 # both resolve, once). node1 is Debian's /usr/sbin/ibacm with its own provider
@@ -26,7 +25,7 @@
 #        (cache-hit-fabric.sh says why).
 #        SWAP=yes: the C daemon is host node3 and ours node1 (the other way round by
 #        default). Two identical daemons in the two hosts' places have served a few
-#        per cent apart in one run (BENCHMARKS.md, fifth run's A/A), so a claim of a
+#        per cent apart in one run (BENCHMARKS.md, "Reading these figures"), so a claim of a
 #        few per cent wants runs with both assignments.
 #        HOLD=FILE: start everything, write "C_PID OUR_PID DIR" to FILE and wait
 #        instead of measuring (for perf or strace by hand; the C daemon's socket is

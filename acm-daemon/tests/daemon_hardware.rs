@@ -4,7 +4,8 @@
 //!
 //! Built without the `verbs` feature the line says how to rebuild. Built with it, the
 //! discovery checks are driven through fixture sysfs trees (`ACM_SYSFS_ROOT`), and the
-//! real `/sys` of a host without InfiniBand (CI) gives the acceptance case of issue 6.
+//! real `/sys` of a host without InfiniBand (CI) shows what an administrator sees
+//! when the daemon is started on a host it cannot serve.
 
 mod support {
     // Shared with the other process tests; this file needs only a few helpers.
@@ -126,7 +127,7 @@ mod with_verbs {
         assert!(log.contains("acm_open_devices"), "logged too:\n{log}");
     }
 
-    /// Issue 6's acceptance: on a host without InfiniBand, `ibacm -P` fails in one line.
+    /// On a host without InfiniBand, `ibacm -P` fails in one line that says why.
     /// On a host with an HCA the daemon would start instead; the hardware suite
     /// (`--features hw-tests`) covers that.
     #[test]

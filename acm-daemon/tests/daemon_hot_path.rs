@@ -1,5 +1,6 @@
-//! The daemon's request path for cache hits allocates nothing per request (issue 7,
-//! build item 3).
+//! The daemon's request path for cache hits allocates nothing per request, so that
+//! its cost stays flat however long the daemon runs (BENCHMARKS.md, "The daemon
+//! beside an echo server").
 //!
 //! The whole event loop (`Server` with the simulated demo fabric as its backend) runs
 //! in this process under a counting allocator, and a client thread that allocates

@@ -1,4 +1,4 @@
-//! SIGHUP against a running `ibacm` process (issue 19, part 4; docs/daemon.md §14): an
+//! SIGHUP against a running `ibacm` process (docs/daemon.md §14): an
 //! address-file name added is resolved as a source by Debian's `ib_acme`, a name
 //! removed no longer is while the others still are, a file with a malformed line is
 //! refused whole (the log names file and line, the running names stay), a

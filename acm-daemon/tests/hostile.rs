@@ -1,4 +1,4 @@
-//! `ibacm` under the hostile load of issue 15, as a local attacker would apply it (the
+//! `ibacm` under hostile load, as a local attacker would apply it (the
 //! socket is world-writable by design), on the reference fabric
 //! (`testdata/reference-fabric`: the captures' options, address and hosts files), with
 //! one more host, `host5` at 10.0.0.5, whose daemon answers ACM requests, so that a
@@ -31,7 +31,7 @@
 //! applied while a client waits), each with a generous bound for a debug build on a
 //! loaded machine and the measure printed. Every other wait is bounded (a daemon that
 //! hangs fails the test), and what is measured (memory, the wait after EMFILE) is
-//! printed and recorded in BENCHMARKS.md.
+//! printed and recorded in BENCHMARKS.md, "Hostile load".
 
 mod support {
     #[allow(dead_code)]
@@ -346,7 +346,7 @@ fn non_reading_wave(d: &mut Daemon, prom: &Path, clients: usize, reqs: &[u8]) ->
 /// with the most queued, in batches logged in one line each, and its memory stays
 /// within the bound plus each connection's own. Closed connections' memory goes back
 /// to the system (the daemon trims its heap after closes), and a second wave does not
-/// grow the daemon past the first (BENCHMARKS.md has the figures).
+/// grow the daemon past the first (BENCHMARKS.md, "Hostile load", has the figures).
 #[test]
 fn non_reading_clients_are_closed_at_the_global_bound_and_memory_is_returned() {
     const CLIENTS: usize = 2_000;
@@ -1387,7 +1387,7 @@ fn break_file(path: &Path, how: &str) {
 /// naming the file: the log says so and the metrics count it. The running
 /// configuration stays (a user refused before still is; the address file's IPs still
 /// resolve), and a client asking all along is answered all along. The times are
-/// printed (see BENCHMARKS.md, "Issue 30").
+/// printed (see BENCHMARKS.md, "Reloads of large and broken configuration files").
 #[test]
 fn a_reload_of_a_file_that_is_no_configuration_is_refused_and_changes_nothing() {
     let dir = TempDir::new("badreload");
@@ -1497,7 +1497,8 @@ fn a_reload_of_a_file_that_is_no_configuration_is_refused_and_changes_nothing() 
     });
     // Unoptimised test builds parse the 1.2 MB file in some 100 to 300 ms on this
     // project's 2-core machines (an optimised build in a tenth of that): the bound
-    // is the issue's 100 ms with room for them.
+    // is the release build's 100 ms with room for them (BENCHMARKS.md, "Reloads of
+    // large and broken configuration files").
     assert!(
         slowest < Duration::from_secs(2),
         "a refusal took {slowest:?}"
@@ -1539,8 +1540,9 @@ fn a_large_valid_options_file_reloads_without_holding_clients() {
     );
     assert!(said.contains(", timeout 1000 -> 900"), "{said}");
     assert!(!said.contains("refused"), "{said}");
-    // The issue's bound is 200 ms; unoptimised test builds need about half of it on
-    // this project's 2-core machines, which other jobs share.
+    // A reload should keep a client waiting under 200 ms; unoptimised test builds
+    // need about half of that on this project's 2-core machines, which other jobs
+    // share, so the assertion leaves them room.
     assert!(
         longest < Duration::from_secs(2),
         "a cache hit waited {longest:?}"

@@ -1,10 +1,10 @@
-//! Engine throughput on the reference fabric (issue 3): cache-hit resolves, cold
+//! Engine throughput on the reference fabric: cache-hit resolves, cold
 //! resolutions that each need an SA PathRecord round trip, and a coalesced burst.
 //!
 //! Every figure is per request and includes the driver's work: `handle`, draining
 //! `poll_output` (the reply, and the log line `log_level 2` writes for each request),
 //! and for cold destinations building the SA's answer and feeding it back. Results are
-//! recorded in BENCHMARKS.md.
+//! recorded in BENCHMARKS.md, "acm-engine".
 
 mod common;
 

@@ -1,4 +1,5 @@
-//! What one cached destination costs (issue 3: at most 256 bytes).
+//! What one cached destination costs, against the 256-byte budget `acmp::dest` is laid
+//! out for (BENCHMARKS.md, "Destination cache: memory and its bound").
 //!
 //! `cargo run --release -p acm-engine --example dest_memory [COUNT] [lid|gid]`
 //!

@@ -64,7 +64,8 @@ impl Counters {
     }
 }
 
-/// What the provider's lookup bounds did (issue 15), engine-wide since start. Not part
+/// What the provider's lookup bounds did, engine-wide since start, so that an
+/// administrator can see a flood being refused or cancelled. Not part
 /// of PERF_QUERY, whose reply has the reference's fixed list of seven counters; read
 /// with [`crate::Engine::lookup_counters`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

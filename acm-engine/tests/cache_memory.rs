@@ -1,7 +1,8 @@
 //! What the destination cache's bound holds in bytes: a counting allocator measures the
 //! engine's heap while a peer makes up requesters until the cache has evicted several
 //! times its size. The heap the cache took must stay within `max_dest_cache_bytes`,
-//! and what one entry took is printed (BENCHMARKS.md, "Destination cache memory").
+//! and what one entry took is printed (BENCHMARKS.md, "Destination cache: memory and
+//! its bound").
 //!
 //! One test in this file: the allocator counts every thread of the process.
 

@@ -1,4 +1,4 @@
-//! Bounded, fair resolution (issue 15), on one node of the reference fabric where no
+//! Bounded, fair resolution (`acmp::fair`), on one node of the reference fabric where no
 //! peer answers: every address lookup runs its two transmissions and ends ETIMEDOUT,
 //! one lookup time (`LOOKUP`) after it started. That makes each lookup hold its credit
 //! for as long as it can, which is what a flood of unreachable addresses does.

@@ -1,6 +1,7 @@
 //! Replays every shared real-ibacm capture against an engine configured as the
 //! reference fabric and checks that every reply is byte-identical, perf counters
-//! included (issue 3 acceptance).
+//! included: a drop-in replacement must answer every client exactly as the reference
+//! does.
 
 mod support;
 

@@ -1307,7 +1307,8 @@ fn replies_for_a_client_that_went_away_are_dropped() {
     let mut node = fresh();
 
     // Waiting in the provider: nobody else waits for the lookup, so the close cancels
-    // it (issue 15; the reference runs it to its timeout and then drops the reply).
+    // it, freeing its credit for other clients (the reference runs it to its timeout
+    // and then drops the reply).
     node.input(Input::ClientRequest {
         conn: ConnId(7),
         bytes: &resolve_ip("10.0.0.1", "10.0.0.9"),

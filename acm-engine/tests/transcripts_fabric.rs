@@ -1,10 +1,10 @@
 //! Transcript tests of the engine on a fabric: the ACM multicast protocol from both sides
 //! (docs/protocol/acm-mad.md), two engines resolving each other, and the dynamic changes
 //! the reference handles only by restart (docs/ibacmp.md §9,
-//! docs/reference-quirks.md §15; issue text: "port down fails its in-flight requests with
-//! a status and drops that port's caches; LID / SM LID change re-targets SA traffic and
-//! invalidates routes; client reregister rejoins the groups; pkey-table change adds or
-//! removes endpoints; a removed address is no longer answered").
+//! docs/reference-quirks.md §15): a port going down fails its in-flight requests with a
+//! status and drops that port's caches; a LID or SM LID change re-targets SA traffic and
+//! invalidates routes; a client reregister rejoins the groups; a pkey-table change adds
+//! or removes endpoints; a removed address is no longer answered.
 //!
 //! Each test pins the whole transcript with an insta snapshot and also asserts the
 //! facts the scenario is about, so a snapshot can never be accepted blindly.

@@ -1,5 +1,6 @@
 //! How `resolve_depth` (outstanding ACM address lookups per endpoint) trades the time to
-//! resolve against multicast traffic, on the simulator (issue 15). Every figure is
+//! resolve against multicast traffic, on the simulator (the figures that set the
+//! default: BENCHMARKS.md, "`resolve_depth` and fair resolution"). Every figure is
 //! simulated time or a count, so it is exact and the same on any machine; the wall
 //! time of the storm runs is printed for information only.
 //!

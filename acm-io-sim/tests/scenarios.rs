@@ -1,4 +1,4 @@
-//! Scenario tests on a healthy fabric (issue 4): resolution by every address type and
+//! Scenario tests on a healthy fabric: resolution by every address type and
 //! route protocol, loopback, requester caching, partitions, multicast group priority,
 //! a 64-host all-to-all, and the demo fabric.
 //!

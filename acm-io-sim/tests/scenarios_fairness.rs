@@ -1,4 +1,4 @@
-//! Floods from one local client (issue 15), on a fabric of daemons: host 0's clients
+//! Floods from one local client, on a fabric of daemons: host 0's clients
 //! come through the driver API, so one connection can carry many requests, as a
 //! hostile local program's would. Unreachable addresses (198.18.0.0/15) make each
 //! lookup hold its credit for a whole retry cycle, `LOOKUP`, with these options.

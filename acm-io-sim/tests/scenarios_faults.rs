@@ -1,4 +1,4 @@
-//! Scenario tests with faults (issue 4): the SA going away, SM failover, a port flap,
+//! Scenario tests with faults: the SA going away, SM failover, a port flap,
 //! a host restart, heavy loss, and a seed sweep over a misbehaving fabric; plus the
 //! regressions those runs turned up (a port flap with an SA MAD outstanding, a pkey
 //! change moving names, an SM failover after an address expired) and random event

@@ -1,4 +1,4 @@
-//! Scenarios of `addr_prot` (issue 19, part 1; docs/protocol/ipoib-neigh.md): a host
+//! Scenarios of `addr_prot` (docs/protocol/ipoib-neigh.md): a host
 //! that runs no ibacm, resolved through the simulated IPoIB neighbour table with
 //! `addr_prot neigh` and `addr_prot acm,neigh`, and the same host timing out with the
 //! reference's `addr_prot acm`; an address nobody has; a host in another partition.

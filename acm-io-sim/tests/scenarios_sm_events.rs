@@ -1,4 +1,4 @@
-//! Scenarios of SM events (issue 19, part 2; docs/protocol/sa.md §9): the simulated SM
+//! Scenarios of SM events (docs/protocol/sa.md §9): the simulated SM
 //! reports a port GID out of service (trap 65) when a host leaves and in service
 //! (trap 64) when it comes back, to every port subscribed; our engines invalidate their
 //! cache entries of that GID at once and acknowledge. Side by side with `sm_events no`

@@ -5,7 +5,8 @@
 //! updates of the thread's state that a Rust program, which never cancels a thread,
 //! does not need. On the daemon's cache-hit path, one `recv` and one `send` per
 //! request, the two wrappers took 116 of the 2,490 user-space instructions of a request
-//! (BENCHMARKS.md, "Issue 18: cache hits against the C ibacm", seventh run). These two
+//! (counted with `acm-daemon/scripts/instructions.sh`; BENCHMARKS.md, "Cache hits
+//! against the C ibacm"). These two
 //! functions make the same system calls (`recvfrom` and `sendto` without an address)
 //! through `syscall(2)`, which is not a cancellation point: 92 to 101 instructions
 //! fewer per request.

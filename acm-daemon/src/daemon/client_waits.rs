@@ -6,10 +6,10 @@
 //! on the client's CPU with interrupts off. A socket in a `ppoll` set has a waiter only
 //! while the daemon waits, which under load is seldom: with the busy clients on
 //! `ppoll` the daemon served 9 % more cache hits at 16 clients and 10 % more at 256
-//! on a CPU of its own (BENCHMARKS.md, "Issue 18: cache hits against the C ibacm",
-//! fifth run). But a `ppoll` wait costs in proportion to the sockets in it: with
-//! 2,000 idle connections in the set beside one busy client, that client's cache hit
-//! took 378 µs where it took 47 µs with epoll (`scripts/idle-clients.sh`).
+//! on a CPU of its own (BENCHMARKS.md, "Cache hits against the C ibacm"). But a
+//! `ppoll` wait costs in proportion to the sockets in it: with 2,000 idle connections
+//! in the set beside one busy client, that client's cache hit took 378 µs where it
+//! took 47 µs with epoll (`scripts/idle-clients.sh`).
 //!
 //! So a client starts on epoll (registered with the poller, edge-triggered, token =
 //! its id), moves to the `ppoll` set when it sends a request, while the set holds

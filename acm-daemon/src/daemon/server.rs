@@ -950,7 +950,7 @@ impl<B: Backend> Server<B> {
     /// Gives the heap's free pages back to the system once closed connections have
     /// freed [`TRIM_AFTER_BYTES`] of queued replies since the last time, so that the
     /// memory of clients that did not read is returned, not only reused (BENCHMARKS.md,
-    /// "2,000 clients that never read their replies").
+    /// "Hostile load": 2,000 clients that never read their replies).
     fn trim_heap(&mut self) {
         if self.freed_since_trim >= TRIM_AFTER_BYTES {
             self.freed_since_trim = 0;

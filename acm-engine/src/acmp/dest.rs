@@ -15,8 +15,8 @@
 //! second-chance approximation of least-recently-used (see [`DestCache::acquire`]). A
 //! lookup that finds an entry sets its *used* mark, a store into the slot it has just
 //! read: a cache hit reads no more memory for it and runs three more instructions
-//! (BENCHMARKS.md, "Issue 30"). Entries that
-//! requests wait on, entries whose address or route lookup is under way, and
+//! (BENCHMARKS.md, "Destination cache: memory and its bound"). Entries that requests
+//! wait on, entries whose address or route lookup is under way, and
 //! [pinned](DestCache::pin) entries (the host's own addresses and the administrator's
 //! preloaded hosts and routes) are never evicted.
 //!

@@ -1,4 +1,4 @@
-//! Bounded, fair resolution (issue 15): what ibacmp does so that one local client
+//! Bounded, fair resolution: what ibacmp does so that one local client
 //! cannot hold every other client's new destination behind its own.
 //!
 //! The reference resolves one destination at a time per endpoint in arrival order and

@@ -77,7 +77,7 @@ pub const DEFAULT_SA_BUSY_RETRIES: u32 = 32;
 /// The default `sa_backoff_ms`: short enough to lose little when the BUSY was a passing
 /// burst, and doubling (with jitter) to 1.28 s within six refusals, past the wait of a
 /// saturated SA's queue (one second of service in the simulator's job-start storm,
-/// BENCHMARKS.md "Issue 18: the job-start storm against a finite SA", where the SA
+/// BENCHMARKS.md, "The job-start storm against a finite SA", where the SA
 /// stays busy to the end and the BUSY answers cost no simulated time).
 pub const DEFAULT_SA_BACKOFF_MS: u32 = 20;
 
@@ -114,10 +114,11 @@ pub const DEFAULT_PROVIDER_TIMEOUT_MS: u32 = 60_000;
 /// time. Depth costs multicast traffic when every host starts resolving at once: each
 /// outstanding request is a MAD every host receives. Measured on the simulator
 /// (`cargo run --release -p acm-io-sim --example resolve_depth`, figures in
-/// BENCHMARKS.md, "Issue 15"): a new destination asked beside 4 unanswered lookups
-/// waits 3.5 s at depths 1 to 4 and 114 µs at 8; beside 256 unanswered lookups of 256
-/// clients, 1,036 s at depth 1, 129 s at 8, 64 s at 16; a 256-host all-to-all storm is
-/// answered in the same 16.3 ms at every depth but sends 512 ACM MADs at depth 1,
+/// BENCHMARKS.md, "`resolve_depth` and fair resolution"): a new destination asked
+/// beside 4 unanswered lookups waits 3.5 s at depths 1 to 4 and 114 µs at 8; beside
+/// 256 unanswered lookups of 256 clients, 1,036 s at depth 1, 129 s at 8, 64 s at 16;
+/// a 256-host all-to-all storm is answered in the same 16.3 ms at every depth but
+/// sends 512 ACM MADs at depth 1,
 /// 2,816 at 4, 5,888 at 8 and 12,032 at 16. 8 absorbs a handful of dead destinations
 /// and divides a many-client miss storm by 8, for about 11 times the storm's
 /// multicasts; 16 would double that traffic again for a benefit only when 8 or more
@@ -1548,8 +1549,9 @@ sm_events NO
         assert_eq!(only("timeout 500\ntimeout -5").timeout_ms, 500);
     }
 
-    /// The values issue 15 found wrapping silently, and every numeric option at and
-    /// past its bounds: each out-of-range value warns with file and line.
+    /// Values that would wrap silently if read into the option's type unchecked, and
+    /// every numeric option at and past its bounds: each out-of-range value warns with
+    /// file and line.
     #[test]
     fn every_numeric_option_warns_out_of_range() {
         type Get = fn(&Options) -> i64;
