@@ -317,9 +317,7 @@ mod tests {
     use super::*;
     use crate::daemon::log::max_level;
     use nix::errno::Errno;
-    use nix::sys::socket::{
-        AddressFamily, NetlinkAddr, SockFlag, SockProtocol, SockType, bind, getsockname, socket,
-    };
+    use nix::sys::socket::{NetlinkAddr, getsockname};
     use std::cell::{Cell, RefCell};
     use std::os::fd::BorrowedFd;
     use std::os::unix::net::UnixDatagram;
@@ -377,18 +375,10 @@ mod tests {
         }
     }
 
-    /// A NETLINK_ROUTE socket bound to group 0x4 (RTMGRP_IPV4_IFADDR, which any process
-    /// may join), standing in for the LS socket systemd passes.
+    /// A NETLINK_ROUTE socket bound to `groups`, standing in for the LS socket systemd
+    /// passes.
     fn netlink_in_group(groups: u32) -> OwnedFd {
-        let fd = socket(
-            AddressFamily::Netlink,
-            SockType::Raw,
-            SockFlag::empty(),
-            SockProtocol::NetlinkRoute,
-        )
-        .unwrap();
-        bind(fd.as_raw_fd(), &NetlinkAddr::new(0, groups)).unwrap();
-        fd
+        crate::daemon::kernel::ls::tests::route_netlink_fd(groups)
     }
 
     fn groups_of(fd: &OwnedFd) -> u32 {

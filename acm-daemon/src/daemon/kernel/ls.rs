@@ -197,7 +197,7 @@ impl AsFd for LsSocket {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -275,7 +275,7 @@ mod tests {
     /// A NETLINK_ROUTE socket bound to `groups` with the port id the kernel picks,
     /// standing in for an LS socket (every kernel has NETLINK_ROUTE; groups 0x1 and 0x4
     /// are RTMGRP_LINK and RTMGRP_IPV4_IFADDR there, which any process may join).
-    fn route_socket(groups: u32) -> LsSocket {
+    pub(crate) fn route_netlink_fd(groups: u32) -> OwnedFd {
         let fd = socket(
             AddressFamily::Netlink,
             SockType::Raw,
@@ -284,7 +284,12 @@ mod tests {
         )
         .unwrap();
         bind(fd.as_raw_fd(), &NetlinkAddr::new(0, groups)).unwrap();
-        LsSocket::from_fd(fd).unwrap()
+        fd
+    }
+
+    /// [`route_netlink_fd`] as an [`LsSocket`].
+    fn route_socket(groups: u32) -> LsSocket {
+        LsSocket::from_fd(route_netlink_fd(groups)).unwrap()
     }
 
     #[test]
@@ -308,15 +313,7 @@ mod tests {
     #[test]
     fn from_fd_accepts_a_netlink_socket_and_makes_it_non_blocking() {
         // NETLINK_ROUTE stands in for an inherited netlink socket (every kernel has it).
-        let fd = socket(
-            AddressFamily::Netlink,
-            SockType::Raw,
-            SockFlag::empty(),
-            SockProtocol::NetlinkRoute,
-        )
-        .unwrap();
-        bind(fd.as_raw_fd(), &NetlinkAddr::new(0, 0)).unwrap();
-        let s = LsSocket::from_fd(fd).unwrap();
+        let s = route_socket(0);
         let fl = OFlag::from_bits_truncate(fcntl(&s, FcntlArg::F_GETFL).unwrap());
         assert!(fl.contains(OFlag::O_NONBLOCK));
         let fd_flags = FdFlag::from_bits_truncate(fcntl(&s, FcntlArg::F_GETFD).unwrap());
