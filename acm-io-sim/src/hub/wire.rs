@@ -9,6 +9,8 @@ use crate::spec::HostId;
 use acm_engine::{AddressVector, EndpointId, GlobalRoute, LocalIp, RecvInfo, SaDest, SendToken};
 use acm_engine::{DeviceDesc, DeviceId, PortAttrs, PortId, PortState};
 use acm_engine::{NeighId, NeighResult};
+use acm_proto::grh::GRH_LEN;
+use acm_proto::mad::MAD_LEN;
 use acm_proto::{Gid, Mtu, Rate};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -23,12 +25,6 @@ pub const HEADER_LEN: usize = 8;
 
 /// The largest datagram either side sends or accepts (header included).
 pub const MAX_DATAGRAM: usize = 64 * 1024;
-
-/// Length of a MAD on a UD QP.
-pub const MAD_LEN: usize = 256;
-
-/// Length of a GRH.
-pub const GRH_LEN: usize = 40;
 
 /// Message type codes (byte 0 of every datagram).
 pub mod msg_type {

@@ -2,6 +2,7 @@
 //! the reference's way, and an IPoIB interface's GID read from sysfs.
 
 use acm_proto::client::AddrType;
+use acm_proto::ipoib::{IPOIB_HW_ADDR_LEN, IpoibHwAddrPacket};
 use acm_proto::path_record::PathRecordPacket;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -49,12 +50,10 @@ fn parse_hw_gid(text: &str) -> Option<[u8; 16]> {
         .split(':')
         .map(|h| u8::from_str_radix(h, 16).ok())
         .collect::<Option<_>>()?;
-    if bytes.len() != 20 {
+    if bytes.len() != IPOIB_HW_ADDR_LEN {
         return None;
     }
-    let mut gid = [0u8; 16];
-    gid.copy_from_slice(&bytes[4..]);
-    Some(gid)
+    Some(IpoibHwAddrPacket::new_unchecked(&bytes[..]).gid().0)
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ use crate::fdset::FdSet;
 use crate::ffi::lock;
 use acm_engine::{Mad, PortId, SaDest, SaSend};
 use acm_io_verbs::umad::UserMadHeader;
+use acm_proto::mad::MadHeaderPacket;
 use file::{Outgoing, UmadFile};
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -95,7 +96,9 @@ impl Umad {
         let out = open.file.write(buf)?;
         let port = open.file.port;
         let serial = open.file.serial;
-        let tid = u64::from_be_bytes(out.mad[8..16].try_into().unwrap_or([0; 8]));
+        let tid = MadHeaderPacket::new_unchecked(&out.mad[..])
+            .try_tid()
+            .unwrap_or(0);
         let key = (port, tid as u32);
         if !out.is_response && self.pending.contains_key(&key) {
             return Err(libc::EINVAL);
