@@ -26,9 +26,6 @@ use std::time::Duration;
 /// destination.
 pub const ENETUNREACH: u8 = 101;
 
-/// The umad status of a send that timed out after its last retry (ETIMEDOUT).
-pub const UMAD_TIMEOUT_STATUS: i32 = 110;
-
 /// The first QPN a host's driver hands out (incarnation `i` starts at
 /// `FIRST_QPN + i * 0x100`).
 pub const FIRST_QPN: u32 = 0x48;
@@ -298,7 +295,7 @@ pub enum UmadExpiry {
     Stale,
     /// Send it again (the attempt number has moved on) and restart the timeout.
     Retry,
-    /// No retries left: give it back with [`UMAD_TIMEOUT_STATUS`].
+    /// No retries left: give it back with [`UmadStatus::TIMED_OUT`](acm_proto::mad::UmadStatus::TIMED_OUT).
     Failed,
 }
 

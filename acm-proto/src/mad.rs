@@ -215,6 +215,19 @@ impl From<MadStatus> for u16 {
     }
 }
 
+open_enum! {
+    /// The status umad gives a sent MAD back with (`ib_user_mad_hdr.status`): 0 for a
+    /// response, else the errno of the send, [`TIMED_OUT`](Self::TIMED_OUT) once its
+    /// last retry went unanswered. A receiver treats every non-zero value as the send's
+    /// failure.
+    pub struct UmadStatus(i32) {
+        /// A response (or a send that succeeded).
+        OK = 0,
+        /// ETIMEDOUT: no response after the last retry.
+        TIMED_OUT = crate::errno::ETIMEDOUT,
+    }
+}
+
 /// A zero-copy view of the common MAD header (and whatever follows it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MadHeaderPacket<T: AsRef<[u8]>> {

@@ -13,7 +13,7 @@ use crate::provider::{Ctx, Outcome, PendingReply};
 use acm_proto::Gid;
 use acm_proto::acm_mad::{ACM_QKEY, MULTICAST_QPN};
 use acm_proto::client::Status;
-use acm_proto::mad::MAD_LEN;
+use acm_proto::mad::{MAD_LEN, UmadStatus};
 use acm_proto::mcmember::{MCMEMBER_RECORD_LEN, McCompMask, McMemberRecordRepr};
 use acm_proto::notice::SmTrap;
 use acm_proto::path_record::{PATH_RECORD_LEN, PathRecordPacket, PathRecordRepr};
@@ -50,7 +50,7 @@ fn sa_mad(header: &SaHeaderRepr, data: &[u8]) -> Mad {
 }
 
 /// The SA's answer: its class status (or ETIMEDOUT) and data.
-fn sa_status(result: Result<&[u8], i32>) -> (Status, Option<&[u8]>) {
+fn sa_status(result: Result<&[u8], UmadStatus>) -> (Status, Option<&[u8]>) {
     match result {
         Err(_) => (Status::ETIMEDOUT, None),
         Ok(mad) if mad.len() < SA_HEADER_LEN + PATH_RECORD_LEN => (Status::ETIMEDOUT, None),
@@ -177,7 +177,7 @@ impl Acmp {
         cx: &mut Ctx<'_>,
         id: EndpointId,
         gi: usize,
-        result: Result<&[u8], i32>,
+        result: Result<&[u8], UmadStatus>,
     ) {
         let Some(ep) = self.eps.get_mut(&id) else {
             return;
@@ -333,7 +333,7 @@ impl Acmp {
         id: EndpointId,
         dest: &Address,
         respond: Option<u64>,
-        result: Result<&[u8], i32>,
+        result: Result<&[u8], UmadStatus>,
     ) {
         let (status, data) = sa_status(result);
         let now = cx.now();
@@ -431,7 +431,7 @@ impl Acmp {
         cx: &mut Ctx<'_>,
         port: PortId,
         tid: u64,
-        result: Result<&[u8], i32>,
+        result: Result<&[u8], UmadStatus>,
     ) {
         let Some(what) = self.sa.remove(&(port, tid as u32)) else {
             log!(

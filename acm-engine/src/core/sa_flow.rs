@@ -21,7 +21,7 @@ use crate::device::PortId;
 use crate::io::{FabricOp, Mad, SaDest, SaSend};
 use crate::log::{Level, log};
 use acm_proto::client::Status;
-use acm_proto::mad::{MadHeaderPacket, Method};
+use acm_proto::mad::{MadHeaderPacket, Method, UmadStatus};
 use core::time::Duration;
 
 /// The most doublings of the back-off.
@@ -226,7 +226,7 @@ impl crate::Engine {
     /// the port's window shrinks. If the SA answered other MADs since this one left, it
     /// is overloaded (dropping), not gone, and the MAD is retried after a back-off;
     /// otherwise the provider fails the query, as the reference's does.
-    pub(crate) fn sa_failed(&mut self, port: PortId, tid: u64, status: i32) {
+    pub(crate) fn sa_failed(&mut self, port: PortId, tid: u64, status: UmadStatus) {
         if super::is_sub_tid(tid) {
             return self.core.sm_sub_answer(port, tid, Err(status));
         }

@@ -437,7 +437,7 @@ impl Hub {
                         let msg = HubMsg::SaSendFailed {
                             port: fabric::engine_port(port),
                             tid,
-                            status: fabric::UMAD_TIMEOUT_STATUS,
+                            status: acm_proto::mad::UmadStatus::TIMED_OUT,
                         };
                         self.send(host, &msg);
                     }

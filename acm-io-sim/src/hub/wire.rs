@@ -10,7 +10,7 @@ use acm_engine::{AddressVector, EndpointId, GlobalRoute, LocalIp, RecvInfo, SaDe
 use acm_engine::{DeviceDesc, DeviceId, PortAttrs, PortId, PortState};
 use acm_engine::{NeighId, NeighResult};
 use acm_proto::grh::GRH_LEN;
-use acm_proto::mad::MAD_LEN;
+use acm_proto::mad::{MAD_LEN, UmadStatus};
 use acm_proto::{Gid, Mtu, Rate};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -634,7 +634,7 @@ pub enum HubMsg {
         /// low 32 bits are compared).
         tid: u64,
         /// umad's status.
-        status: i32,
+        status: UmadStatus,
     },
     /// What the neighbour table holds for a NEIGH_QUERY's address.
     NeighAnswer {
@@ -821,7 +821,7 @@ impl HubMsg {
                 let mut w = W::new(t::SA_SEND_FAILED);
                 w.port(*port);
                 w.u64(*tid);
-                w.i32(*status);
+                w.i32(status.0);
                 w.finish()
             }
             Self::NeighAnswer { id, result } => {
@@ -912,7 +912,7 @@ impl HubMsg {
             t::SA_SEND_FAILED => Self::SaSendFailed {
                 port: r.port()?,
                 tid: r.u64()?,
-                status: r.i32()?,
+                status: UmadStatus(r.i32()?),
             },
             t::NEIGH_ANSWER => {
                 let id = NeighId(r.u64()?);
@@ -1135,7 +1135,7 @@ mod tests {
             HubMsg::SaSendFailed {
                 port: port(),
                 tid: 0x0100_0001_0000_0005,
-                status: 110,
+                status: UmadStatus::TIMED_OUT,
             },
         ]
     }

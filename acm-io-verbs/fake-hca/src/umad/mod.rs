@@ -17,7 +17,7 @@ use crate::fdset::FdSet;
 use crate::ffi::lock;
 use acm_engine::{Mad, PortId, SaDest, SaSend};
 use acm_io_verbs::umad::UserMadHeader;
-use acm_proto::mad::MadHeaderPacket;
+use acm_proto::mad::{MadHeaderPacket, UmadStatus};
 use file::{Outgoing, UmadFile};
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -201,10 +201,10 @@ pub fn sa_response(port: PortId, mad: &[u8]) {
 }
 
 /// A send that got no answer, given back with `status`.
-pub fn sa_send_failed(port: PortId, tid: u64, status: i32) {
+pub fn sa_send_failed(port: PortId, tid: u64, status: UmadStatus) {
     let mut u = lock(&UMAD);
     if let Some((fd, p)) = u.answer(port, tid, |f, sent| {
-        f.given_back(sent, sent.header.agent_id, status as u32, tid)
+        f.given_back(sent, sent.header.agent_id, status.0 as u32, tid)
     }) {
         queue(fd, &p);
     }
