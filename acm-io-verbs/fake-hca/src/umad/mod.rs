@@ -166,11 +166,7 @@ fn queue(kernel: i32, packet: &[u8]) {
 
 /// The SA's answer to one of our sends.
 pub fn sa_response(port: PortId, mad: &[u8]) {
-    let tid = u64::from_be_bytes(
-        mad.get(8..16)
-            .and_then(|b| b.try_into().ok())
-            .unwrap_or([0; 8]),
-    );
+    let tid = MadHeaderPacket::new_unchecked(mad).try_tid().unwrap_or(0);
     let mut u = lock(&UMAD);
     if let Some((fd, p)) = u.answer(port, tid, |f, sent| {
         f.received(sent.header.agent_id, &sent.header, mad)
