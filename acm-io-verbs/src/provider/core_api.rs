@@ -80,7 +80,11 @@ pub unsafe extern "C" fn acm_format_name(
         return;
     }
     let ty = AddrType(u16::from(addr_type));
-    let need = if ty == AddrType::PATH { 64 } else { addr_size };
+    let need = if ty == AddrType::PATH {
+        acm_proto::path_record::PATH_RECORD_LEN
+    } else {
+        addr_size
+    };
     // SAFETY: per the contract, `addr` has `addr_size` bytes (a whole record for PATH).
     let Some(a) = (unsafe { bytes(addr, need) }) else {
         return;
