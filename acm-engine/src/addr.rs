@@ -1,7 +1,7 @@
 //! Addresses as the engine stores them: a type and the 64 raw bytes of an entry's `info`.
 
 use acm_proto::Bytes64;
-use acm_proto::client::AddrType;
+use acm_proto::client::{AddrType, EpAddrRepr, EpAddress, EpFlags};
 use core::fmt;
 use core::net::{Ipv4Addr, Ipv6Addr};
 
@@ -60,7 +60,7 @@ impl Address {
     pub fn lid(lid: u16) -> Self {
         Self {
             ty: AddrType::LID,
-            bytes: Bytes64::zero_padded(&lid.to_be_bytes()),
+            bytes: EpAddrRepr::lid(EpFlags::default(), lid).info,
         }
     }
 
@@ -76,14 +76,9 @@ impl Address {
     /// The IP address, for IP and IP6 addresses.
     #[must_use]
     pub fn as_ip(&self) -> Option<core::net::IpAddr> {
-        let b = &self.bytes.0;
-        match self.ty {
-            AddrType::IP => Some(Ipv4Addr::new(b[0], b[1], b[2], b[3]).into()),
-            AddrType::IP6 => {
-                let mut o = [0u8; 16];
-                o.copy_from_slice(&b[..16]);
-                Some(Ipv6Addr::from(o).into())
-            }
+        match EpAddress::read(self.ty, &self.bytes) {
+            EpAddress::Ipv4(v4) => Some(v4.into()),
+            EpAddress::Ipv6(v6) => Some(v6.into()),
             _ => None,
         }
     }
@@ -105,8 +100,10 @@ impl Address {
                 let b = other.bytes.until_nul();
                 a.eq_ignore_ascii_case(b)
             }
-            AddrType::IP => self.bytes.0[..4] == other.bytes.0[..4],
-            AddrType::IP6 => self.bytes.0[..16] == other.bytes.0[..16],
+            AddrType::IP | AddrType::IP6 => {
+                let n = self.ty.info_len();
+                self.bytes.0[..n] == other.bytes.0[..n]
+            }
             _ => self.bytes == other.bytes,
         }
     }
@@ -145,16 +142,11 @@ impl fmt::Display for Address {
                 Some(ip) => write!(f, "{ip}"),
                 None => Ok(()),
             },
-            AddrType::GID => {
-                let mut g = [0u8; 16];
-                g.copy_from_slice(&self.bytes.0[..16]);
-                write!(f, "{}", acm_proto::Gid(g))
-            }
-            AddrType::LID => write!(
-                f,
-                "{}",
-                u16::from_be_bytes([self.bytes.0[0], self.bytes.0[1]])
-            ),
+            AddrType::GID | AddrType::LID => match EpAddress::read(self.ty, &self.bytes) {
+                EpAddress::Gid(gid) => write!(f, "{gid}"),
+                EpAddress::Lid(lid) => write!(f, "{lid}"),
+                _ => Ok(()),
+            },
             other => write!(f, "type {other}"),
         }
     }

@@ -8,6 +8,7 @@ use crate::device::{DeviceDesc, DeviceId, PortAttrs, PortId};
 use crate::log::LogEvent;
 use acm_proto::Gid;
 use acm_proto::client::FrameError;
+use acm_proto::mad::UmadStatus;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::fmt;
@@ -239,7 +240,7 @@ pub enum Input<'a> {
         /// The TID of the MAD that failed (only the low 32 bits are compared).
         tid: u64,
         /// umad's status.
-        status: i32,
+        status: UmadStatus,
     },
     /// A message from the kernel's RDMA_NL_LS multicast group.
     Netlink(&'a [u8]),
@@ -583,7 +584,7 @@ pub enum FabricEvent {
         /// The TID.
         tid: u64,
         /// umad's status.
-        status: i32,
+        status: UmadStatus,
     },
     /// [`Input::SourceAnswer`].
     SourceAnswer {

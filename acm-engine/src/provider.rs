@@ -18,6 +18,7 @@ use crate::log::{Level, LogEvent};
 pub use crate::request::{Outcome, PendingReply, Resolve};
 use crate::time::Instant;
 use acm_proto::client::Status;
+use acm_proto::mad::UmadStatus;
 
 /// A resolution strategy. The built-in one is [`crate::acmp::Acmp`].
 ///
@@ -114,7 +115,7 @@ pub trait Provider {
         _cx: &mut Ctx<'_>,
         _port: PortId,
         _tid: u64,
-        _result: Result<&[u8], i32>,
+        _result: Result<&[u8], UmadStatus>,
     ) {
     }
 

@@ -16,6 +16,7 @@ use acm_engine::{AddressVector, EndpointId, LocalIp, NeighResult, RecvInfo};
 use acm_engine::{DeviceId, EngineConfig, PortId};
 use acm_proto::acm_mad::ACM_QKEY;
 use acm_proto::grh::{GRH_LEN, GrhRepr};
+use acm_proto::mad::MadHeaderPacket;
 use acm_proto::{Gid, MULTICAST_LID_BASE};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -24,9 +25,6 @@ use std::time::Duration;
 /// The errno a source lookup fails with when no local address can reach the
 /// destination.
 pub const ENETUNREACH: u8 = 101;
-
-/// The umad status of a send that timed out after its last retry (ETIMEDOUT).
-pub const UMAD_TIMEOUT_STATUS: i32 = 110;
 
 /// The first QPN a host's driver hands out (incarnation `i` starts at
 /// `FIRST_QPN + i * 0x100`).
@@ -252,12 +250,10 @@ pub fn engine_port(p: PortRef) -> PortId {
     }
 }
 
-/// The TID of a MAD (bytes 8..16, big-endian); 0 for a MAD shorter than that.
+/// The TID of a MAD; 0 for a MAD too short to carry one.
 #[must_use]
 pub fn mad_tid(mad: &[u8]) -> u64 {
-    mad.get(8..16)
-        .and_then(|b| <[u8; 8]>::try_from(b).ok())
-        .map_or(0, u64::from_be_bytes)
+    MadHeaderPacket::new_unchecked(mad).try_tid().unwrap_or(0)
 }
 
 /// The umad agent id of host `host`'s incarnation `incarnation`: the kernel puts it in
@@ -299,7 +295,7 @@ pub enum UmadExpiry {
     Stale,
     /// Send it again (the attempt number has moved on) and restart the timeout.
     Retry,
-    /// No retries left: give it back with [`UMAD_TIMEOUT_STATUS`].
+    /// No retries left: give it back with [`UmadStatus::TIMED_OUT`](acm_proto::mad::UmadStatus::TIMED_OUT).
     Failed,
 }
 
@@ -318,7 +314,7 @@ impl UmadSend {
         mut mad: [u8; 256],
     ) -> (u64, Self) {
         let full = umad_tid(agent, tid);
-        mad[8..16].copy_from_slice(&full.to_be_bytes());
+        MadHeaderPacket::new_unchecked(&mut mad[..]).set_tid(full);
         let send = Self {
             port,
             dlid,
@@ -619,7 +615,7 @@ mod tests {
         let agent = umad_agent(HostId(2), 1);
         assert_eq!(agent, 0x0100_0003);
         let mut mad = [0u8; 256];
-        mad[8..16].copy_from_slice(&0xdead_beef_0000_0007u64.to_be_bytes());
+        MadHeaderPacket::new_unchecked(&mut mad[..]).set_tid(0xdead_beef_0000_0007);
         let (tid, mut u) = UmadSend::new(agent, PortRef::new(HostId(2), 0, 1), 7, 1, 0, 1, mad);
         assert_eq!(tid, 0x0100_0003_0000_0007);
         assert_eq!(mad_tid(&u.mad[..]), tid);

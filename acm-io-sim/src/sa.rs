@@ -83,18 +83,12 @@ use acm_proto::sa::{RmppRepr, SA_HEADER_LEN, SaClassStatus, SaHeaderRepr, SaPack
 use acm_proto::{Gid, Mtu, Rate, Selected, Selector};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The MAD status word of an SA error: the class status in bits 15:8, where
-/// [`MadStatus::class_status`] reads it back.
-const fn sa_error(s: SaClassStatus) -> u16 {
-    (s.0 as u16) << 8
-}
-
 /// MAD status: ERR_NO_RESOURCES in the class byte (0x0100).
-const STATUS_NO_RESOURCES: u16 = sa_error(SaClassStatus::NO_RESOURCES);
+const STATUS_NO_RESOURCES: MadStatus = SaClassStatus::NO_RESOURCES.mad_status();
 /// MAD status: ERR_REQ_INVALID in the class byte (0x0200).
-const STATUS_REQ_INVALID: u16 = sa_error(SaClassStatus::REQ_INVALID);
+const STATUS_REQ_INVALID: MadStatus = SaClassStatus::REQ_INVALID.mad_status();
 /// MAD status: ERR_NO_RECORDS in the class byte (0x0300).
-const STATUS_NO_RECORDS: u16 = sa_error(SaClassStatus::NO_RECORDS);
+const STATUS_NO_RECORDS: MadStatus = SaClassStatus::NO_RECORDS.mad_status();
 
 /// How many times a Report is sent in all when it is not acknowledged.
 pub const REPORT_TRIES: u32 = 3;
@@ -264,7 +258,7 @@ impl SubnetAdmin {
         };
         if self.mode == SaMode::Busy {
             self.stats.busy += 1;
-            return Some(response(&hdr, resp_method, MadStatus::BUSY.0, &[]));
+            return Some(response(&hdr, resp_method, MadStatus::BUSY, &[]));
         }
         let data = SaPacket::new_unchecked(&req[..]).data();
         let attr = hdr.mad.attr_id;
@@ -291,7 +285,7 @@ impl SubnetAdmin {
             Err(STATUS_REQ_INVALID)
         };
         Some(match result {
-            Ok(rec) => response(&hdr, resp_method, MadStatus::OK.0, &rec),
+            Ok(rec) => response(&hdr, resp_method, MadStatus::OK, &rec),
             Err(status) => response(&hdr, resp_method, status, &[]),
         })
     }
@@ -310,7 +304,7 @@ impl SubnetAdmin {
             return None;
         }
         self.stats.overflow_busy += 1;
-        Some(response(&hdr, resp_method, MadStatus::BUSY.0, &[]))
+        Some(response(&hdr, resp_method, MadStatus::BUSY, &[]))
     }
 
     /// The group with this MGID, if any port is in it.
@@ -444,7 +438,7 @@ impl SubnetAdmin {
     }
 
     /// A subscription (or its removal) from `from`.
-    fn inform(&mut self, from: PortRef, data: &[u8]) -> Result<InformInfoRepr, u16> {
+    fn inform(&mut self, from: PortRef, data: &[u8]) -> Result<InformInfoRepr, MadStatus> {
         let rec = InformInfoRepr::parse(data).map_err(|_| STATUS_REQ_INVALID)?;
         let known = TrapNumber::SM_EVENTS.contains(&rec.trap_number);
         if rec.is_generic != 1 || !known {
@@ -481,7 +475,7 @@ impl SubnetAdmin {
         from: PortRef,
         mask: McCompMask,
         rec: &McMemberRecordRepr,
-    ) -> Result<PortRef, u16> {
+    ) -> Result<PortRef, MadStatus> {
         if mask.contains(McCompMask::PORT_GID) && !rec.port_gid.is_zero() {
             match topo.by_gid(&rec.port_gid) {
                 Some(p) if p == from => Ok(p),
@@ -498,7 +492,7 @@ impl SubnetAdmin {
         from: PortRef,
         mask: McCompMask,
         data: &[u8],
-    ) -> Result<McMemberRecordRepr, u16> {
+    ) -> Result<McMemberRecordRepr, MadStatus> {
         let rec = McMemberRecordRepr::parse(data).map_err(|_| STATUS_REQ_INVALID)?;
         let who = Self::member_port(topo, from, mask, &rec)?;
         let port = topo.port(who).ok_or(STATUS_REQ_INVALID)?;
@@ -573,7 +567,7 @@ impl SubnetAdmin {
         from: PortRef,
         mask: McCompMask,
         data: &[u8],
-    ) -> Result<McMemberRecordRepr, u16> {
+    ) -> Result<McMemberRecordRepr, MadStatus> {
         let rec = McMemberRecordRepr::parse(data).map_err(|_| STATUS_REQ_INVALID)?;
         let who = Self::member_port(topo, from, mask, &rec)?;
         let gid = topo.port(who).ok_or(STATUS_REQ_INVALID)?.gid;
@@ -616,10 +610,10 @@ impl SubnetAdmin {
 
 /// Builds the 256-byte response: the request's SA header with `method`, `status`, the
 /// RMPP header cleared, then `data` (zeros after it).
-fn response(req: &SaHeaderRepr, method: Method, status: u16, data: &[u8]) -> [u8; 256] {
+fn response(req: &SaHeaderRepr, method: Method, status: MadStatus, data: &[u8]) -> [u8; 256] {
     let mut hdr = *req;
     hdr.mad.method = method;
-    hdr.mad.status = MadStatus(status);
+    hdr.mad.status = status;
     hdr.rmpp = RmppRepr::default();
     let mut out = [0u8; MAD_LEN];
     hdr.emit(&mut out);
@@ -634,7 +628,7 @@ fn path_query(
     from: PortRef,
     mask: PathCompMask,
     data: &[u8],
-) -> Result<PathRecordRepr, u16> {
+) -> Result<PathRecordRepr, MadStatus> {
     let q = PathRecordRepr::parse(data).map_err(|_| STATUS_REQ_INVALID)?;
     let no = STATUS_NO_RECORDS;
     let src = if mask.contains(PathCompMask::SGID) {
@@ -824,7 +818,7 @@ mod tests {
     }
 
     fn status(resp: &[u8; 256]) -> u16 {
-        u16::from_be_bytes([resp[4], resp[5]])
+        SaPacket::new_unchecked(&resp[..]).status().0
     }
 
     fn ask_path(

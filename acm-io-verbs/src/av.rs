@@ -40,9 +40,6 @@ pub struct UdAddress {
     pub remote_qkey: u32,
 }
 
-/// The QPN of multicast sends.
-pub const MULTICAST_QPN: u32 = 0x00FF_FFFF;
-
 impl UdAddress {
     /// Whether this goes to a multicast group (LIDs 0xC000–0xFFFE).
     #[must_use]

@@ -20,6 +20,7 @@
 //! | [`mgid`] | the multicast GID scheme of ibacm's groups |
 //! | [`netlink`] | RDMA netlink local-service (RDMA_NL_LS) requests and replies |
 //! | [`notice`] | the SA's InformInfo (trap subscription) and Notice (the trap reported) |
+//! | [`errno`] | the Linux errno values libacm reports and umad gives a MAD back with |
 //!
 //! # The wire pattern
 //!
@@ -77,6 +78,7 @@ mod units;
 
 pub mod acm_mad;
 pub mod client;
+pub mod errno;
 pub mod grh;
 pub mod ipoib;
 pub mod mad;

@@ -187,6 +187,13 @@ impl MadStatus {
         ((self.0 >> 2) & 0x7) as u8
     }
 
+    /// Bits 7:0, the generic status (busy, redirect, invalid field), the class byte left
+    /// out.
+    #[must_use]
+    pub const fn generic(self) -> u8 {
+        (self.0 & 0x00FF) as u8
+    }
+
     /// Bits 15:8, the class-specific status: `status >> 8`, exactly what ibacm passes to
     /// clients as the ACM status (docs/protocol/sa.md §6). Generic bits 7:0 are not
     /// included.
@@ -205,6 +212,19 @@ impl From<u16> for MadStatus {
 impl From<MadStatus> for u16 {
     fn from(v: MadStatus) -> Self {
         v.0
+    }
+}
+
+open_enum! {
+    /// The status umad gives a sent MAD back with (`ib_user_mad_hdr.status`): 0 for a
+    /// response, else the errno of the send, [`TIMED_OUT`](Self::TIMED_OUT) once its
+    /// last retry went unanswered. A receiver treats every non-zero value as the send's
+    /// failure.
+    pub struct UmadStatus(i32) {
+        /// A response (or a send that succeeded).
+        OK = 0,
+        /// ETIMEDOUT: no response after the last retry.
+        TIMED_OUT = crate::errno::ETIMEDOUT,
     }
 }
 
@@ -260,6 +280,19 @@ impl<T: AsRef<[u8]>> MadHeaderPacket<T> {
     /// Attribute modifier.
     pub fn attr_mod(&self) -> u32 {
         BigEndian::read_u32(&self.b()[field::ATTR_MOD])
+    }
+
+    /// The method, or `None` when the buffer ends before it. For a receiver that must
+    /// route a MAD shorter than the header (to drop it with a log line naming it) before
+    /// `check_len` could accept it.
+    pub fn try_method(&self) -> Option<Method> {
+        self.b().get(field::METHOD).copied().map(Method)
+    }
+
+    /// The transaction id, or `None` when the buffer ends before it; see
+    /// [`try_method`](Self::try_method).
+    pub fn try_tid(&self) -> Option<u64> {
+        self.b().get(field::TID).map(BigEndian::read_u64)
     }
 }
 
@@ -437,6 +470,36 @@ mod tests {
         assert_eq!(p.reserved(), 0);
         assert_eq!(p.attr_mod(), 0);
         assert!(p.payload().is_empty());
+    }
+
+    #[test]
+    fn truncated_headers_answer_what_they_reach() {
+        let p = MadHeaderPacket::new_unchecked(&SA_GET[..3]);
+        assert_eq!((p.try_method(), p.try_tid()), (None, None));
+        let p = MadHeaderPacket::new_unchecked(&SA_GET[..15]);
+        assert_eq!((p.try_method(), p.try_tid()), (Some(Method::GET), None));
+        let p = MadHeaderPacket::new_unchecked(&SA_GET[..16]);
+        assert_eq!((p.try_method(), p.try_tid()), (Some(Method::GET), Some(5)));
+    }
+
+    #[test]
+    fn status_by_class() {
+        use crate::sa::SaClassStatus;
+        let s = SaClassStatus::NO_RECORDS.mad_status();
+        assert_eq!(s, MadStatus(0x0300));
+        assert_eq!((s.class_status(), s.generic()), (3, 0));
+        assert_eq!(SaClassStatus::from(s), SaClassStatus::NO_RECORDS);
+        assert_eq!(
+            MadStatus::from(SaClassStatus::REQ_INVALID),
+            MadStatus(0x0200)
+        );
+        assert_eq!(
+            (
+                MadStatus(0x0201).class_status(),
+                MadStatus(0x0201).generic()
+            ),
+            (2, 1)
+        );
     }
 
     #[test]

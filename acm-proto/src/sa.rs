@@ -90,6 +90,21 @@ impl From<MadStatus> for SaClassStatus {
     }
 }
 
+impl SaClassStatus {
+    /// The MAD status word of an SA error carrying this class status: the class byte in
+    /// bits 15:8, the generic bits clear (docs/protocol/sa.md §6).
+    #[must_use]
+    pub const fn mad_status(self) -> MadStatus {
+        MadStatus((self.0 as u16) << 8)
+    }
+}
+
+impl From<SaClassStatus> for MadStatus {
+    fn from(s: SaClassStatus) -> Self {
+        s.mad_status()
+    }
+}
+
 open_enum! {
     /// RMPP packet type (MAD byte 25); 0 when RMPP is not in use.
     pub struct RmppType(u8) {

@@ -10,6 +10,7 @@ use super::service::{ServiceAddr, lookup_first, read_port_file};
 use acm_proto::client::{
     AddrType, ClientMessage, Direction, EpAddress, EpConfigRepr, EpFlags, EpQueryReplyRepr,
     EpQueryRepr, HEADER_LEN, HeaderRepr, PerfQueryRepr, PerfReplyRepr, ResolveRepr, Status,
+    reply_len,
 };
 use acm_proto::path_record::PathRecordRepr;
 use std::io::{self, Read, Write};
@@ -119,12 +120,12 @@ impl Connection {
                 header.version
             )));
         }
-        let len = usize::from(header.length);
-        if len < HEADER_LEN {
-            return Err(ClientError::Malformed(format!(
-                "length {len} is shorter than the header"
-            )));
-        }
+        let len = reply_len(&reply).map_err(|_| {
+            ClientError::Malformed(format!(
+                "length {} is shorter than the header",
+                header.length
+            ))
+        })?;
         reply.resize(len, 0);
         self.read_exact(&mut reply[HEADER_LEN..])?;
         Ok((header, reply))
@@ -262,12 +263,12 @@ mod tests {
             let (mut s, _) = listener.accept().unwrap();
             let mut seen = Vec::new();
             for r in replies {
-                let mut h = [0u8; 16];
+                let mut h = [0u8; HEADER_LEN];
                 if s.read_exact(&mut h).is_err() {
                     break;
                 }
-                let len = usize::from(HeaderRepr::parse(&h, Direction::Request).unwrap().length);
-                let mut body = vec![0u8; len - 16];
+                let len = acm_proto::client::request_len(&h).unwrap();
+                let mut body = vec![0u8; len - HEADER_LEN];
                 s.read_exact(&mut body).unwrap();
                 let mut m = h.to_vec();
                 m.extend(body);

@@ -22,7 +22,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 
 /// The most one `recv` takes: the reference's `struct acm_msg`.
-pub const RECV_SIZE: usize = 592;
+pub const RECV_SIZE: usize = acm_proto::client::MAX_REQUEST_LEN;
 /// Descriptors a `select` set can hold (glibc's `FD_SETSIZE`).
 const FD_SETSIZE: i32 = 1024;
 

@@ -172,19 +172,6 @@ impl Templates {
     }
 }
 
-/// Writes `tid` into a message (bytes 8..16, host order, as libacm does).
-pub fn set_tid(msg: &mut [u8], tid: u64) {
-    msg[8..16].copy_from_slice(&tid.to_ne_bytes());
-}
-
-/// The tid of a message.
-#[must_use]
-pub fn tid_of(msg: &[u8]) -> u64 {
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&msg[8..16]);
-    u64::from_ne_bytes(b)
-}
-
 /// The global PERF_QUERY (`ib_acme -P`).
 #[must_use]
 pub fn perf_request() -> Vec<u8> {
@@ -487,7 +474,7 @@ mod tests {
     }
 
     #[test]
-    fn templates_per_kind_and_tids() {
+    fn templates_per_kind() {
         let addrs = Addresses {
             format: AddrFormat::Unspecified,
             src: Some("10.0.0.1".into()),
@@ -507,9 +494,6 @@ mod tests {
             [1, 2, 0, 0, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0]
         );
         assert_eq!(&t.get(Kind::Ep, 0)[..8], [1, 3, 0, 1, 1, 0, 0, 16]);
-        let mut m = t.get(Kind::Miss, 0).to_vec();
-        set_tid(&mut m, 0x1234_5678_9abc);
-        assert_eq!(tid_of(&m), 0x1234_5678_9abc);
 
         // Misses default to the benchmarking range; hits need -d.
         let only_miss = Addresses {

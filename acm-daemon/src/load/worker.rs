@@ -10,12 +10,13 @@
 //! the client stops.
 
 use super::mix::{Kind, Mix, Picker};
-use super::requests::{Templates, set_tid, tid_of};
+use super::requests::Templates;
 use super::stats::{ErrorKind, Stats};
 use super::target::{Stream, Target};
 use acm_proto::BYTES64_LEN;
 use acm_proto::client::{
-    Direction, ENTRY_LEN, EP_CONFIG_LEN, HEADER_LEN, HeaderPacket, MAX_REQUEST_LEN, Operation,
+    ENTRY_LEN, EP_CONFIG_LEN, FrameError, HEADER_LEN, HeaderPacket, MAX_REQUEST_LEN, Operation,
+    reply_len,
 };
 use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -232,7 +233,7 @@ impl Client<'_> {
         self.sendbuf[..n].copy_from_slice(template);
         let tid = (u64::from(self.plan.id) << 40) | (self.next_seq & ((1 << 40) - 1));
         self.next_seq += 1;
-        set_tid(&mut self.sendbuf[..n], tid);
+        HeaderPacket::new_unchecked(&mut self.sendbuf[..n]).set_tid(tid);
         self.stats.sent(kind);
         let Some(stream) = self.stream.as_mut() else {
             self.stats.failed(kind, ErrorKind::Closed);
@@ -325,22 +326,21 @@ impl Client<'_> {
     /// was done (a reply counted, or the connection given up as unframeable).
     fn take_frame(&mut self) -> bool {
         let avail = self.end - self.start;
-        if avail < HEADER_LEN {
-            return false;
-        }
-        let frame = &self.inbuf[self.start..self.end];
-        let len = usize::from(HeaderPacket::new_unchecked(frame).length(Direction::Response));
-        if len < HEADER_LEN {
-            // Nothing after this can be framed.
-            self.drop_connection(ErrorKind::Short);
-            return true;
-        }
+        let len = match reply_len(&self.inbuf[self.start..self.end]) {
+            Ok(len) => len,
+            Err(FrameError::ShortHeader) => return false,
+            Err(_) => {
+                // Nothing after this can be framed.
+                self.drop_connection(ErrorKind::Short);
+                return true;
+            }
+        };
         if avail < len {
             return false;
         }
         let now = Instant::now();
         let frame = &self.inbuf[self.start..self.start + len];
-        let tid = tid_of(frame);
+        let tid = HeaderPacket::new_unchecked(frame).tid();
         match self.in_flight.iter().position(|p| p.tid == tid) {
             None => self.stats.unexpected_replies += 1,
             Some(i) => {
@@ -436,15 +436,11 @@ mod tests {
     fn reply(op: u8, status: u8, body: usize) -> Vec<u8> {
         let len = (HEADER_LEN + body) as u16;
         let mut r = vec![0u8; HEADER_LEN + body];
-        r[0] = 1;
-        r[1] = op;
-        r[2] = status;
-        let l = if op & 0x0F == 1 {
-            len.to_ne_bytes()
-        } else {
-            len.to_be_bytes()
-        };
-        r[6..8].copy_from_slice(&l);
+        let mut h = HeaderPacket::new_unchecked(&mut r[..]);
+        h.set_version(acm_proto::client::ACM_VERSION);
+        h.set_opcode(acm_proto::client::Opcode(op));
+        h.set_status(acm_proto::client::Status(status));
+        h.set_length(acm_proto::client::Direction::Response, len);
         r
     }
 

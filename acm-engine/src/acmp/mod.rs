@@ -27,6 +27,7 @@ use crate::log::{Level, log};
 use crate::provider::{Ctx, Outcome, PendingReply, Provider, Resolve};
 use crate::time::Instant;
 use acm_proto::client::Status;
+use acm_proto::mad::UmadStatus;
 use acm_proto::{Mtu, Rate};
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -494,7 +495,7 @@ impl Provider for Acmp {
         cx: &mut Ctx<'_>,
         port: PortId,
         tid: u64,
-        result: Result<&[u8], i32>,
+        result: Result<&[u8], UmadStatus>,
     ) {
         self.sa_answer(cx, port, tid, result);
     }

@@ -13,14 +13,15 @@ use crate::provider::{Ctx, Outcome, PendingReply};
 use acm_proto::Gid;
 use acm_proto::acm_mad::{ACM_QKEY, MULTICAST_QPN};
 use acm_proto::client::Status;
-use acm_proto::mcmember::{McCompMask, McMemberRecordRepr};
+use acm_proto::mad::{MAD_LEN, UmadStatus};
+use acm_proto::mcmember::{MCMEMBER_RECORD_LEN, McCompMask, McMemberRecordRepr};
 use acm_proto::notice::SmTrap;
-use acm_proto::path_record::{PathRecordPacket, PathRecordRepr};
-use acm_proto::sa::{SA_HEADER_LEN, SaHeaderRepr};
+use acm_proto::path_record::{PATH_RECORD_LEN, PathRecordPacket, PathRecordRepr};
+use acm_proto::sa::{SA_DATA_LEN, SA_HEADER_LEN, SaHeaderRepr, SaPacket};
 use alloc::vec::Vec;
 
 /// The address vector for a path (docs/ibacmp.md §4).
-pub(crate) fn av_from_path(path: &[u8; 64], attrs: &PortAttrs) -> AddressVector {
+pub(crate) fn av_from_path(path: &[u8; PATH_RECORD_LEN], attrs: &PortAttrs) -> AddressVector {
     let p = PathRecordPacket::new_unchecked(&path[..]);
     AddressVector {
         dlid: p.dlid(),
@@ -41,33 +42,34 @@ pub(crate) fn av_from_path(path: &[u8; 64], attrs: &PortAttrs) -> AddressVector 
 
 /// A 256-byte SA MAD: the header, then `data`.
 fn sa_mad(header: &SaHeaderRepr, data: &[u8]) -> Mad {
-    let mut m = [0u8; 256];
+    let mut m = [0u8; MAD_LEN];
     header.emit(&mut m[..SA_HEADER_LEN]);
-    let n = data.len().min(256 - SA_HEADER_LEN);
-    m[SA_HEADER_LEN..SA_HEADER_LEN + n].copy_from_slice(&data[..n]);
+    let n = data.len().min(SA_DATA_LEN);
+    SaPacket::new_unchecked(&mut m[..]).data_mut()[..n].copy_from_slice(&data[..n]);
     Mad(m)
 }
 
 /// The SA's answer: its class status (or ETIMEDOUT) and data.
-fn sa_status(result: Result<&[u8], i32>) -> (Status, Option<&[u8]>) {
+fn sa_status(result: Result<&[u8], UmadStatus>) -> (Status, Option<&[u8]>) {
     match result {
         Err(_) => (Status::ETIMEDOUT, None),
-        Ok(mad) if mad.len() < SA_HEADER_LEN + 64 => (Status::ETIMEDOUT, None),
+        Ok(mad) if mad.len() < SA_HEADER_LEN + PATH_RECORD_LEN => (Status::ETIMEDOUT, None),
         Ok(mad) => {
-            let status = u16::from_be_bytes([mad[4], mad[5]]);
-            let class = (status >> 8) as u8;
+            let sa = SaPacket::new_unchecked(mad);
+            let status = sa.status();
+            let class = status.class_status();
             // The reference ignores the generic bits (busy, redirect, unsupported) and
             // would take such a reply's data as a path (docs/reference-quirks.md §6);
             // here they fail the query as a timeout would. The class byte passes through
             // as-is.
             let code = if class != 0 {
                 Status(class)
-            } else if status & 0x00FF != 0 {
+            } else if status.generic() != 0 {
                 Status::ETIMEDOUT
             } else {
                 Status::SUCCESS
             };
-            (code, Some(&mad[SA_HEADER_LEN..]))
+            (code, Some(sa.data()))
         }
     }
 }
@@ -175,7 +177,7 @@ impl Acmp {
         cx: &mut Ctx<'_>,
         id: EndpointId,
         gi: usize,
-        result: Result<&[u8], i32>,
+        result: Result<&[u8], UmadStatus>,
     ) {
         let Some(ep) = self.eps.get_mut(&id) else {
             return;
@@ -188,9 +190,10 @@ impl Acmp {
         }
         let rec = match result {
             Ok(mad)
-                if mad.len() >= SA_HEADER_LEN + 56 && u16::from_be_bytes([mad[4], mad[5]]) == 0 =>
+                if mad.len() >= SA_HEADER_LEN + MCMEMBER_RECORD_LEN
+                    && SaPacket::new_unchecked(mad).status().is_ok() =>
             {
-                McMemberRecordRepr::parse(&mad[SA_HEADER_LEN..]).ok()
+                McMemberRecordRepr::parse(SaPacket::new_unchecked(mad).data()).ok()
             }
             _ => None,
         };
@@ -330,7 +333,7 @@ impl Acmp {
         id: EndpointId,
         dest: &Address,
         respond: Option<u64>,
-        result: Result<&[u8], i32>,
+        result: Result<&[u8], UmadStatus>,
     ) {
         let (status, data) = sa_status(result);
         let now = cx.now();
@@ -356,7 +359,7 @@ impl Acmp {
         let queue = super::fair::take_queue(&mut self.clients, id, i, d);
         match data {
             Some(data) if status == Status::SUCCESS => {
-                d.path.copy_from_slice(&data[..64]);
+                d.path.copy_from_slice(&data[..PATH_RECORD_LEN]);
                 let qpn = d.remote_qpn;
                 d.av = AddressVector {
                     remote_qpn: qpn,
@@ -390,7 +393,7 @@ impl Acmp {
         &mut self,
         cx: &mut Ctx<'_>,
         id: EndpointId,
-        path: &[u8; 64],
+        path: &[u8; PATH_RECORD_LEN],
         reply: PendingReply,
     ) {
         let Some(ep) = self.eps.get_mut(&id) else {
@@ -428,7 +431,7 @@ impl Acmp {
         cx: &mut Ctx<'_>,
         port: PortId,
         tid: u64,
-        result: Result<&[u8], i32>,
+        result: Result<&[u8], UmadStatus>,
     ) {
         let Some(what) = self.sa.remove(&(port, tid as u32)) else {
             log!(
@@ -449,7 +452,7 @@ impl Acmp {
                 let mut out = path;
                 if let Some(d) = data {
                     // Copied even on failure, as the reference does.
-                    out.copy_from_slice(&d[..64]);
+                    out.copy_from_slice(&d[..PATH_RECORD_LEN]);
                 }
                 cx.complete(reply, Outcome::Query { status, path: &out });
             }
@@ -495,7 +498,7 @@ impl Acmp {
                             );
                         } else {
                             d.state = DestState::Init;
-                            d.path = [0; 64];
+                            d.path = [0; PATH_RECORD_LEN];
                         }
                     }
                 }

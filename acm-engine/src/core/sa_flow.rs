@@ -21,7 +21,7 @@ use crate::device::PortId;
 use crate::io::{FabricOp, Mad, SaDest, SaSend};
 use crate::log::{Level, log};
 use acm_proto::client::Status;
-use acm_proto::mad::MadStatus;
+use acm_proto::mad::{MadHeaderPacket, Method, UmadStatus};
 use core::time::Duration;
 
 /// The most doublings of the back-off.
@@ -169,17 +169,11 @@ impl crate::Engine {
     /// provider that sent the request. Either way the next waiting MAD goes out.
     pub(crate) fn sa_response(&mut self, port: PortId, mad: &[u8]) {
         // The SA's Reports come unasked on the same agent (docs/protocol/sa.md §9).
-        if mad.len() > 3
-            && acm_proto::mad::MadHeaderPacket::new_unchecked(&mad[..4]).method()
-                == acm_proto::mad::Method::REPORT
-        {
+        let header = MadHeaderPacket::new_unchecked(mad);
+        if header.try_method() == Some(Method::REPORT) {
             return self.sm_report(port, mad);
         }
-        let Some(tid) = mad.get(8..16).map(|b| {
-            let mut t = [0u8; 8];
-            t.copy_from_slice(b);
-            u64::from_be_bytes(t)
-        }) else {
+        let Some(tid) = header.try_tid() else {
             log!(
                 self.core,
                 Level::Basic,
@@ -194,7 +188,7 @@ impl crate::Engine {
             return self.core.sm_sub_answer(port, tid, Ok(mad));
         }
         let now = self.core.now;
-        let status = MadStatus(u16::from_be_bytes([mad[4], mad[5]]));
+        let status = header.status();
         let opts = &self.core.config.options;
         let busy_retries = opts.sa_busy_retries;
         let Some(p) = port_in(&mut self.core.devices, port) else {
@@ -203,7 +197,7 @@ impl crate::Engine {
         let Some(f) = p.sa.finish(tid) else {
             return self.unmatched(tid);
         };
-        let busy = status.0 & MadStatus::BUSY.0 != 0;
+        let busy = status.busy();
         p.sa.control.heard(now);
         if busy {
             p.sa.control.congested(opts, now);
@@ -232,7 +226,7 @@ impl crate::Engine {
     /// the port's window shrinks. If the SA answered other MADs since this one left, it
     /// is overloaded (dropping), not gone, and the MAD is retried after a back-off;
     /// otherwise the provider fails the query, as the reference's does.
-    pub(crate) fn sa_failed(&mut self, port: PortId, tid: u64, status: i32) {
+    pub(crate) fn sa_failed(&mut self, port: PortId, tid: u64, status: UmadStatus) {
         if super::is_sub_tid(tid) {
             return self.core.sm_sub_answer(port, tid, Err(status));
         }

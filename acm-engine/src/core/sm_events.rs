@@ -14,7 +14,7 @@ use crate::PortId;
 use crate::io::{FabricOp, Mad, SaSend};
 use crate::log::{Level, log};
 use crate::time::Instant;
-use acm_proto::mad::AttrId;
+use acm_proto::mad::{AttrId, UmadStatus};
 use acm_proto::notice::{InformInfoRepr, NoticeRepr, SmTrap, TrapNumber};
 use acm_proto::sa::{SaHeaderRepr, SaPacket};
 use core::time::Duration;
@@ -113,7 +113,12 @@ impl super::Core {
     }
 
     /// The answer to a subscription's Set: the GetResp, or umad's error.
-    pub(crate) fn sm_sub_answer(&mut self, port: PortId, tid: u64, answer: Result<&[u8], i32>) {
+    pub(crate) fn sm_sub_answer(
+        &mut self,
+        port: PortId,
+        tid: u64,
+        answer: Result<&[u8], UmadStatus>,
+    ) {
         let now = self.now;
         let Some(p) = self.port_mut(port) else { return };
         if p.sm.in_flight != Some(tid as u32) {

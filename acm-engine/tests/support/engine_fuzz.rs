@@ -497,7 +497,7 @@ pub fn run(data: &[u8]) {
                                 Input::SaSendFailed {
                                     port: PORT,
                                     tid,
-                                    status: 110,
+                                    status: acm_proto::mad::UmadStatus::TIMED_OUT,
                                 },
                             );
                         }

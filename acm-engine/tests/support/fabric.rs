@@ -11,7 +11,9 @@ use acm_proto::Gid;
 use acm_proto::acm_mad::{AcmMadRepr, MULTICAST_QPN};
 use acm_proto::client::AddrType;
 use acm_proto::grh::GrhRepr;
+use acm_proto::mad::MadHeaderPacket;
 use acm_proto::path_record::PathRecordRepr;
+use acm_proto::sa::SaPacket;
 use acm_proto::{Bytes64, Mtu, Rate};
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
@@ -172,16 +174,16 @@ pub fn acm_response(tid: u64, mgid: Gid) -> Vec<u8> {
 
 /// The TID of a MAD (ACM or SA).
 pub fn mad_tid(m: &[u8]) -> u64 {
-    u64::from_be_bytes(m[8..16].try_into().expect("8 bytes"))
+    MadHeaderPacket::new_checked(m).expect("a MAD").tid()
 }
 
 /// The SA attribute and component mask of an SA MAD.
 pub fn sa_attr(m: &[u8]) -> u16 {
-    u16::from_be_bytes([m[16], m[17]])
+    SaPacket::new_checked(m).expect("an SA MAD").attr_id().0
 }
 
 pub fn sa_comp_mask(m: &[u8]) -> u64 {
-    u64::from_be_bytes(m[48..56].try_into().expect("8 bytes"))
+    SaPacket::new_checked(m).expect("an SA MAD").comp_mask()
 }
 
 /// The SA MADs of one attribute a node has sent.

@@ -466,7 +466,7 @@ impl Fabric for Node {
             None => {
                 let at =
                     now + Duration::from_millis(u64::from(timeout_ms) * u64::from(retries + 1));
-                let status = 110;
+                let status = acm_proto::mad::UmadStatus::TIMED_OUT;
                 self.schedule(at, FabricEvent::SaSendFailed { port, tid, status });
             }
         }

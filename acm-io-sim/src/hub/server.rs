@@ -9,12 +9,13 @@ mod changes;
 pub use changes::ChangeError;
 
 use super::HubError;
-use super::wire::{HostMsg, HostSetup, HubMsg, MAD_LEN, MAX_DATAGRAM, error_code};
+use super::wire::{HostMsg, HostSetup, HubMsg, MAX_DATAGRAM, error_code};
 use crate::fabric::{self, FabricQp, McastIndex, QpTable, QpTables, UmadExpiry, UmadSend};
 use crate::sa::SubnetAdmin;
 use crate::spec::{FabricSpec, HostId};
 use crate::topology::{PortRef, Topology};
 use acm_engine::{AddressVector, EndpointId, RecvInfo, SendToken};
+use acm_proto::mad::MAD_LEN;
 use acm_proto::notice::SmTrap;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io;
@@ -436,7 +437,7 @@ impl Hub {
                         let msg = HubMsg::SaSendFailed {
                             port: fabric::engine_port(port),
                             tid,
-                            status: fabric::UMAD_TIMEOUT_STATUS,
+                            status: acm_proto::mad::UmadStatus::TIMED_OUT,
                         };
                         self.send(host, &msg);
                     }

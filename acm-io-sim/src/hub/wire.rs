@@ -9,6 +9,8 @@ use crate::spec::HostId;
 use acm_engine::{AddressVector, EndpointId, GlobalRoute, LocalIp, RecvInfo, SaDest, SendToken};
 use acm_engine::{DeviceDesc, DeviceId, PortAttrs, PortId, PortState};
 use acm_engine::{NeighId, NeighResult};
+use acm_proto::grh::GRH_LEN;
+use acm_proto::mad::{MAD_LEN, UmadStatus};
 use acm_proto::{Gid, Mtu, Rate};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -23,12 +25,6 @@ pub const HEADER_LEN: usize = 8;
 
 /// The largest datagram either side sends or accepts (header included).
 pub const MAX_DATAGRAM: usize = 64 * 1024;
-
-/// Length of a MAD on a UD QP.
-pub const MAD_LEN: usize = 256;
-
-/// Length of a GRH.
-pub const GRH_LEN: usize = 40;
 
 /// Message type codes (byte 0 of every datagram).
 pub mod msg_type {
@@ -638,7 +634,7 @@ pub enum HubMsg {
         /// low 32 bits are compared).
         tid: u64,
         /// umad's status.
-        status: i32,
+        status: UmadStatus,
     },
     /// What the neighbour table holds for a NEIGH_QUERY's address.
     NeighAnswer {
@@ -825,7 +821,7 @@ impl HubMsg {
                 let mut w = W::new(t::SA_SEND_FAILED);
                 w.port(*port);
                 w.u64(*tid);
-                w.i32(*status);
+                w.i32(status.0);
                 w.finish()
             }
             Self::NeighAnswer { id, result } => {
@@ -916,7 +912,7 @@ impl HubMsg {
             t::SA_SEND_FAILED => Self::SaSendFailed {
                 port: r.port()?,
                 tid: r.u64()?,
-                status: r.i32()?,
+                status: UmadStatus(r.i32()?),
             },
             t::NEIGH_ANSWER => {
                 let id = NeighId(r.u64()?);
@@ -1139,7 +1135,7 @@ mod tests {
             HubMsg::SaSendFailed {
                 port: port(),
                 tid: 0x0100_0001_0000_0005,
-                status: 110,
+                status: UmadStatus::TIMED_OUT,
             },
         ]
     }

@@ -780,7 +780,7 @@ impl Sim {
             acm_engine::Input::SaSendFailed {
                 port: engine_port(port),
                 tid,
-                status: fabric::UMAD_TIMEOUT_STATUS,
+                status: acm_proto::mad::UmadStatus::TIMED_OUT,
             },
         );
     }

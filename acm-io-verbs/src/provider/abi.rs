@@ -12,7 +12,7 @@ use std::ffi::{c_char, c_int, c_void};
 pub const ACM_PROV_VERSION: u32 = 1;
 
 /// `ACM_MSG_HDR_LENGTH + ACM_MSG_DATA_LENGTH`: a whole client message.
-pub const ACM_MSG_LEN: usize = 16 + 8 * 72;
+pub const ACM_MSG_LEN: usize = acm_proto::client::MAX_REQUEST_LEN;
 
 /// `IBV_EVENT_CLIENT_REREGISTER`, the one port event the reference forwards to a
 /// provider's `handle_event`.

@@ -80,7 +80,11 @@ pub unsafe extern "C" fn acm_format_name(
         return;
     }
     let ty = AddrType(u16::from(addr_type));
-    let need = if ty == AddrType::PATH { 64 } else { addr_size };
+    let need = if ty == AddrType::PATH {
+        acm_proto::path_record::PATH_RECORD_LEN
+    } else {
+        addr_size
+    };
     // SAFETY: per the contract, `addr` has `addr_size` bytes (a whole record for PATH).
     let Some(a) = (unsafe { bytes(addr, need) }) else {
         return;
@@ -173,9 +177,9 @@ pub unsafe extern "C" fn acm_path_comp_mask(path: *const u8) -> u64 {
 unsafe fn message<'a>(msg: *const u8) -> Option<&'a [u8]> {
     // SAFETY: per the contract, a whole message is readable.
     let all = unsafe { bytes(msg, ACM_MSG_LEN) }?;
-    let hdr = acm_proto::client::HeaderPacket::new_unchecked(&all[..16]);
+    let hdr = acm_proto::client::HeaderPacket::new_unchecked(&all[..acm_proto::client::HEADER_LEN]);
     let len = usize::from(hdr.length(acm_proto::client::Direction::Response));
-    Some(&all[..len.clamp(16, ACM_MSG_LEN)])
+    Some(&all[..len.clamp(acm_proto::client::HEADER_LEN, ACM_MSG_LEN)])
 }
 
 /// `acm_resolve_response`: a provider's answer to resolve `id`.

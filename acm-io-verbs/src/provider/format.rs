@@ -1,33 +1,36 @@
 //! The text helpers behind `acm_format_name` and `acm_if_get_sgid`: an address printed
 //! the reference's way, and an IPoIB interface's GID read from sysfs.
 
-use acm_proto::client::AddrType;
+use acm_proto::Bytes64;
+use acm_proto::client::{AddrType, EpAddress};
+use acm_proto::ipoib::{IPOIB_HW_ADDR_LEN, IpoibHwAddrPacket};
 use acm_proto::path_record::PathRecordPacket;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::Ipv6Addr;
 
 /// How `acm_format_name` prints an address of type `ty` (NAME is copied as-is by the
 /// caller): dotted IPv4, IPv6/GID text, `SLID(a) DLID(b)` for a path with a DLID (its
 /// DGID otherwise), `LID(n)`, else `Unknown`.
 pub(crate) fn address(ty: AddrType, a: &[u8]) -> String {
-    let gid = |b: &[u8]| {
-        let mut g = [0u8; 16];
-        let n = b.len().min(16);
-        g[..n].copy_from_slice(&b[..n]);
-        Ipv6Addr::from(g).to_string()
-    };
-    match ty {
-        AddrType::IP if a.len() >= 4 => Ipv4Addr::new(a[0], a[1], a[2], a[3]).to_string(),
-        AddrType::IP6 | AddrType::GID => gid(a),
-        AddrType::PATH if a.len() >= 64 => {
-            let p = PathRecordPacket::new_unchecked(a);
-            if p.dlid() != 0 {
-                format!("SLID({}) DLID({})", p.slid(), p.dlid())
-            } else {
-                gid(&p.dgid().0)
-            }
-        }
-        AddrType::LID if a.len() >= 2 => format!("LID({})", u16::from_be_bytes([a[0], a[1]])),
-        _ => String::from("Unknown"),
+    let unknown = || String::from("Unknown");
+    // IPv4, LID and PATH addresses shorter than their encoding name nothing; a shorter
+    // IPv6 address or GID is read zero-padded.
+    if matches!(ty, AddrType::IP | AddrType::LID | AddrType::PATH) && a.len() < ty.info_len() {
+        return unknown();
+    }
+    if ty == AddrType::PATH {
+        let p = PathRecordPacket::new_unchecked(a);
+        return if p.dlid() != 0 {
+            format!("SLID({}) DLID({})", p.slid(), p.dlid())
+        } else {
+            Ipv6Addr::from(p.dgid().0).to_string()
+        };
+    }
+    match EpAddress::read(ty, &Bytes64::zero_padded(a)) {
+        EpAddress::Ipv4(v4) => v4.to_string(),
+        EpAddress::Ipv6(v6) => v6.to_string(),
+        EpAddress::Gid(gid) => Ipv6Addr::from(gid.0).to_string(),
+        EpAddress::Lid(lid) => format!("LID({lid})"),
+        EpAddress::Name(_) | EpAddress::Path(_) | EpAddress::Other => unknown(),
     }
 }
 
@@ -49,12 +52,10 @@ fn parse_hw_gid(text: &str) -> Option<[u8; 16]> {
         .split(':')
         .map(|h| u8::from_str_radix(h, 16).ok())
         .collect::<Option<_>>()?;
-    if bytes.len() != 20 {
+    if bytes.len() != IPOIB_HW_ADDR_LEN {
         return None;
     }
-    let mut gid = [0u8; 16];
-    gid.copy_from_slice(&bytes[4..]);
-    Some(gid)
+    Some(IpoibHwAddrPacket::new_unchecked(&bytes[..]).gid().0)
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! trusted.
 
 use super::abi::{AcmSaMad, SaHandlerFn};
+use acm_proto::mad::{MAD_LEN, UmadStatus};
 use std::collections::HashMap;
 use std::ffi::CStr;
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, OnceLock, PoisonError};
@@ -94,7 +95,7 @@ pub(crate) fn registry() -> MutexGuard<'static, Registry> {
 /// Hands the answer to an SA MAD back to its provider: the response (or the error umad
 /// gave) is copied over the MAD and the provider's handler runs, on the calling thread.
 /// Returns false when the provider freed the MAD meanwhile, or never had it.
-pub fn deliver_sa(token: SaToken, result: Result<&[u8], i32>) -> bool {
+pub fn deliver_sa(token: SaToken, result: Result<&[u8], UmadStatus>) -> bool {
     let entry = registry().mads.get(&token.0).copied();
     let Some(entry) = entry else {
         return false;
@@ -107,12 +108,12 @@ pub fn deliver_sa(token: SaToken, result: Result<&[u8], i32>) -> bool {
     unsafe {
         match result {
             Ok(resp) => {
-                let n = resp.len().min(256);
+                let n = resp.len().min(MAD_LEN);
                 (&mut (*mad).sa_mad.0)[..n].copy_from_slice(&resp[..n]);
                 (*mad).umad.status = 0;
                 (*mad).umad.length = (std::mem::size_of::<super::abi::IbUserMad>() + n) as u32;
             }
-            Err(status) => (*mad).umad.status = status.unsigned_abs(),
+            Err(status) => (*mad).umad.status = status.0.unsigned_abs(),
         }
     }
     if let Some(handler) = entry.handler {

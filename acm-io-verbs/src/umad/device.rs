@@ -9,15 +9,12 @@
 use super::error::UmadError;
 use super::header::{HEADER_LEN, UserMadHeader};
 use super::register::{self, AgentRequest};
+use acm_proto::mad::MAD_LEN;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-
-/// A MAD (256 bytes); the read buffer starts with room for one and grows when the
-/// kernel hands over a reassembled RMPP response.
-const MAD_LEN: usize = 256;
 
 /// Where and how to send one MAD.
 #[derive(Debug, Clone, Copy)]

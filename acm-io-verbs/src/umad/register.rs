@@ -8,6 +8,9 @@
 //! numbers and offsets were checked against `rdma/ib_user_mad.h` with `sizeof` and
 //! `offsetof`.
 
+use acm_proto::mad::MgmtClass;
+use acm_proto::sa::SA_CLASS_VERSION;
+
 /// `_IOWR(0x1b, 1, struct ib_user_mad_reg_req)`.
 pub const IOCTL_REGISTER_AGENT: u32 = 0xC01C_1B01;
 /// `_IOW(0x1b, 2, __u32)`.
@@ -17,10 +20,6 @@ pub const IOCTL_ENABLE_PKEY: u32 = 0x1B03;
 /// `_IOWR(0x1b, 4, struct ib_user_mad_reg_req2)`.
 pub const IOCTL_REGISTER_AGENT2: u32 = 0xC028_1B04;
 
-/// The SA management class.
-pub const MGMT_CLASS_SA: u8 = 0x03;
-/// The SA class version the MADs carry.
-pub const SA_CLASS_VERSION: u8 = 2;
 /// RMPP version 1: the kernel reassembles multi-segment SA responses.
 pub const RMPP_VERSION: u8 = 1;
 /// The general services QP, where SA traffic goes.
@@ -53,7 +52,7 @@ impl AgentRequest {
     /// because solicited responses are routed by TID; registering the version the
     /// MADs carry says what is meant.
     pub const SA: Self = Self {
-        mgmt_class: MGMT_CLASS_SA,
+        mgmt_class: MgmtClass::SA.0,
         class_version: SA_CLASS_VERSION,
         rmpp_version: RMPP_VERSION,
         method_mask: 0,

@@ -215,7 +215,7 @@ impl VerbsDevice {
             }
             // SAFETY: every bit pattern is a valid `raw` array.
             let gid = Gid(unsafe { g.raw });
-            if gid.0[8..].iter().all(|&b| b == 0) {
+            if gid.interface_id() == 0 {
                 break;
             }
             gids.push(gid);

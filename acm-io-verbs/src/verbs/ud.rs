@@ -10,6 +10,8 @@ use super::device::{DeviceInner, VerbsDevice};
 use super::error::{VerbsError, call_error};
 use crate::av::UdAddress;
 use acm_proto::Gid;
+pub use acm_proto::grh::GRH_LEN;
+use acm_proto::mad::MAD_LEN;
 use rdma_sys::{
     ibv_access_flags, ibv_ah, ibv_attach_mcast, ibv_cq, ibv_create_ah, ibv_create_cq,
     ibv_create_qp, ibv_dereg_mr, ibv_destroy_ah, ibv_destroy_cq, ibv_destroy_qp, ibv_detach_mcast,
@@ -23,11 +25,9 @@ use std::ptr::NonNull;
 use std::rc::Rc;
 
 /// Bytes of a send (one MAD).
-pub const SEND_LEN: usize = 256;
+pub const SEND_LEN: usize = MAD_LEN;
 /// Bytes of a receive slot: the GRH the HCA writes, then the MAD.
-pub const RECV_LEN: usize = 296;
-/// The GRH at the front of every receive slot.
-pub const GRH_LEN: usize = 40;
+pub const RECV_LEN: usize = GRH_LEN + MAD_LEN;
 /// Send work requests carry this bit in their id; receives carry their slot index.
 const SEND_BIT: u64 = 1 << 63;
 /// Completions taken per `ibv_poll_cq` call.

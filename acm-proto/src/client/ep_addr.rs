@@ -8,7 +8,7 @@
 use crate::error::{Layout, Result};
 use crate::path_record::{PathFlags, PathRecordRepr};
 use crate::{Bytes64, Gid};
-use byteorder::{ByteOrder, NativeEndian};
+use byteorder::{BigEndian, ByteOrder, NativeEndian};
 use core::fmt;
 use core::net::{Ipv4Addr, Ipv6Addr};
 
@@ -158,6 +158,29 @@ pub enum EpAddress<'a> {
     Other,
 }
 
+impl<'a> EpAddress<'a> {
+    /// An entry's 64-byte `info` read as an address of type `ty`.
+    #[must_use]
+    pub fn read(ty: AddrType, info: &'a Bytes64) -> Self {
+        let b = &info.0;
+        match ty {
+            AddrType::NAME => Self::Name(info.until_nul()),
+            AddrType::IP => Self::Ipv4(Ipv4Addr::new(b[0], b[1], b[2], b[3])),
+            AddrType::IP6 | AddrType::GID => {
+                let gid = Gid::read(b).unwrap_or_default();
+                if ty == AddrType::IP6 {
+                    Self::Ipv6(Ipv6Addr::from(gid.0))
+                } else {
+                    Self::Gid(gid)
+                }
+            }
+            AddrType::LID => Self::Lid(BigEndian::read_u16(b)),
+            AddrType::PATH => Self::Path(PathRecordRepr::parse(b).unwrap_or_default()),
+            _ => Self::Other,
+        }
+    }
+}
+
 /// An entry as typed values; `info` stays raw so the entry re-emits unchanged.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct EpAddrRepr {
@@ -255,23 +278,7 @@ impl EpAddrRepr {
     /// `info` read according to the type.
     #[must_use]
     pub fn address(&self) -> EpAddress<'_> {
-        let b = &self.info.0;
-        match self.addr_type {
-            AddrType::NAME => EpAddress::Name(self.info.until_nul()),
-            AddrType::IP => EpAddress::Ipv4(Ipv4Addr::new(b[0], b[1], b[2], b[3])),
-            AddrType::IP6 | AddrType::GID => {
-                let mut a = [0u8; 16];
-                a.copy_from_slice(&b[..16]);
-                if self.addr_type == AddrType::IP6 {
-                    EpAddress::Ipv6(Ipv6Addr::from(a))
-                } else {
-                    EpAddress::Gid(Gid(a))
-                }
-            }
-            AddrType::LID => EpAddress::Lid(u16::from_be_bytes([b[0], b[1]])),
-            AddrType::PATH => EpAddress::Path(PathRecordRepr::parse(b).unwrap_or_default()),
-            _ => EpAddress::Other,
-        }
+        EpAddress::read(self.addr_type, &self.info)
     }
 
     /// Whether the bytes after the address proper are all zero (clients must zero-fill

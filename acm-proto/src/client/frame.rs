@@ -5,7 +5,7 @@
 //! is, reads the rest, and checks the whole message with [`check_request`]. A header no
 //! request can have (a version other than 1, an operation other than RESOLVE,
 //! PERF_QUERY or EP_QUERY, a length under 16 or over 592) ends the connection without a
-//! reply; [`FrameError`] says which.
+//! reply; [`FrameError`] says which. A client frames replies with [`reply_len`].
 
 use super::{ACM_VERSION, Direction, HEADER_LEN, HeaderPacket, MAX_REQUEST_LEN, Operation};
 use core::fmt;
@@ -81,6 +81,31 @@ pub fn request_len(header: &[u8]) -> Result<usize, FrameError> {
     }
 }
 
+/// The length of the whole reply whose header starts `header`: what a client must have
+/// read before the reply is whole. A reply's length is read in the reply's byte order
+/// (host order for a RESOLVE reply, ACK bit or not; big-endian otherwise). The
+/// version and operation are not judged here: a client matches the reply to its request
+/// by tid and judges it then, so a framed reply is never lost to a bad header.
+///
+/// # Errors
+/// [`FrameError::ShortHeader`] for fewer than 16 bytes; [`FrameError::BadLength`] for a
+/// length under 16, after which nothing on the stream can be framed.
+#[inline]
+pub fn reply_len(header: &[u8]) -> Result<usize, FrameError> {
+    if header.len() < HEADER_LEN {
+        return Err(FrameError::ShortHeader);
+    }
+    let declared = HeaderPacket::new_unchecked(&header[..HEADER_LEN]).length(Direction::Response);
+    let len = usize::from(declared);
+    if len < HEADER_LEN {
+        return Err(FrameError::BadLength {
+            declared,
+            received: HEADER_LEN,
+        });
+    }
+    Ok(len)
+}
+
 /// Checks a whole request the way the reference frames one
 /// (docs/protocol/client-messages.md §11).
 ///
@@ -140,6 +165,30 @@ mod tests {
             Err(FrameError::BadLength { declared: 593, .. })
         ));
         assert_eq!(request_len(&[1, 1]), Err(FrameError::ShortHeader));
+    }
+
+    #[test]
+    fn reply_len_reads_the_length_in_the_reply_byte_order() {
+        let reply = |opcode: u8, len: u16| {
+            let mut h = [0u8; 16];
+            let mut p = HeaderPacket::new_unchecked(&mut h[..]);
+            p.set_version(ACM_VERSION);
+            p.set_opcode(super::super::Opcode(opcode));
+            p.set_length(Direction::Response, len);
+            h
+        };
+        assert_eq!(reply_len(&reply(0x81, 160)), Ok(160));
+        assert_eq!(reply_len(&reply(0x82, 4096)), Ok(4096));
+        // A RESOLVE reply's length is in host order, another's big-endian.
+        assert_eq!(reply_len(&header(1, 1, 88)), Ok(88));
+        assert_eq!(reply_len(&header(1, 2, 0x0100)), Ok(0x0100));
+        // Version and operation are the caller's to judge.
+        assert_eq!(reply_len(&header(7, 9, 16)), Ok(16));
+        assert!(matches!(
+            reply_len(&header(1, 1, 15)),
+            Err(FrameError::BadLength { declared: 15, .. })
+        ));
+        assert_eq!(reply_len(&[1, 1, 0]), Err(FrameError::ShortHeader));
     }
 
     #[test]

@@ -125,12 +125,7 @@ impl Status {
     /// The Linux errno libacm (`ib_acme`) turns this status into.
     #[must_use]
     pub const fn libacm_errno(self) -> i32 {
-        const ENOMEM: i32 = 12;
-        const EINVAL: i32 = 22;
-        const ENODATA: i32 = 61;
-        const EADDRNOTAVAIL: i32 = 99;
-        const ENOTCONN: i32 = 107;
-        const ETIMEDOUT: i32 = 110;
+        use crate::errno::{EADDRNOTAVAIL, EINVAL, ENODATA, ENOMEM, ENOTCONN, ETIMEDOUT};
         match self.0 {
             0 => 0,
             1 => ENOMEM,

@@ -27,7 +27,7 @@ pub mod stream;
 
 pub use ep_addr::{AddrType, ENTRY_LEN, EpAddrPacket, EpAddrRepr, EpAddress, EpFlags};
 pub use ep_query::{EP_CONFIG_LEN, EpConfigRepr, EpQueryReplyRepr, EpQueryRepr};
-pub use frame::{FrameError, check_request, request_len};
+pub use frame::{FrameError, check_request, reply_len, request_len};
 pub use header::{
     ACM_VERSION, Direction, HEADER_LEN, HeaderPacket, HeaderRepr, LengthOrder, MAX_BODY_LEN,
     MAX_ENTRIES, MAX_REQUEST_LEN, Opcode, Operation, Status,

@@ -12,6 +12,7 @@
 //! The root is a parameter so that tests (and containers) can point at a copy.
 
 use acm_proto::Gid;
+use acm_proto::ipoib::{IPOIB_HW_ADDR_LEN, IpoibHwAddrPacket};
 use std::fs;
 use std::io;
 use std::path::Path;
@@ -21,9 +22,6 @@ pub const ARPHRD_INFINIBAND: u16 = 32;
 
 /// Where sysfs normally is.
 pub const SYSFS_ROOT: &str = "/sys";
-
-/// Length of an IPoIB hardware address; the port GID is its last 16 bytes.
-const HW_ADDR_LEN: usize = 20;
 
 /// An IPoIB interface.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,7 +103,7 @@ pub fn link(root: &Path, name: &str) -> io::Result<Option<IpoibLink>> {
 /// The port GID in an IPoIB hardware address (`80:00:02:08:fe:80:…`, 20 bytes).
 #[must_use]
 pub fn parse_hw_address(s: &str) -> Option<Gid> {
-    let mut bytes = [0u8; HW_ADDR_LEN];
+    let mut bytes = [0u8; IPOIB_HW_ADDR_LEN];
     let mut parts = s.split(':');
     for b in &mut bytes {
         let p = parts.next()?;
@@ -118,9 +116,7 @@ pub fn parse_hw_address(s: &str) -> Option<Gid> {
     if parts.next().is_some() {
         return None;
     }
-    let mut gid = [0u8; 16];
-    gid.copy_from_slice(&bytes[4..]);
-    Some(Gid(gid))
+    Some(IpoibHwAddrPacket::new_unchecked(&bytes).gid())
 }
 
 /// A sysfs pkey: hex, with or without `0x` (the reference's `strtol(…, 16)`).

@@ -12,9 +12,10 @@
 //! tested against the kernel's layouts; the socket part needs a real IPoIB interface
 //! and is not tested here.
 
-use super::rtnl::{Attrs, RTA_HDRLEN, align4, ne_u16, ne_u32};
+use super::rtnl::{Attrs, NLMSG_DONE, NLMSG_ERROR, RTA_HDRLEN, align4, ne_u16, ne_u32};
 use acm_engine::NeighResult;
 use acm_proto::ipoib::IpoibHwAddrRepr;
+use acm_proto::netlink::NLMSG_HDRLEN;
 use nix::errno::Errno;
 use nix::sys::socket::{
     AddressFamily, NetlinkAddr, SockFlag, SockProtocol, SockType, bind, recv, send, setsockopt,
@@ -26,9 +27,6 @@ use std::io;
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 
-const NLMSG_HDRLEN: usize = 16;
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
 const RTM_NEWNEIGH: u16 = 28;
 const RTM_GETNEIGH: u16 = 30;
 const NLM_F_REQUEST: u16 = 0x001;

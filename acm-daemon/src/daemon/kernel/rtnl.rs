@@ -13,6 +13,7 @@
 //! and stops at the first header that does not fit (so a zero `nlmsg_len` cannot make it
 //! loop).
 
+use acm_proto::netlink::NLMSG_HDRLEN;
 use nix::errno::Errno;
 use nix::sys::socket::{
     AddressFamily, NetlinkAddr, SockFlag, SockProtocol, SockType, bind, recvfrom, socket,
@@ -28,9 +29,10 @@ pub const RTMGRP_IPV4_IFADDR: u32 = 0x010;
 /// `RTMGRP_IPV6_IFADDR`: IPv6 address changes (not joined by the reference).
 pub const RTMGRP_IPV6_IFADDR: u32 = 0x100;
 
-const NLMSG_HDRLEN: usize = 16;
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
+/// `NLMSG_ERROR`: an error (or, with errno 0, an acknowledgement).
+pub(crate) const NLMSG_ERROR: u16 = 2;
+/// `NLMSG_DONE`: the end of a dump.
+pub(crate) const NLMSG_DONE: u16 = 3;
 const NLMSG_OVERRUN: u16 = 4;
 const RTM_NEWLINK: u16 = 16;
 const RTM_DELLINK: u16 = 17;

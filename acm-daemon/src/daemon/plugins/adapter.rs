@@ -20,14 +20,11 @@ use acm_io_verbs::provider::{
     deliver_sa,
 };
 use acm_proto::client::Status;
-use acm_proto::mad::MadHeaderPacket;
+use acm_proto::mad::{MadHeaderPacket, UmadStatus};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// umad's status for an SA MAD that got no answer (ETIMEDOUT).
-const SA_TIMED_OUT: i32 = 110;
 
 /// Finds a device's verbs context by name (hardware only).
 pub type VerbsLookup = Rc<dyn Fn(&str) -> Option<VerbsHandle>>;
@@ -176,7 +173,7 @@ impl CProvider {
     fn send_sa(&mut self, cx: &mut Ctx<'_>, req: acm_io_verbs::provider::SaRequest) {
         let ep = EndpointId((req.endpoint & 0xFFFF_FFFF) as u32);
         let Some(port) = self.endpoints.get(&ep).map(|e| e.port) else {
-            deliver_sa(req.token, Err(SA_TIMED_OUT));
+            deliver_sa(req.token, Err(UmadStatus::TIMED_OUT));
             return;
         };
         let mut mad = req.mad;
@@ -200,7 +197,7 @@ impl CProvider {
                 "acm_send_sa_mad",
                 format!("port {} cannot send (status {})", port.port, status.0),
             );
-            deliver_sa(req.token, Err(SA_TIMED_OUT));
+            deliver_sa(req.token, Err(UmadStatus::TIMED_OUT));
         }
     }
 
@@ -423,7 +420,7 @@ impl Provider for CProvider {
             .collect();
         for t in lost {
             if let Some(s) = self.sa.remove(&t) {
-                deliver_sa(s.token, Err(SA_TIMED_OUT));
+                deliver_sa(s.token, Err(UmadStatus::TIMED_OUT));
             }
         }
         if let Some(p) = self.ports.remove(&port)
@@ -532,7 +529,7 @@ impl Provider for CProvider {
         cx: &mut Ctx<'_>,
         _port: PortId,
         tid: u64,
-        result: Result<&[u8], i32>,
+        result: Result<&[u8], UmadStatus>,
     ) {
         let Some(s) = self.sa.remove(&(tid as u32)) else {
             return;
@@ -540,8 +537,9 @@ impl Provider for CProvider {
         match result {
             Ok(resp) => {
                 let mut copy = resp.to_vec();
-                if copy.len() >= 16 {
-                    MadHeaderPacket::new_unchecked(&mut copy[..]).set_tid(s.provider_tid);
+                let mut header = MadHeaderPacket::new_unchecked(&mut copy[..]);
+                if header.try_tid().is_some() {
+                    header.set_tid(s.provider_tid);
                 }
                 deliver_sa(s.token, Ok(&copy));
             }

@@ -8,6 +8,7 @@ use acm_io_verbs::umad::register::{
     IOCTL_ENABLE_PKEY, IOCTL_REGISTER_AGENT, IOCTL_REGISTER_AGENT2, IOCTL_UNREGISTER_AGENT,
 };
 use acm_io_verbs::umad::{HEADER_LEN, UserMadHeader};
+use acm_proto::mad::MadHeaderPacket;
 
 /// Agents per descriptor (`IB_UMAD_MAX_AGENTS`).
 pub const MAX_AGENTS: usize = 32;
@@ -16,7 +17,7 @@ pub const OLD_HEADER_LEN: usize = 56;
 /// What a write must hold after the header: the MAD and RMPP headers.
 pub const RMPP_HDR_LEN: usize = 36;
 /// What a send given back after its timeout carries: the MAD header only.
-pub const MAD_HDR_LEN: usize = 24;
+pub const MAD_HDR_LEN: usize = acm_proto::mad::MAD_HEADER_LEN;
 /// The only registration flag the kernel knows (user-space RMPP).
 const REG_FLAGS_CAP: u32 = 1;
 
@@ -257,7 +258,7 @@ impl UmadFile {
         };
         let mut head = [0u8; MAD_HDR_LEN];
         head.copy_from_slice(&sent.mad[..MAD_HDR_LEN]);
-        head[8..16].copy_from_slice(&tid.to_be_bytes());
+        MadHeaderPacket::new_unchecked(&mut head[..]).set_tid(tid);
         self.packet(&h, &head)
     }
 

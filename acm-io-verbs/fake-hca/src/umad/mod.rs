@@ -17,6 +17,7 @@ use crate::fdset::FdSet;
 use crate::ffi::lock;
 use acm_engine::{Mad, PortId, SaDest, SaSend};
 use acm_io_verbs::umad::UserMadHeader;
+use acm_proto::mad::{MadHeaderPacket, UmadStatus};
 use file::{Outgoing, UmadFile};
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -95,7 +96,9 @@ impl Umad {
         let out = open.file.write(buf)?;
         let port = open.file.port;
         let serial = open.file.serial;
-        let tid = u64::from_be_bytes(out.mad[8..16].try_into().unwrap_or([0; 8]));
+        let tid = MadHeaderPacket::new_unchecked(&out.mad[..])
+            .try_tid()
+            .unwrap_or(0);
         let key = (port, tid as u32);
         if !out.is_response && self.pending.contains_key(&key) {
             return Err(libc::EINVAL);
@@ -163,11 +166,7 @@ fn queue(kernel: i32, packet: &[u8]) {
 
 /// The SA's answer to one of our sends.
 pub fn sa_response(port: PortId, mad: &[u8]) {
-    let tid = u64::from_be_bytes(
-        mad.get(8..16)
-            .and_then(|b| b.try_into().ok())
-            .unwrap_or([0; 8]),
-    );
+    let tid = MadHeaderPacket::new_unchecked(mad).try_tid().unwrap_or(0);
     let mut u = lock(&UMAD);
     if let Some((fd, p)) = u.answer(port, tid, |f, sent| {
         f.received(sent.header.agent_id, &sent.header, mad)
@@ -198,10 +197,10 @@ pub fn sa_response(port: PortId, mad: &[u8]) {
 }
 
 /// A send that got no answer, given back with `status`.
-pub fn sa_send_failed(port: PortId, tid: u64, status: i32) {
+pub fn sa_send_failed(port: PortId, tid: u64, status: UmadStatus) {
     let mut u = lock(&UMAD);
     if let Some((fd, p)) = u.answer(port, tid, |f, sent| {
-        f.given_back(sent, sent.header.agent_id, status as u32, tid)
+        f.given_back(sent, sent.header.agent_id, status.0 as u32, tid)
     }) {
         queue(fd, &p);
     }

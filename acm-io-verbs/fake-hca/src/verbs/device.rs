@@ -404,11 +404,7 @@ pub unsafe extern "C" fn ibv_query_gid(
             return -1;
         }
         let raw = p.gids.get(i).map_or_else(
-            || {
-                let mut g = [0u8; 16];
-                g[..8].copy_from_slice(&p.gid0().0[..8]);
-                g
-            },
+            || acm_proto::Gid::from_parts(p.gid0().subnet_prefix(), 0).0,
             |g| g.0,
         );
         // SAFETY: the caller passed a writable GID.

@@ -29,6 +29,7 @@ use acm_io_verbs::provider::VerbsHandle;
 use acm_io_verbs::umad::UmadDevice;
 use acm_io_verbs::verbs::{Completion, UdConfig, UdEndpoint};
 use acm_proto::acm_mad::ACM_QKEY;
+use acm_proto::mad::{MadHeaderPacket, UmadStatus};
 use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
 use std::cell::RefCell;
@@ -285,8 +286,8 @@ impl HwBackend {
                 match u.recv() {
                     Ok(Some(m)) => {
                         if m.header.status != 0 {
-                            let tid = convert::mad_tid(m.mad);
-                            let status = m.header.status as i32;
+                            let tid = MadHeaderPacket::new_unchecked(m.mad).try_tid().unwrap_or(0);
+                            let status = UmadStatus(m.header.status as i32);
                             self.engine
                                 .handle(now, Input::SaSendFailed { port, tid, status });
                         } else {
@@ -522,8 +523,11 @@ impl Fabric for HwBackend {
                 );
                 return;
             }
-            self.feedback
-                .push_back(FabricEvent::SaSendFailed { port, tid, status });
+            self.feedback.push_back(FabricEvent::SaSendFailed {
+                port,
+                tid,
+                status: UmadStatus(status),
+            });
         }
     }
 

@@ -81,14 +81,6 @@ pub fn sa_send<'a>(dest: &SaDest, timeout_ms: u32, retries: u32, mad: &'a [u8]) 
     }
 }
 
-/// The TID of a MAD (bytes 8..16), for a send umad gave back.
-#[must_use]
-pub fn mad_tid(mad: &[u8]) -> u64 {
-    mad.get(8..16)
-        .and_then(|b| b.try_into().ok())
-        .map_or(0, u64::from_be_bytes)
-}
-
 /// The engine's port event for an async event, given the port's fresh attributes
 /// (queried after the event). `None` for events the engine does not act on.
 #[must_use]
@@ -215,7 +207,7 @@ mod tests {
             1,
         );
         assert!(mc.is_multicast());
-        assert_eq!(mc.remote_qpn, acm_io_verbs::av::MULTICAST_QPN);
+        assert_eq!(mc.remote_qpn, acm_proto::acm_mad::MULTICAST_QPN);
     }
 
     #[test]
@@ -232,14 +224,6 @@ mod tests {
         assert_eq!((s.lid, s.sl, s.qpn, s.qkey), (1, 0, 1, 0x8001_0000));
         assert_eq!((s.pkey_index, s.timeout_ms, s.retries), (2, 2000, 2));
         assert_eq!(s.mad.len(), 256);
-    }
-
-    #[test]
-    fn tids_are_read_big_endian_and_short_mads_give_zero() {
-        let mut mad = [0u8; 256];
-        mad[8..16].copy_from_slice(&0x1122_3344_5566_7788u64.to_be_bytes());
-        assert_eq!(mad_tid(&mad), 0x1122_3344_5566_7788);
-        assert_eq!(mad_tid(&mad[..10]), 0);
     }
 
     #[test]
