@@ -131,8 +131,12 @@ impl Driver {
 
     /// Delivers every follow-up (and theirs) until none is left.
     pub(crate) fn settle(&mut self) {
-        while let Some(event) = self.follow.pop_front() {
-            self.input(event.as_input());
+        // Lent to the engine where it lies, then dropped: moved out, each event (room
+        // for a MAD) would be copied once more per resolution.
+        while let Some(event) = self.follow.front() {
+            self.engine.handle(self.now, event.as_input());
+            self.follow.pop_front();
+            self.drain();
         }
     }
 }
