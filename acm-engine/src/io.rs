@@ -405,7 +405,7 @@ pub enum ClientOutput {
 
 /// What the fabric (and the host's routing) must do. Every backend carries these out
 /// through [`crate::driver::Fabric`]; none matches on them itself.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use]
 #[allow(clippy::large_enum_variant)]
 pub enum FabricOp {

@@ -11,8 +11,9 @@ pub(crate) use reference_fabric::*;
 
 use acm_engine::HostOutput;
 use acm_engine::driver::{self, Fabric};
-use acm_engine::{ClientOutput, ConnId, EndpointId, Engine, EngineConfig, Input, Instant, PortId};
-use acm_engine::{McastGroup, NeighQuery, OpenQp, SaSend, SendToken, SourceQuery, UdSend};
+use acm_engine::{ClientOutput, ConnId, EndpointId, Engine, EngineConfig, FabricEvent, Input};
+use acm_engine::{Instant, MadBytes};
+use acm_engine::{McastGroup, NeighQuery, OpenQp, SaSend, SourceQuery, UdSend};
 use acm_proto::Gid;
 use std::collections::VecDeque;
 
@@ -56,20 +57,13 @@ pub(crate) fn resolve_gid(dgid: Gid) -> [u8; 88] {
     resolve_path(0, dgid)
 }
 
-/// What the driver owes the engine, held until [`Driver::settle`] (so that a bench can
-/// send a burst before anything is answered). The SA answer stays inline so that the
-/// driver allocates nothing per resolution.
-#[allow(clippy::large_enum_variant)]
-enum FollowUp {
-    QpOpened(EndpointId, u32),
-    Sa(PortId, [u8; 256]),
-    SendDone(EndpointId, SendToken),
-}
-
 pub(crate) struct Driver {
     pub(crate) engine: Engine,
     pub(crate) now: Instant,
-    follow: VecDeque<FollowUp>,
+    /// What the fabric owes the engine, held until [`Self::settle`] (so that a bench
+    /// can send a burst before anything is answered). SA answers are inline
+    /// ([`MadBytes::from_array`]), so that the driver allocates nothing per resolution.
+    follow: VecDeque<FabricEvent>,
     next_qpn: u32,
     /// Client replies seen.
     pub(crate) replies: u64,
@@ -137,19 +131,12 @@ impl Driver {
 
     /// Delivers every follow-up (and theirs) until none is left.
     pub(crate) fn settle(&mut self) {
-        while let Some(f) = self.follow.pop_front() {
-            match f {
-                FollowUp::QpOpened(ep, qpn) => self.input(Input::QpOpened {
-                    ep,
-                    result: Ok(qpn),
-                }),
-                FollowUp::Sa(port, mad) => self.input(Input::SaResponse { port, mad: &mad }),
-                FollowUp::SendDone(ep, token) => self.input(Input::UdSendDone {
-                    ep,
-                    token,
-                    ok: true,
-                }),
-            }
+        // Lent to the engine where it lies, then dropped: moved out, each event (room
+        // for a MAD) would be copied once more per resolution.
+        while let Some(event) = self.follow.front() {
+            self.engine.handle(self.now, event.as_input());
+            self.follow.pop_front();
+            self.drain();
         }
     }
 }
@@ -163,14 +150,20 @@ impl Fabric for Driver {
     fn open_qp(&mut self, qp: OpenQp) {
         let qpn = self.next_qpn;
         self.next_qpn += 1;
-        self.follow.push_back(FollowUp::QpOpened(qp.ep, qpn));
+        self.follow.push_back(FabricEvent::QpOpened {
+            ep: qp.ep,
+            result: Ok(qpn),
+        });
     }
 
     fn close_qp(&mut self, _ep: EndpointId) {}
 
     fn ud_send(&mut self, send: &UdSend) {
-        self.follow
-            .push_back(FollowUp::SendDone(send.ep, send.token));
+        self.follow.push_back(FabricEvent::UdSendDone {
+            ep: send.ep,
+            token: send.token,
+            ok: true,
+        });
     }
 
     fn mcast_attach(&mut self, _group: McastGroup) {}
@@ -180,7 +173,10 @@ impl Fabric for Driver {
     fn sa_send(&mut self, send: &SaSend) {
         self.sa_sent += 1;
         match sa_answer(&send.mad.0) {
-            Some(resp) => self.follow.push_back(FollowUp::Sa(send.port, resp)),
+            Some(resp) => self.follow.push_back(FabricEvent::SaResponse {
+                port: send.port,
+                mad: MadBytes::from_array(resp, resp.len()),
+            }),
             None => self.sa_unanswered += 1,
         }
     }

@@ -6,9 +6,8 @@ use super::HubError;
 use super::server::bind_fresh;
 use super::wire::{HostMsg, HostSetup, HubMsg, MAX_DATAGRAM, TopologyEvent};
 use crate::fabric;
-use acm_engine::{
-    EndpointId, FabricEvent, MadBytes, McastGroup, NeighQuery, OpenQp, SaSend, SourceQuery, UdSend,
-};
+use acm_engine::{EndpointId, FabricEvent, FabricOp, McastGroup, NeighQuery, OpenQp, SaSend};
+use acm_engine::{SourceQuery, UdSend};
 use std::collections::VecDeque;
 use std::io;
 use std::net::IpAddr;
@@ -145,14 +144,7 @@ impl HubClient {
     /// # Errors
     /// The hub is gone, or its queue stayed full for 5 s.
     pub fn open_qp(&self, qp: &OpenQp) -> Result<(), HubError> {
-        self.send(&HostMsg::OpenQp {
-            ep: qp.ep,
-            port: qp.port,
-            pkey: qp.pkey,
-            pkey_index: qp.pkey_index,
-            recv_depth: qp.recv_depth,
-            send_depth: qp.send_depth,
-        })
+        self.send_op(&FabricOp::OpenQp(*qp))
     }
 
     /// Reserves a QPN for an endpoint whose port is not known yet (answered by a
@@ -169,7 +161,7 @@ impl HubClient {
     /// # Errors
     /// As for [`HubClient::open_qp`].
     pub fn close_qp(&self, ep: EndpointId) -> Result<(), HubError> {
-        self.send(&HostMsg::CloseQp { ep })
+        self.send_op(&FabricOp::CloseQp(ep))
     }
 
     /// Asks the host's neighbour table, which the hub answers from the spec (with a
@@ -178,12 +170,7 @@ impl HubClient {
     /// # Errors
     /// As for [`HubClient::open_qp`].
     pub fn neigh_query(&self, q: &NeighQuery) -> Result<(), HubError> {
-        self.send(&HostMsg::NeighQuery {
-            id: q.id,
-            gid: q.gid,
-            pkey: q.pkey,
-            dest: q.dest,
-        })
+        self.send_op(&FabricOp::NeighQuery(*q))
     }
 
     /// Posts a UD send (answered by a [`FabricEvent::UdSendDone`]).
@@ -191,12 +178,7 @@ impl HubClient {
     /// # Errors
     /// As for [`HubClient::open_qp`].
     pub fn ud_send(&self, send: &UdSend) -> Result<(), HubError> {
-        self.send(&HostMsg::UdSend {
-            ep: send.ep,
-            token: send.token,
-            av: send.av,
-            mad: Box::new(send.mad.0),
-        })
+        self.send_op(&FabricOp::UdSend(send.clone()))
     }
 
     /// Attaches an endpoint's QP to a multicast group.
@@ -204,11 +186,7 @@ impl HubClient {
     /// # Errors
     /// As for [`HubClient::open_qp`].
     pub fn mcast_attach(&self, g: &McastGroup) -> Result<(), HubError> {
-        self.send(&HostMsg::McastAttach {
-            ep: g.ep,
-            mgid: g.mgid,
-            mlid: g.mlid,
-        })
+        self.send_op(&FabricOp::McastAttach(*g))
     }
 
     /// Detaches an endpoint's QP from a multicast group.
@@ -216,11 +194,7 @@ impl HubClient {
     /// # Errors
     /// As for [`HubClient::open_qp`].
     pub fn mcast_detach(&self, g: &McastGroup) -> Result<(), HubError> {
-        self.send(&HostMsg::McastDetach {
-            ep: g.ep,
-            mgid: g.mgid,
-            mlid: g.mlid,
-        })
+        self.send_op(&FabricOp::McastDetach(*g))
     }
 
     /// Sends an SA MAD (answered by a [`FabricEvent::SaResponse`] or
@@ -229,14 +203,7 @@ impl HubClient {
     /// # Errors
     /// As for [`HubClient::open_qp`].
     pub fn sa_send(&self, send: &SaSend) -> Result<(), HubError> {
-        self.send(&HostMsg::SaSend {
-            port: send.port,
-            tid: send.tid,
-            dest: send.dest,
-            timeout_ms: send.timeout_ms,
-            retries: send.retries,
-            mad: Box::new(send.mad.0),
-        })
+        self.send_op(&FabricOp::SaSend(send.clone()))
     }
 
     /// Answers a source lookup locally by [`fabric::route_with_default`] over the
@@ -314,35 +281,16 @@ impl HubClient {
             let Some(msg) = self.recv_msg(deadline)? else {
                 return Ok(None);
             };
-            let input = match msg {
-                HubMsg::QpOpened { ep, qpn } => FabricEvent::QpOpened {
-                    ep,
-                    result: qpn.ok_or(()),
-                },
-                HubMsg::UdReceive { ep, wc, grh, mad } => FabricEvent::UdReceive {
-                    ep,
-                    wc,
-                    grh: Some(grh),
-                    mad: MadBytes::new(&mad[..]),
-                },
-                HubMsg::UdSendDone { ep, token, ok } => FabricEvent::UdSendDone { ep, token, ok },
-                HubMsg::SaResponse { port, mad } => FabricEvent::SaResponse {
-                    port,
-                    mad: MadBytes::from_vec(mad),
-                },
-                HubMsg::SaSendFailed { port, tid, status } => {
-                    FabricEvent::SaSendFailed { port, tid, status }
-                }
-                HubMsg::NeighAnswer { id, result } => FabricEvent::NeighAnswer { id, result },
+            match msg {
+                HubMsg::Event(ev) => return Ok(Some(Incoming::Fabric(ev))),
                 HubMsg::Topology(ev) => return Ok(Some(Incoming::Topology(ev))),
                 HubMsg::Bye { reason } => {
                     self.detached = true;
                     return Err(HubError::Closed(reason));
                 }
                 HubMsg::Error { message, .. } => return Err(HubError::Refused(message)),
-                HubMsg::Attached(_) | HubMsg::Done => continue,
-            };
-            return Ok(Some(Incoming::Fabric(input)));
+                HubMsg::Attached(_) | HubMsg::Done => {}
+            }
         }
     }
 
@@ -359,8 +307,17 @@ impl HubClient {
         self.send(&HostMsg::Detach)
     }
 
+    /// Sends one of the engine's fabric operations as it is.
+    fn send_op(&self, op: &FabricOp) -> Result<(), HubError> {
+        self.send_datagram(&HostMsg::encode_op(op))
+    }
+
     fn send(&self, msg: &HostMsg) -> Result<(), HubError> {
-        match self.sock.send(&msg.encode()) {
+        self.send_datagram(&msg.encode())
+    }
+
+    fn send_datagram(&self, datagram: &[u8]) -> Result<(), HubError> {
+        match self.sock.send(datagram) {
             Ok(_) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(HubError::Timeout(SEND_TIMEOUT)),
             Err(e) => Err(HubError::Io(e)),

@@ -25,16 +25,22 @@
 //!
 //! # Source-address lookups
 //!
-//! A source lookup never reaches the hub: [`HubClient`] answers it locally from
-//! the addresses and default route in the host's [`HostSetup`], with the simulator's
-//! rule ([`fabric::route_with_default`](crate::fabric::route_with_default): the host's
-//! own address, else its first address on the destination's subnet, else its default
-//! route of the destination's family, else ENETUNREACH), and the driver feeds the
-//! answer at once.
+//! [`HubClient`] answers a source lookup locally from the addresses and default route
+//! in the host's [`HostSetup`], with the simulator's rule
+//! ([`fabric::route_with_default`](crate::fabric::route_with_default): the host's own
+//! address, else its first address on the destination's subnet, else its default route
+//! of the destination's family, else ENETUNREACH), and the driver feeds the answer at
+//! once, without a round trip. The protocol carries it all the same (SOURCE_QUERY,
+//! answered by the hub from the spec with the same rule), since it carries every one of
+//! the engine's fabric operations.
 //!
 //! # Protocol
 //!
-//! One message per datagram. Every datagram starts with an 8-byte header; every field
+//! One message per datagram. The engine's fabric operations ([`acm_engine::FabricOp`])
+//! and fabric events ([`acm_engine::FabricEvent`]) travel as they are, one message type
+//! per variant, through one codec ([`wire::HostMsg::Op`], [`wire::HubMsg::Event`]); the
+//! hub's own messages (attachment, control, topology notices) sit beside them. Every
+//! datagram starts with an 8-byte header; every field
 //! is little-endian and at a fixed place, strings are a u16 length and UTF-8 bytes,
 //! GIDs and MADs are raw bytes in wire (network) order as the engine holds them. A body
 //! whose length is not the header's, or with bytes left over, is malformed.
@@ -42,7 +48,7 @@
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 1 | message type (table below) |
-//! | 1 | 1 | protocol version, 1 ([`wire::VERSION`]) |
+//! | 1 | 1 | protocol version, 2 ([`wire::VERSION`]) |
 //! | 2 | 2 | reserved, 0 |
 //! | 4 | 4 | body length (datagram length − 8) |
 //!
@@ -65,7 +71,8 @@
 //! | 0x14 | MCAST_DETACH | ep u32, mgid (16 bytes), mlid u16 | `McastDetach` |
 //! | 0x15 | SA_SEND | port, tid u64, dlid u16, sl u8, pkey_index u16, remote_qpn u32, remote_qkey u32, timeout_ms u32, retries u32, mad (256 bytes) | `SaSend` (answered by SA_RESPONSE or SA_SEND_FAILED) |
 //! | 0x16 | CREATE_QP | ep u32 | — (answered by QP_OPENED; for emulated verbs, whose QPs are numbered before they have a port) |
-//! | 0x17 | NEIGH_QUERY | id u64, gid (16 bytes), pkey u16, address (as in ATTACHED) | `NeighQuery` (answered by NEIGH_ANSWER, from the spec at once: `fabric::ipoib_neighbour`) |
+//! | 0x17 | NEIGH_QUERY | id u64, port, gid (16 bytes), pkey u16, address (as in ATTACHED) | `NeighQuery` (answered by NEIGH_ANSWER, from the spec at once: `fabric::ipoib_neighbour`) |
+//! | 0x18 | SOURCE_QUERY | id u64, address (as in ATTACHED) | `SourceQuery` (answered by SOURCE_ANSWER, from the spec at once) |
 //!
 //! Control messages, from any socket (attached or not), answered by DONE or by ERROR
 //! with code 5 ([`wire::error_code::BAD_CHANGE`]); a port name is a host name (str), an
@@ -92,7 +99,7 @@
 //! | 0x82 | ERROR | code u16 ([`wire::error_code`]), message: str | — |
 //! | 0x83 | BYE | reason: str | — (the attachment is over: hub shutdown, or the host attached again from another socket) |
 //! | 0x90 | QP_OPENED | ep u32, ok u8 (0/1), qpn u32 | `QpOpened` |
-//! | 0x91 | UD_RECEIVE | ep u32, slid u16, src_qp u32, dlid_path_bits u8, pkey_index u16, grh (40 bytes), mad (256 bytes) | `UdReceive` |
+//! | 0x91 | UD_RECEIVE | ep u32, slid u16, src_qp u32, dlid_path_bits u8, pkey_index u16, has_grh u8 (0/1), grh (40 bytes, zero without one), mad (the rest of the body; 256 bytes from the hub) | `UdReceive` |
 //! | 0x92 | UD_SEND_DONE | ep u32, token u64, ok u8 | `UdSendDone` |
 //! | 0x93 | SA_RESPONSE | port, mad (the rest of the body) | `SaResponse` |
 //! | 0x94 | SA_SEND_FAILED | port, tid u64, status i32 | `SaSendFailed` |
@@ -102,6 +109,7 @@
 //! | 0x97 | DEVICE_BACK | device (as in ATTACHED) | — |
 //! | 0x98 | QP_FATAL | ep u32 | — (the QP goes to the error state) |
 //! | 0x99 | NEIGH_ANSWER | id u64, result u8 (0 found, 1 incomplete, 2 unreachable), qpn u32, gid (16 bytes) | `NeighAnswer` |
+//! | 0x9A | SOURCE_ANSWER | id u64, source address (as the default route in ATTACHED: family 0 when the lookup failed), errno u8 (0 when it did not) | `SourceAnswer` |
 //!
 //! In ATTACHED, a device is: id u32, node GUID u64, name: str, port count u8, then per
 //! port: active u8, link layer IB u8, lid u16, lmc u8, sm_lid u16, sm_sl u8, rate u8

@@ -14,7 +14,8 @@ use crate::fabric::{self, FabricQp, McastIndex, QpTable, QpTables, UmadExpiry, U
 use crate::sa::SubnetAdmin;
 use crate::spec::{FabricSpec, HostId};
 use crate::topology::{PortRef, Topology};
-use acm_engine::{AddressVector, EndpointId, RecvInfo, SendToken};
+use acm_engine::{EndpointId, FabricEvent, FabricOp, MadBytes, McastGroup, NeighQuery, OpenQp};
+use acm_engine::{RecvInfo, SourceQuery, UdSend};
 use acm_proto::mad::MAD_LEN;
 use acm_proto::notice::SmTrap;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -364,10 +365,10 @@ impl Hub {
         match ev {
             Event::Report { port, mad } => {
                 self.stats.sa_reports += 1;
-                let msg = HubMsg::SaResponse {
+                let msg = HubMsg::Event(FabricEvent::SaResponse {
                     port: fabric::engine_port(port),
-                    mad: mad.to_vec(),
-                };
+                    mad: MadBytes::new(&mad[..]),
+                });
                 self.send(port.host, &msg);
             }
             Event::ReportTimeout { tid } => {
@@ -385,7 +386,13 @@ impl Hub {
             } => {
                 if self.live(host, inc) && self.hosts[host.index()].qps.contains_key(&ep) {
                     self.stats.ud_deliveries += 1;
-                    self.send(host, &HubMsg::UdReceive { ep, wc, grh, mad });
+                    let ev = FabricEvent::UdReceive {
+                        ep,
+                        wc,
+                        grh: Some(grh),
+                        mad: MadBytes::new(&mad[..]),
+                    };
+                    self.send(host, &HubMsg::Event(ev));
                 }
             }
             Event::SaAtSm {
@@ -408,10 +415,10 @@ impl Hub {
                 // A late or duplicate response matches no send and is dropped.
                 if self.hosts[host.index()].umad.remove(&tid).is_some() {
                     self.stats.sa_responses += 1;
-                    let msg = HubMsg::SaResponse {
+                    let msg = HubMsg::Event(FabricEvent::SaResponse {
                         port: fabric::engine_port(port),
-                        mad: mad.to_vec(),
-                    };
+                        mad: MadBytes::new(&mad[..]),
+                    });
                     self.send(host, &msg);
                 }
             }
@@ -434,11 +441,11 @@ impl Hub {
                         let port = u.port;
                         self.hosts[host.index()].umad.remove(&tid);
                         self.stats.sa_failures += 1;
-                        let msg = HubMsg::SaSendFailed {
+                        let msg = HubMsg::Event(FabricEvent::SaSendFailed {
                             port: fabric::engine_port(port),
                             tid,
                             status: acm_proto::mad::UmadStatus::TIMED_OUT,
-                        };
+                        });
                         self.send(host, &msg);
                     }
                 }
@@ -669,15 +676,39 @@ impl Hub {
         match msg {
             HostMsg::Attach { .. } | HostMsg::Control(_) => {}
             HostMsg::Detach => self.detach(h),
-            HostMsg::OpenQp {
+            HostMsg::CreateQp { ep } => {
+                let host = &mut self.hosts[h.index()];
+                let qpn = match host.reserved.get(&ep) {
+                    Some(&qpn) => qpn,
+                    None => {
+                        let qpn = host.next_qpn;
+                        host.next_qpn = host.next_qpn.wrapping_add(1);
+                        host.reserved.insert(ep, qpn);
+                        qpn
+                    }
+                };
+                let ev = FabricEvent::QpOpened {
+                    ep,
+                    result: Ok(qpn),
+                };
+                self.send(h, &HubMsg::Event(ev));
+            }
+            HostMsg::Op(op) => self.fabric_op(h, &op),
+        }
+    }
+
+    /// Carries out one of host `h`'s engine's fabric operations.
+    fn fabric_op(&mut self, h: HostId, op: &FabricOp) {
+        match *op {
+            FabricOp::OpenQp(OpenQp {
                 ep,
                 port,
                 pkey,
                 pkey_index,
                 ..
-            } => {
+            }) => {
                 let pr = fabric::port_ref(h, port);
-                let qpn = if self.topo.port(pr).is_some() && !self.hca_gone(h, pr.hca) {
+                let result = if self.topo.port(pr).is_some() && !self.hca_gone(h, pr.hca) {
                     let host = &mut self.hosts[h.index()];
                     let qpn = host.reserved.remove(&ep).unwrap_or_else(|| {
                         let qpn = host.next_qpn;
@@ -694,56 +725,48 @@ impl Hub {
                             mcast: Vec::new(),
                         },
                     );
-                    Some(qpn)
+                    Ok(qpn)
                 } else {
-                    None
+                    Err(())
                 };
-                self.send(h, &HubMsg::QpOpened { ep, qpn });
+                self.send(h, &HubMsg::Event(FabricEvent::QpOpened { ep, result }));
             }
-            HostMsg::CreateQp { ep } => {
-                let host = &mut self.hosts[h.index()];
-                let qpn = match host.reserved.get(&ep) {
-                    Some(&qpn) => qpn,
-                    None => {
-                        let qpn = host.next_qpn;
-                        host.next_qpn = host.next_qpn.wrapping_add(1);
-                        host.reserved.insert(ep, qpn);
-                        qpn
-                    }
-                };
-                self.send(h, &HubMsg::QpOpened { ep, qpn: Some(qpn) });
+            FabricOp::SourceQuery(SourceQuery { id, dest }) => {
+                let spec = &self.spec.hosts[h.index()];
+                let result = fabric::route_with_default(
+                    spec.ips.iter().map(|ip| (ip.addr, ip.prefix)),
+                    spec.default_route,
+                    dest,
+                );
+                self.send(h, &HubMsg::Event(FabricEvent::SourceAnswer { id, result }));
             }
-            HostMsg::NeighQuery {
+            FabricOp::NeighQuery(NeighQuery {
                 id,
                 gid,
                 pkey,
                 dest,
-            } => {
+                ..
+            }) => {
                 // The hub runs in real time and keeps no neighbour table: the spec
                 // answers at once, as a table whose entry is already resolved.
                 let result = fabric::ipoib_neighbour(&self.spec, &self.topo, h, gid, pkey, dest);
-                self.send(h, &HubMsg::NeighAnswer { id, result });
+                self.send(h, &HubMsg::Event(FabricEvent::NeighAnswer { id, result }));
             }
-            HostMsg::CloseQp { ep } => {
+            FabricOp::CloseQp(ep) => {
                 self.hosts[h.index()].reserved.remove(&ep);
                 fabric::close_qp(&mut self.hosts[h.index()].qps, &mut self.mcast, h, ep);
             }
-            HostMsg::UdSend { ep, token, av, mad } => self.ud_send(h, ep, token, &av, mad),
-            HostMsg::McastAttach { ep, mgid, .. } => {
+            FabricOp::UdSend(ref send) => self.ud_send(h, send),
+            FabricOp::McastAttach(McastGroup { ep, mgid, .. }) => {
                 fabric::mcast_attach(&mut self.hosts[h.index()].qps, &mut self.mcast, h, ep, mgid);
             }
-            HostMsg::McastDetach { ep, mgid, .. } => {
+            FabricOp::McastDetach(McastGroup { ep, mgid, .. }) => {
                 fabric::mcast_detach(&mut self.hosts[h.index()].qps, &mut self.mcast, h, ep, mgid);
             }
-            HostMsg::SaSend {
-                port,
-                tid,
-                dest,
-                timeout_ms,
-                retries,
-                mad,
-            } => {
+            FabricOp::SaSend(ref send) => {
                 self.stats.sa_sends += 1;
+                let port = send.port;
+                let mad = &send.mad.0;
                 // A response (the ReportResp of a Report) expects no answer: it reaches
                 // the SA once, its TID as it is.
                 if acm_proto::mad::MadHeaderPacket::new_unchecked(&mad[..])
@@ -751,21 +774,21 @@ impl Hub {
                     .is_response()
                 {
                     let pr = fabric::port_ref(h, port);
-                    if dest.dlid == self.sm_lid && self.topo.port(pr).is_some_and(|p| p.up) {
+                    if send.dest.dlid == self.sm_lid && self.topo.port(pr).is_some_and(|p| p.up) {
                         let _ = self.sa.answer(&self.topo, pr, &mad[..]);
                     }
                     return;
                 }
-                let (full, send) = UmadSend::new(
+                let (full, umad) = UmadSend::new(
                     self.hosts[h.index()].agent,
                     fabric::port_ref(h, port),
-                    tid,
-                    dest.dlid,
-                    timeout_ms,
-                    retries,
+                    send.tid,
+                    send.dest.dlid,
+                    send.timeout_ms,
+                    send.retries,
                     *mad,
                 );
-                self.hosts[h.index()].umad.insert(full, send);
+                self.hosts[h.index()].umad.insert(full, umad);
                 self.sa_try(h, full);
             }
         }
@@ -773,14 +796,8 @@ impl Hub {
 
     /// A UD send: each target QP gets it after the link latency; the completion comes
     /// back at once.
-    fn ud_send(
-        &mut self,
-        h: HostId,
-        ep: EndpointId,
-        token: SendToken,
-        av: &AddressVector,
-        mad: Box<[u8; MAD_LEN]>,
-    ) {
+    fn ud_send(&mut self, h: HostId, send: &UdSend) {
+        let (ep, av) = (send.ep, &send.av);
         self.stats.ud_sends += 1;
         let now = Instant::now();
         if let Some(d) = fabric::ud_delivery(&self.topo, &self.hosts[..], &self.mcast, h, ep, av) {
@@ -791,20 +808,18 @@ impl Hub {
                     ep: t.ep,
                     wc: t.wc,
                     grh: d.grh,
-                    mad: mad.clone(),
+                    mad: Box::new(send.mad.0),
                 };
                 let at = now + self.spec.latency(h, t.host);
                 self.schedule(at, ev);
             }
         }
-        self.send(
-            h,
-            &HubMsg::UdSendDone {
-                ep,
-                token,
-                ok: true,
-            },
-        );
+        let done = FabricEvent::UdSendDone {
+            ep,
+            token: send.token,
+            ok: true,
+        };
+        self.send(h, &HubMsg::Event(done));
     }
 
     /// One try of a umad send: start its timeout, and send it to the SM if the port is

@@ -6,19 +6,18 @@
 //! every field, and rejects trailing bytes.
 
 use crate::spec::HostId;
-use acm_engine::{AddressVector, EndpointId, GlobalRoute, LocalIp, RecvInfo, SaDest, SendToken};
 use acm_engine::{DeviceDesc, DeviceId, PortAttrs, PortId, PortState};
-use acm_engine::{NeighId, NeighResult};
-use acm_proto::grh::GRH_LEN;
-use acm_proto::mad::{MAD_LEN, UmadStatus};
+use acm_engine::{EndpointId, LocalIp};
+use acm_engine::{FabricEvent, FabricOp};
 use acm_proto::{Gid, Mtu, Rate};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 mod change;
+mod fabric;
 pub use change::{Control, PortChange, PortName, TopologyEvent, control_type};
 
 /// The protocol version every header carries.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 
 /// Length of the header: type, version, two reserved bytes, body length.
 pub const HEADER_LEN: usize = 8;
@@ -48,6 +47,8 @@ pub mod msg_type {
     pub const CREATE_QP: u8 = 0x16;
     /// Host → hub: `FabricOp::NeighQuery`.
     pub const NEIGH_QUERY: u8 = 0x17;
+    /// Host → hub: `FabricOp::SourceQuery`.
+    pub const SOURCE_QUERY: u8 = 0x18;
     /// Hub → host: the attachment is made; the host's setup.
     pub const ATTACHED: u8 = 0x81;
     /// Hub → host: a request was refused.
@@ -66,6 +67,8 @@ pub mod msg_type {
     pub const SA_SEND_FAILED: u8 = 0x94;
     /// Hub → host: `Input::NeighAnswer`.
     pub const NEIGH_ANSWER: u8 = 0x99;
+    /// Hub → host: `Input::SourceAnswer`.
+    pub const SOURCE_ANSWER: u8 = 0x9A;
 }
 
 /// Codes of [`HubMsg::Error`].
@@ -226,9 +229,6 @@ impl<'a> R<'a> {
             port: self.u8()?,
         })
     }
-    fn mad(&mut self) -> Result<Box<[u8; MAD_LEN]>, WireError> {
-        Ok(Box::new(self.arr()?))
-    }
     fn rest(&mut self) -> &'a [u8] {
         let s = &self.b[self.at..];
         self.at = self.b.len();
@@ -266,6 +266,9 @@ fn open(datagram: &[u8]) -> Result<(u8, R<'_>), WireError> {
 }
 
 /// A message from a host to the hub.
+// Fabric operations are nearly all of the traffic; a box would be one allocation per
+// datagram to shrink the rare attach and control messages.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HostMsg {
     /// Attach the sending socket as the spec's host `name`.
@@ -275,21 +278,6 @@ pub enum HostMsg {
     },
     /// Detach: forget the host's QPs, groups and SA sends.
     Detach,
-    /// Create a UD QP for an endpoint.
-    OpenQp {
-        /// The endpoint.
-        ep: EndpointId,
-        /// Its port.
-        port: PortId,
-        /// Its pkey.
-        pkey: u16,
-        /// The pkey's index in the port's table.
-        pkey_index: u16,
-        /// Receive buffers (informational).
-        recv_depth: u32,
-        /// Send queue depth (informational).
-        send_depth: u32,
-    },
     /// Reserve a QP number for an endpoint whose port is not known yet (a verbs QP
     /// is numbered at `ibv_create_qp` and given its port at the INIT transition); a
     /// later OPEN_QP of the endpoint keeps that number.
@@ -297,66 +285,8 @@ pub enum HostMsg {
         /// The endpoint.
         ep: EndpointId,
     },
-    /// Destroy an endpoint's QP.
-    CloseQp {
-        /// The endpoint.
-        ep: EndpointId,
-    },
-    /// Ask the host's IPoIB neighbour table (the hub answers from the spec).
-    NeighQuery {
-        /// The lookup.
-        id: NeighId,
-        /// The asking interface's port GID.
-        gid: Gid,
-        /// Its partition.
-        pkey: u16,
-        /// The address to resolve.
-        dest: IpAddr,
-    },
-    /// A UD send on an endpoint's QP.
-    UdSend {
-        /// The endpoint.
-        ep: EndpointId,
-        /// Echoed in the completion.
-        token: SendToken,
-        /// Where to.
-        av: AddressVector,
-        /// The MAD.
-        mad: Box<[u8; MAD_LEN]>,
-    },
-    /// Attach an endpoint's QP to a multicast group.
-    McastAttach {
-        /// The endpoint.
-        ep: EndpointId,
-        /// The group.
-        mgid: Gid,
-        /// Its LID.
-        mlid: u16,
-    },
-    /// Detach an endpoint's QP from a multicast group.
-    McastDetach {
-        /// The endpoint.
-        ep: EndpointId,
-        /// The group.
-        mgid: Gid,
-        /// Its LID.
-        mlid: u16,
-    },
-    /// An SA MAD through the port's umad agent.
-    SaSend {
-        /// The port.
-        port: PortId,
-        /// The TID (the hub, as the kernel, replaces the upper 32 bits).
-        tid: u64,
-        /// Where to.
-        dest: SaDest,
-        /// Per-try timeout in ms.
-        timeout_ms: u32,
-        /// Retries.
-        retries: u32,
-        /// The MAD.
-        mad: Box<[u8; MAD_LEN]>,
-    },
+    /// One of the engine's fabric operations, as the engine gave it.
+    Op(FabricOp),
     /// A change of the fabric ([`control_type`]), from any socket, attached or not.
     Control(Control),
 }
@@ -374,98 +304,20 @@ impl HostMsg {
             }
             Self::Detach => W::new(t::DETACH).finish(),
             Self::Control(c) => c.encode(),
-            Self::OpenQp {
-                ep,
-                port,
-                pkey,
-                pkey_index,
-                recv_depth,
-                send_depth,
-            } => {
-                let mut w = W::new(t::OPEN_QP);
-                w.u32(ep.0);
-                w.port(*port);
-                w.u16(*pkey);
-                w.u16(*pkey_index);
-                w.u32(*recv_depth);
-                w.u32(*send_depth);
-                w.finish()
-            }
             Self::CreateQp { ep } => {
                 let mut w = W::new(t::CREATE_QP);
                 w.u32(ep.0);
                 w.finish()
             }
-            Self::CloseQp { ep } => {
-                let mut w = W::new(t::CLOSE_QP);
-                w.u32(ep.0);
-                w.finish()
-            }
-            Self::NeighQuery {
-                id,
-                gid,
-                pkey,
-                dest,
-            } => {
-                let mut w = W::new(t::NEIGH_QUERY);
-                w.u64(id.0);
-                w.gid(gid);
-                w.u16(*pkey);
-                put_addr(&mut w, Some(*dest));
-                w.finish()
-            }
-            Self::UdSend { ep, token, av, mad } => {
-                let mut w = W::new(t::UD_SEND);
-                w.u32(ep.0);
-                w.u64(token.0);
-                w.u16(av.dlid);
-                w.u8(av.sl);
-                w.u8(av.src_path_bits);
-                w.u8(av.static_rate);
-                w.gid(&av.grh.dgid);
-                w.u32(av.grh.flow_label);
-                w.u8(av.grh.hop_limit);
-                w.u8(av.grh.tclass);
-                w.u8(av.grh.sgid_index);
-                w.u32(av.remote_qpn);
-                w.u32(av.remote_qkey);
-                w.bytes(&mad[..]);
-                w.finish()
-            }
-            Self::McastAttach { ep, mgid, mlid } | Self::McastDetach { ep, mgid, mlid } => {
-                let ty = if matches!(self, Self::McastAttach { .. }) {
-                    t::MCAST_ATTACH
-                } else {
-                    t::MCAST_DETACH
-                };
-                let mut w = W::new(ty);
-                w.u32(ep.0);
-                w.gid(mgid);
-                w.u16(*mlid);
-                w.finish()
-            }
-            Self::SaSend {
-                port,
-                tid,
-                dest,
-                timeout_ms,
-                retries,
-                mad,
-            } => {
-                let mut w = W::new(t::SA_SEND);
-                w.port(*port);
-                w.u64(*tid);
-                w.u16(dest.dlid);
-                w.u8(dest.sl);
-                w.u16(dest.pkey_index);
-                w.u32(dest.remote_qpn);
-                w.u32(dest.remote_qkey);
-                w.u32(*timeout_ms);
-                w.u32(*retries);
-                w.bytes(&mad[..]);
-                w.finish()
-            }
+            Self::Op(op) => fabric::put_op(op),
         }
+    }
+
+    /// The datagram of [`HostMsg::Op`], from a borrowed operation (a host sends the
+    /// engine's operations as it lends them, without taking a copy).
+    #[must_use]
+    pub fn encode_op(op: &FabricOp) -> Vec<u8> {
+        fabric::put_op(op)
     }
 
     /// Reads a datagram a host sent.
@@ -480,73 +332,15 @@ impl HostMsg {
                 name: r.str("host name")?,
             },
             t::DETACH => Self::Detach,
-            t::OPEN_QP => Self::OpenQp {
-                ep: EndpointId(r.u32()?),
-                port: r.port()?,
-                pkey: r.u16()?,
-                pkey_index: r.u16()?,
-                recv_depth: r.u32()?,
-                send_depth: r.u32()?,
-            },
             t::CREATE_QP => Self::CreateQp {
                 ep: EndpointId(r.u32()?),
             },
-            t::CLOSE_QP => Self::CloseQp {
-                ep: EndpointId(r.u32()?),
-            },
-            t::NEIGH_QUERY => Self::NeighQuery {
-                id: NeighId(r.u64()?),
-                gid: r.gid()?,
-                pkey: r.u16()?,
-                dest: get_addr(&mut r)?.ok_or(WireError::BadField("address family"))?,
-            },
-            t::UD_SEND => Self::UdSend {
-                ep: EndpointId(r.u32()?),
-                token: SendToken(r.u64()?),
-                av: AddressVector {
-                    dlid: r.u16()?,
-                    sl: r.u8()?,
-                    src_path_bits: r.u8()?,
-                    static_rate: r.u8()?,
-                    grh: GlobalRoute {
-                        dgid: r.gid()?,
-                        flow_label: r.u32()?,
-                        hop_limit: r.u8()?,
-                        tclass: r.u8()?,
-                        sgid_index: r.u8()?,
-                    },
-                    remote_qpn: r.u32()?,
-                    remote_qkey: r.u32()?,
+            other => match fabric::get_op(other, &mut r)? {
+                Some(op) => Self::Op(op),
+                None => match Control::decode(other, &mut r)? {
+                    Some(c) => Self::Control(c),
+                    None => return Err(WireError::UnknownType(other)),
                 },
-                mad: r.mad()?,
-            },
-            t::MCAST_ATTACH => Self::McastAttach {
-                ep: EndpointId(r.u32()?),
-                mgid: r.gid()?,
-                mlid: r.u16()?,
-            },
-            t::MCAST_DETACH => Self::McastDetach {
-                ep: EndpointId(r.u32()?),
-                mgid: r.gid()?,
-                mlid: r.u16()?,
-            },
-            t::SA_SEND => Self::SaSend {
-                port: r.port()?,
-                tid: r.u64()?,
-                dest: SaDest {
-                    dlid: r.u16()?,
-                    sl: r.u8()?,
-                    pkey_index: r.u16()?,
-                    remote_qpn: r.u32()?,
-                    remote_qkey: r.u32()?,
-                },
-                timeout_ms: r.u32()?,
-                retries: r.u32()?,
-                mad: r.mad()?,
-            },
-            other => match Control::decode(other, &mut r)? {
-                Some(c) => Self::Control(c),
-                None => return Err(WireError::UnknownType(other)),
             },
         };
         r.end()?;
@@ -576,6 +370,9 @@ pub struct HostSetup {
 }
 
 /// A message from the hub to a host.
+// Fabric events are nearly all of the traffic; a box would be one allocation per
+// datagram to shrink the rare setup and topology messages.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HubMsg {
     /// The attachment is made.
@@ -592,57 +389,8 @@ pub enum HubMsg {
         /// Why.
         reason: String,
     },
-    /// An endpoint's QP exists (`Some(qpn)`) or could not be created (`None`).
-    QpOpened {
-        /// The endpoint.
-        ep: EndpointId,
-        /// Its QPN.
-        qpn: Option<u32>,
-    },
-    /// A MAD arrived on an endpoint's QP.
-    UdReceive {
-        /// The endpoint.
-        ep: EndpointId,
-        /// Work-completion data.
-        wc: RecvInfo,
-        /// The GRH.
-        grh: [u8; GRH_LEN],
-        /// The MAD.
-        mad: Box<[u8; MAD_LEN]>,
-    },
-    /// A UD send completed.
-    UdSendDone {
-        /// The endpoint.
-        ep: EndpointId,
-        /// The send.
-        token: SendToken,
-        /// Success.
-        ok: bool,
-    },
-    /// An SA response for the port's umad agent.
-    SaResponse {
-        /// The port.
-        port: PortId,
-        /// The MAD.
-        mad: Vec<u8>,
-    },
-    /// An SA send timed out after its retries.
-    SaSendFailed {
-        /// The port.
-        port: PortId,
-        /// The TID as the engine sent it (the hub gives back the rewritten one; only the
-        /// low 32 bits are compared).
-        tid: u64,
-        /// umad's status.
-        status: UmadStatus,
-    },
-    /// What the neighbour table holds for a NEIGH_QUERY's address.
-    NeighAnswer {
-        /// The lookup.
-        id: NeighId,
-        /// The entry.
-        result: NeighResult,
-    },
+    /// One of the engine's fabric events, for the host's engine.
+    Event(FabricEvent),
     /// A control message was carried out.
     Done,
     /// A port or device of this host changed.
@@ -786,57 +534,7 @@ impl HubMsg {
                 w.str(reason);
                 w.finish()
             }
-            Self::QpOpened { ep, qpn } => {
-                let mut w = W::new(t::QP_OPENED);
-                w.u32(ep.0);
-                w.u8(u8::from(qpn.is_some()));
-                w.u32(qpn.unwrap_or(0));
-                w.finish()
-            }
-            Self::UdReceive { ep, wc, grh, mad } => {
-                let mut w = W::new(t::UD_RECEIVE);
-                w.u32(ep.0);
-                w.u16(wc.slid);
-                w.u32(wc.src_qp);
-                w.u8(wc.dlid_path_bits);
-                w.u16(wc.pkey_index);
-                w.bytes(grh);
-                w.bytes(&mad[..]);
-                w.finish()
-            }
-            Self::UdSendDone { ep, token, ok } => {
-                let mut w = W::new(t::UD_SEND_DONE);
-                w.u32(ep.0);
-                w.u64(token.0);
-                w.u8(u8::from(*ok));
-                w.finish()
-            }
-            Self::SaResponse { port, mad } => {
-                let mut w = W::new(t::SA_RESPONSE);
-                w.port(*port);
-                w.bytes(mad);
-                w.finish()
-            }
-            Self::SaSendFailed { port, tid, status } => {
-                let mut w = W::new(t::SA_SEND_FAILED);
-                w.port(*port);
-                w.u64(*tid);
-                w.i32(status.0);
-                w.finish()
-            }
-            Self::NeighAnswer { id, result } => {
-                let mut w = W::new(t::NEIGH_ANSWER);
-                w.u64(id.0);
-                let (kind, qpn, gid) = match *result {
-                    NeighResult::Found { qpn, gid } => (0, qpn, gid),
-                    NeighResult::Incomplete => (1, 0, Gid::ZERO),
-                    NeighResult::Unreachable => (2, 0, Gid::ZERO),
-                };
-                w.u8(kind);
-                w.u32(qpn);
-                w.gid(&gid);
-                w.finish()
-            }
+            Self::Event(ev) => fabric::put_event(ev),
             Self::Done => W::new(control_type::DONE).finish(),
             Self::Topology(ev) => ev.encode(),
         }
@@ -880,55 +578,13 @@ impl HubMsg {
             t::BYE => Self::Bye {
                 reason: r.str("reason")?,
             },
-            t::QP_OPENED => {
-                let ep = EndpointId(r.u32()?);
-                let ok = r.bool("QP_OPENED ok")?;
-                let qpn = r.u32()?;
-                Self::QpOpened {
-                    ep,
-                    qpn: ok.then_some(qpn),
-                }
-            }
-            t::UD_RECEIVE => Self::UdReceive {
-                ep: EndpointId(r.u32()?),
-                wc: RecvInfo {
-                    slid: r.u16()?,
-                    src_qp: r.u32()?,
-                    dlid_path_bits: r.u8()?,
-                    pkey_index: r.u16()?,
-                },
-                grh: r.arr()?,
-                mad: r.mad()?,
-            },
-            t::UD_SEND_DONE => Self::UdSendDone {
-                ep: EndpointId(r.u32()?),
-                token: SendToken(r.u64()?),
-                ok: r.bool("UD_SEND_DONE ok")?,
-            },
-            t::SA_RESPONSE => Self::SaResponse {
-                port: r.port()?,
-                mad: r.rest().to_vec(),
-            },
-            t::SA_SEND_FAILED => Self::SaSendFailed {
-                port: r.port()?,
-                tid: r.u64()?,
-                status: UmadStatus(r.i32()?),
-            },
-            t::NEIGH_ANSWER => {
-                let id = NeighId(r.u64()?);
-                let (kind, qpn, gid) = (r.u8()?, r.u32()?, r.gid()?);
-                let result = match kind {
-                    0 => NeighResult::Found { qpn, gid },
-                    1 => NeighResult::Incomplete,
-                    2 => NeighResult::Unreachable,
-                    _ => return Err(WireError::BadField("NEIGH_ANSWER result")),
-                };
-                Self::NeighAnswer { id, result }
-            }
             control_type::DONE => Self::Done,
-            other => match TopologyEvent::decode(other, &mut r)? {
-                Some(ev) => Self::Topology(ev),
-                None => return Err(WireError::UnknownType(other)),
+            other => match fabric::get_event(other, &mut r)? {
+                Some(ev) => Self::Event(ev),
+                None => match TopologyEvent::decode(other, &mut r)? {
+                    Some(ev) => Self::Topology(ev),
+                    None => return Err(WireError::UnknownType(other)),
+                },
             },
         };
         r.end()?;
@@ -939,14 +595,19 @@ impl HubMsg {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use acm_engine::{AddressVector, GlobalRoute, LookupId, Mad, MadBytes, McastGroup, NeighId};
+    use acm_engine::{NeighQuery, NeighResult, OpenQp, RecvInfo, SaDest, SaSend, SendToken};
+    use acm_engine::{SourceQuery, UdSend};
     use acm_proto::acm_mad::{ACM_QKEY, MULTICAST_QPN};
+    use acm_proto::grh::GRH_LEN;
+    use acm_proto::mad::{MAD_LEN, UmadStatus};
 
-    fn mad(seed: u8) -> Box<[u8; MAD_LEN]> {
+    fn mad(seed: u8) -> Mad {
         let mut m = [0u8; MAD_LEN];
         for (i, b) in m.iter_mut().enumerate() {
             *b = (i as u8).wrapping_mul(seed);
         }
-        Box::new(m)
+        Mad(m)
     }
 
     fn port() -> PortId {
@@ -963,29 +624,31 @@ mod tests {
                 name: "node1".into(),
             },
             HostMsg::Detach,
-            HostMsg::OpenQp {
+            HostMsg::Op(FabricOp::OpenQp(OpenQp {
                 ep: EndpointId(3),
                 port: port(),
                 pkey: 0xFFFF,
                 pkey_index: 1,
                 recv_depth: 1024,
                 send_depth: 2,
-            },
-            HostMsg::CloseQp { ep: EndpointId(3) },
-            HostMsg::NeighQuery {
+            })),
+            HostMsg::Op(FabricOp::CloseQp(EndpointId(3))),
+            HostMsg::Op(FabricOp::NeighQuery(NeighQuery {
                 id: NeighId(4),
+                port: port(),
                 gid: Gid::from_parts(0xfe80 << 48, 0x77),
                 pkey: 0x8001,
                 dest: "10.0.0.9".parse().unwrap(),
-            },
-            HostMsg::NeighQuery {
+            })),
+            HostMsg::Op(FabricOp::NeighQuery(NeighQuery {
                 id: NeighId(5),
+                port: port(),
                 gid: Gid::ZERO,
                 pkey: 0xffff,
                 dest: "fd00::9".parse().unwrap(),
-            },
+            })),
             HostMsg::CreateQp { ep: EndpointId(4) },
-            HostMsg::UdSend {
+            HostMsg::Op(FabricOp::UdSend(UdSend {
                 ep: EndpointId(3),
                 token: SendToken(0x1122_3344_5566_7788),
                 av: AddressVector {
@@ -1004,18 +667,18 @@ mod tests {
                     remote_qkey: ACM_QKEY,
                 },
                 mad: mad(3),
-            },
-            HostMsg::McastAttach {
+            })),
+            HostMsg::Op(FabricOp::McastAttach(McastGroup {
                 ep: EndpointId(3),
                 mgid: gid,
                 mlid: 0xC002,
-            },
-            HostMsg::McastDetach {
+            })),
+            HostMsg::Op(FabricOp::McastDetach(McastGroup {
                 ep: EndpointId(4),
                 mgid: gid,
                 mlid: 0xC003,
-            },
-            HostMsg::SaSend {
+            })),
+            HostMsg::Op(FabricOp::SaSend(SaSend {
                 port: port(),
                 tid: 0x0102_0304_0506_0708,
                 dest: SaDest {
@@ -1028,7 +691,11 @@ mod tests {
                 timeout_ms: 2000,
                 retries: 2,
                 mad: mad(5),
-            },
+            })),
+            HostMsg::Op(FabricOp::SourceQuery(SourceQuery {
+                id: LookupId(6),
+                dest: "10.0.0.9".parse().unwrap(),
+            })),
         ]
     }
 
@@ -1089,30 +756,30 @@ mod tests {
             HubMsg::Bye {
                 reason: "shutdown".into(),
             },
-            HubMsg::NeighAnswer {
+            HubMsg::Event(FabricEvent::NeighAnswer {
                 id: NeighId(9),
                 result: NeighResult::Found {
                     qpn: 0x48,
                     gid: Gid::from_parts(0xfe80 << 48, 0x77),
                 },
-            },
-            HubMsg::NeighAnswer {
+            }),
+            HubMsg::Event(FabricEvent::NeighAnswer {
                 id: NeighId(10),
                 result: NeighResult::Incomplete,
-            },
-            HubMsg::NeighAnswer {
+            }),
+            HubMsg::Event(FabricEvent::NeighAnswer {
                 id: NeighId(11),
                 result: NeighResult::Unreachable,
-            },
-            HubMsg::QpOpened {
+            }),
+            HubMsg::Event(FabricEvent::QpOpened {
                 ep: EndpointId(1),
-                qpn: Some(0x48),
-            },
-            HubMsg::QpOpened {
+                result: Ok(0x48),
+            }),
+            HubMsg::Event(FabricEvent::QpOpened {
                 ep: EndpointId(2),
-                qpn: None,
-            },
-            HubMsg::UdReceive {
+                result: Err(()),
+            }),
+            HubMsg::Event(FabricEvent::UdReceive {
                 ep: EndpointId(1),
                 wc: RecvInfo {
                     slid: 2,
@@ -1120,23 +787,41 @@ mod tests {
                     dlid_path_bits: 1,
                     pkey_index: 3,
                 },
-                grh: [9; GRH_LEN],
-                mad: mad(7),
-            },
-            HubMsg::UdSendDone {
+                grh: Some([9; GRH_LEN]),
+                mad: MadBytes::new(&mad(7).0),
+            }),
+            HubMsg::Event(FabricEvent::UdReceive {
+                ep: EndpointId(1),
+                wc: RecvInfo::default(),
+                grh: None,
+                mad: MadBytes::new(&mad(8).0[..100]),
+            }),
+            HubMsg::Event(FabricEvent::UdSendDone {
                 ep: EndpointId(1),
                 token: SendToken(99),
                 ok: true,
-            },
-            HubMsg::SaResponse {
+            }),
+            HubMsg::Event(FabricEvent::SaResponse {
                 port: port(),
-                mad: mad(11).to_vec(),
-            },
-            HubMsg::SaSendFailed {
+                mad: MadBytes::new(&mad(11).0),
+            }),
+            HubMsg::Event(FabricEvent::SaResponse {
+                port: port(),
+                mad: MadBytes::from_vec([mad(12).0, mad(13).0].concat()),
+            }),
+            HubMsg::Event(FabricEvent::SaSendFailed {
                 port: port(),
                 tid: 0x0100_0001_0000_0005,
                 status: UmadStatus::TIMED_OUT,
-            },
+            }),
+            HubMsg::Event(FabricEvent::SourceAnswer {
+                id: LookupId(12),
+                result: Ok("fd00::3".parse().unwrap()),
+            }),
+            HubMsg::Event(FabricEvent::SourceAnswer {
+                id: LookupId(13),
+                result: Err(101),
+            }),
         ]
     }
 
@@ -1231,29 +916,37 @@ mod tests {
     #[test]
     fn fixed_layouts() {
         let sizes: Vec<usize> = host_msgs().iter().map(|m| m.encode().len()).collect();
-        // ATTACH "node1", DETACH, OPEN_QP, CLOSE_QP, NEIGH_QUERY x2 (id, GID, pkey, a
-        // 17-byte address), CREATE_QP, UD_SEND, MCAST x2, SA_SEND.
-        assert_eq!(sizes, vec![15, 8, 29, 12, 51, 51, 12, 312, 30, 30, 298]);
-        let answer = HubMsg::NeighAnswer {
+        // ATTACH "node1", DETACH, OPEN_QP, CLOSE_QP, NEIGH_QUERY x2 (id, port, GID,
+        // pkey, a 17-byte address), CREATE_QP, UD_SEND, MCAST x2, SA_SEND, SOURCE_QUERY
+        // (id, a 17-byte address).
+        assert_eq!(sizes, vec![15, 8, 29, 12, 56, 56, 12, 312, 30, 30, 298, 33]);
+        let answer = HubMsg::Event(FabricEvent::NeighAnswer {
             id: NeighId(1),
             result: NeighResult::Incomplete,
-        };
+        });
         // id u64, result u8, qpn u32, GID.
         assert_eq!(answer.encode().len(), HEADER_LEN + 29);
-        let d = HubMsg::UdReceive {
+        let source = HubMsg::Event(FabricEvent::SourceAnswer {
+            id: LookupId(1),
+            result: Err(101),
+        });
+        // id u64, a 17-byte address, errno u8.
+        assert_eq!(source.encode().len(), HEADER_LEN + 26);
+        let d = HubMsg::Event(FabricEvent::UdReceive {
             ep: EndpointId(0x0403_0201),
             wc: RecvInfo::default(),
-            grh: [0; GRH_LEN],
-            mad: Box::new([0; MAD_LEN]),
-        }
+            grh: Some([0; GRH_LEN]),
+            mad: MadBytes::new(&[0; MAD_LEN]),
+        })
         .encode();
-        assert_eq!(d.len(), HEADER_LEN + 309);
-        assert_eq!(&d[..12], &[0x91, 1, 0, 0, 0x35, 1, 0, 0, 1, 2, 3, 4]);
+        // ep, work completion (9 bytes), GRH flag and GRH, MAD.
+        assert_eq!(d.len(), HEADER_LEN + 310);
+        assert_eq!(&d[..12], &[0x91, VERSION, 0, 0, 0x36, 1, 0, 0, 1, 2, 3, 4]);
     }
 
     #[test]
     fn damage_is_reported() {
-        let good = HostMsg::CloseQp { ep: EndpointId(1) }.encode();
+        let good = HostMsg::Op(FabricOp::CloseQp(EndpointId(1))).encode();
         assert!(matches!(
             HostMsg::decode(&good[..5]),
             Err(WireError::Truncated { .. })
@@ -1269,10 +962,10 @@ mod tests {
         let mut v = good;
         v[0] = 0x7F;
         assert_eq!(HostMsg::decode(&v), Err(WireError::UnknownType(0x7F)));
-        let mut q = HubMsg::QpOpened {
+        let mut q = HubMsg::Event(FabricEvent::QpOpened {
             ep: EndpointId(1),
-            qpn: None,
-        }
+            result: Err(()),
+        })
         .encode();
         q[12] = 2;
         assert_eq!(HubMsg::decode(&q), Err(WireError::BadField("QP_OPENED ok")));

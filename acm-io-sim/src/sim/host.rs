@@ -15,8 +15,8 @@ use crate::topology::{PortRef, Topology};
 use acm_engine::HostOutput;
 use acm_engine::driver::{self, Fabric};
 use acm_engine::{
-    AddressVector, ClientOutput, EndpointId, LocalIp, Mad, McastGroup, NeighQuery, NeighResult,
-    OpenQp, SaSend, SourceQuery, UdSend,
+    AddressVector, ClientOutput, EndpointId, FabricEvent, LocalIp, Mad, McastGroup, NeighId,
+    NeighQuery, NeighResult, OpenQp, SaSend, SourceQuery, UdSend,
 };
 use acm_engine::{ConnId, DeviceDesc, DeviceId, Engine, Instant};
 use acm_proto::mad::{AttrId, MadHeaderPacket};
@@ -54,6 +54,9 @@ pub(crate) struct SimHost {
     /// The kernel's IPoIB neighbour table: each address asked for, with what
     /// resolution finds and when it has found it.
     pub(crate) neigh: BTreeMap<IpAddr, SimNeigh>,
+    /// The address of each neighbour lookup whose answer is on its way, for the
+    /// invariants' record of what the host learned.
+    pub(crate) neigh_asked: BTreeMap<NeighId, IpAddr>,
     /// Draws the ARP exchanges' durations.
     neigh_rng: SimRng,
     /// When each port's last send is off the wire (`[nic] send_ns`).
@@ -127,6 +130,7 @@ impl SimHost {
             addr_timeout,
             preloaded,
             neigh: BTreeMap::new(),
+            neigh_asked: BTreeMap::new(),
             neigh_rng: SimRng::derive(engine_seed, 0x4e31_6768),
             tx_free: BTreeMap::new(),
             rx_free: Instant::ZERO,
@@ -209,11 +213,13 @@ impl Fabric for HostFabric<'_> {
         let inc = host.incarnation;
         sim.schedule(
             sim.now,
-            Event::QpOpened {
+            Event::Fabric {
                 host: h,
                 inc,
-                ep: qp.ep,
-                qpn,
+                event: Box::new(FabricEvent::QpOpened {
+                    ep: qp.ep,
+                    result: Ok(qpn),
+                }),
             },
         );
     }
@@ -230,11 +236,14 @@ impl Fabric for HostFabric<'_> {
         let inc = sim.hosts[h.index()].incarnation;
         sim.schedule(
             sim.now + depart.max(Duration::from_micros(1)),
-            Event::UdDone {
+            Event::Fabric {
                 host: h,
                 inc,
-                ep: send.ep,
-                token: send.token,
+                event: Box::new(FabricEvent::UdSendDone {
+                    ep: send.ep,
+                    token: send.token,
+                    ok: true,
+                }),
             },
         );
     }
@@ -274,11 +283,10 @@ impl Fabric for HostFabric<'_> {
         let inc = sim.hosts[h.index()].incarnation;
         sim.schedule(
             sim.now,
-            Event::Source {
+            Event::Fabric {
                 host: h,
                 inc,
-                id: q.id,
-                result,
+                event: Box::new(FabricEvent::SourceAnswer { id: q.id, result }),
             },
         );
     }
@@ -286,15 +294,15 @@ impl Fabric for HostFabric<'_> {
     fn neigh_query(&mut self, q: NeighQuery) {
         let (sim, h) = (&mut *self.sim, self.h);
         let result = sim.neighbour(h, &q);
-        let inc = sim.hosts[h.index()].incarnation;
+        let host = &mut sim.hosts[h.index()];
+        host.neigh_asked.insert(q.id, q.dest);
+        let inc = host.incarnation;
         sim.schedule(
             sim.now,
-            Event::Neigh {
+            Event::Fabric {
                 host: h,
                 inc,
-                id: q.id,
-                dest: q.dest,
-                result,
+                event: Box::new(FabricEvent::NeighAnswer { id: q.id, result }),
             },
         );
     }

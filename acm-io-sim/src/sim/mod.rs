@@ -34,7 +34,7 @@ use crate::sa::{SaMode, SubnetAdmin};
 use crate::spec::{FabricSpec, HostId};
 use crate::topology::{PortRef, Topology};
 use acm_engine::{ConnId, Instant};
-use acm_engine::{EndpointId, LookupId, PortEvent, RecvInfo, SendToken};
+use acm_engine::{EndpointId, FabricEvent, PortEvent, RecvInfo};
 use acm_proto::Gid;
 use acm_proto::notice::SmTrap;
 use faults::Faults;
@@ -42,7 +42,6 @@ use host::SimHost;
 use invariants::Invariants;
 use mcast::Fanout;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::net::IpAddr;
 use std::rc::Rc;
 use std::time::Duration;
 use trace::Trace;
@@ -69,13 +68,6 @@ pub(crate) enum Event {
     /// receiver would do, without one queue entry each (a storm on N hosts sends N²
     /// copies at once).
     UdFanout(Box<Fanout>),
-    /// A UD send completes.
-    UdDone {
-        host: HostId,
-        inc: u32,
-        ep: EndpointId,
-        token: SendToken,
-    },
     /// An SA MAD reaches the SM.
     SaAtSm {
         host: HostId,
@@ -114,27 +106,15 @@ pub(crate) enum Event {
         tid: u64,
         attempt: u32,
     },
-    /// A QP the engine asked for exists.
-    QpOpened {
+    /// A host's fabric, routing or neighbour table answers its engine at once or after
+    /// a delay of its own (a QP made, a UD send completed, a source or neighbour lookup
+    /// answered): the engine's own event, boxed because it has room for a MAD and most
+    /// queued events are small. Received MADs and SA answers have events of their own,
+    /// for the fan-out, the faults and umad's tries they go through first.
+    Fabric {
         host: HostId,
         inc: u32,
-        ep: EndpointId,
-        qpn: u32,
-    },
-    /// The host's routing answered a source lookup.
-    Source {
-        host: HostId,
-        inc: u32,
-        id: LookupId,
-        result: Result<IpAddr, u8>,
-    },
-    /// The host's neighbour table answered a lookup.
-    Neigh {
-        host: HostId,
-        inc: u32,
-        id: acm_engine::NeighId,
-        dest: IpAddr,
-        result: acm_engine::NeighResult,
+        event: Box<FabricEvent>,
     },
     /// An SA Report (a trap, docs/protocol/sa.md §9) reaches a subscriber's umad agent.
     Report { port: PortRef, mad: Box<[u8; 256]> },
@@ -588,22 +568,9 @@ impl Sim {
             }
             // `pop_event` hands out a fan-out's copies one by one.
             Event::UdFanout(_) => {}
-            Event::UdDone {
-                host,
-                inc,
-                ep,
-                token,
-            } => {
+            Event::Fabric { host, inc, event } => {
                 if self.hosts[host.index()].incarnation == inc {
-                    self.trace.add(&[3, host.index() as u8]);
-                    self.input(
-                        host,
-                        acm_engine::Input::UdSendDone {
-                            ep,
-                            token,
-                            ok: true,
-                        },
-                    );
+                    self.fabric_event(host, &event);
                 }
             }
             Event::SaAtSm {
@@ -633,45 +600,32 @@ impl Sim {
             } => self.umad_timeout(host, inc, tid, attempt),
             Event::Report { port, mad } => self.report_arrival(port, &mad),
             Event::ReportTimeout { tid } => self.report_timeout(tid),
-            Event::QpOpened { host, inc, ep, qpn } => {
-                if self.hosts[host.index()].incarnation == inc {
-                    self.trace.add(&[4, host.index() as u8]);
-                    self.input(
-                        host,
-                        acm_engine::Input::QpOpened {
-                            ep,
-                            result: Ok(qpn),
-                        },
-                    );
-                }
-            }
-            Event::Source {
-                host,
-                inc,
-                id,
-                result,
-            } => {
-                if self.hosts[host.index()].incarnation == inc {
-                    self.trace.add(&[5, host.index() as u8]);
-                    self.input(host, acm_engine::Input::SourceAnswer { id, result });
-                }
-            }
-            Event::Neigh {
-                host,
-                inc,
-                id,
-                dest,
-                result,
-            } => {
-                if self.hosts[host.index()].incarnation == inc {
-                    self.trace.add(&[6, host.index() as u8]);
-                    let found = matches!(result, acm_engine::NeighResult::Found { .. });
-                    let hosts = self.hosts.len();
-                    self.inv.on_neigh_answer(self.now, host, hosts, dest, found);
-                    self.input(host, acm_engine::Input::NeighAnswer { id, result });
-                }
+        }
+    }
+
+    /// Hands host `h`'s engine what its fabric answered (an [`Event::Fabric`] of the
+    /// host's current incarnation), traced by kind.
+    fn fabric_event(&mut self, h: HostId, event: &FabricEvent) {
+        let kind = match event {
+            FabricEvent::UdSendDone { .. } => 3,
+            FabricEvent::QpOpened { .. } => 4,
+            FabricEvent::SourceAnswer { .. } => 5,
+            FabricEvent::NeighAnswer { .. } => 6,
+            // Not scheduled this way (see `Event::Fabric`); traced apart should one be.
+            FabricEvent::UdReceive { .. }
+            | FabricEvent::SaResponse { .. }
+            | FabricEvent::SaSendFailed { .. } => 21,
+        };
+        self.trace.add(&[kind, h.index() as u8]);
+        if let FabricEvent::NeighAnswer { id, result } = event {
+            let asked = self.hosts[h.index()].neigh_asked.remove(id);
+            if let Some(dest) = asked {
+                let found = matches!(result, acm_engine::NeighResult::Found { .. });
+                let hosts = self.hosts.len();
+                self.inv.on_neigh_answer(self.now, h, hosts, dest, found);
             }
         }
+        self.input(h, event.as_input());
     }
 
     /// Hands a UD MAD to host `h`'s engine.
