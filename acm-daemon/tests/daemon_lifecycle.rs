@@ -252,7 +252,10 @@ fn a_sim_daemon_without_options_logs_in_its_run_dir_at_the_fabric_level_and_stop
     );
     d.stop(Signal::SIGINT);
     let after = read(&log);
-    assert!(after.starts_with(&before), "the first run's log is kept");
+    assert!(
+        after.starts_with(&before),
+        "the log of the daemon started before is kept"
+    );
     assert_eq!(
         after.matches("Assistant to the InfiniBand").count(),
         2,
