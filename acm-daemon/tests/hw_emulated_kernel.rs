@@ -60,7 +60,7 @@ fn cannot_drop_capabilities() -> Option<String> {
 
 /// Starts host node1 of the demo fabric in `dir`, through `wrapper`.
 fn start(dir: &Path, hub: &Path, wrapper: &[&str]) -> EmulatedHost {
-    EmulatedHost::start_wrapped(
+    EmulatedHost::start_with(
         dir,
         hub,
         &demo(),

@@ -187,7 +187,7 @@ fn a_c_provider_gets_the_verbs_context_of_devices_that_come_later_or_come_back()
     let fabric = Path::new(REFERENCE).join("fabric.toml");
     let addr = std::fs::read_to_string(Path::new(REFERENCE).join("ibacm_addr.cfg"))
         .expect("the reference address file");
-    let host = EmulatedHost::start_unplugged(
+    let host = EmulatedHost::start_with(
         &dir.subdir("fakehost"),
         &hub.path,
         &fabric,
@@ -200,6 +200,7 @@ fn a_c_provider_gets_the_verbs_context_of_devices_that_come_later_or_come_back()
         &[],
         "waiting for an InfiniBand device",
         &["fakeib0"],
+        &[],
     );
     let queried = "open_port: verbs port 1 lid 1";
     // The driver loads.
@@ -258,7 +259,7 @@ fn debian_libibacmp_serves_a_device_that_appears_after_start() {
     let common = "log_level 2\nsupport_ips_in_addr_cfg 1\naddr_prot acm\nroute_prot acm\n\
                   timeout 500\nretries 2\n";
     let addr = |n: u16| format!("node{n} mlx5_0 1 default\n10.0.0.{n} mlx5_0 1 default\n");
-    let c = EmulatedHost::start_unplugged(
+    let c = EmulatedHost::start_with(
         &dir.subdir("node1"),
         &hub.path,
         &demo(),
@@ -271,6 +272,7 @@ fn debian_libibacmp_serves_a_device_that_appears_after_start() {
         &[],
         "waiting for an InfiniBand device",
         &["mlx5_0"],
+        &[],
     );
     let n2 = EmulatedHost::start(
         &dir.subdir("node2"),

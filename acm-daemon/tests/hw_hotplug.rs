@@ -276,7 +276,7 @@ fn a_daemon_waits_for_its_first_device_when_told_to() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("no InfiniBand devices"), "{err}");
 
-    let n2 = EmulatedHost::start_unplugged(
+    let n2 = EmulatedHost::start_with(
         &dir.subdir("node2"),
         &hub.path,
         &demo(),
@@ -286,6 +286,7 @@ fn a_daemon_waits_for_its_first_device_when_told_to() {
         &[],
         "waiting for an InfiniBand device",
         &["mlx5_0"],
+        &[],
     );
     fails(&n2, &["-f", "l", "-d", "3"]);
     // The driver loads: the device appears in sysfs.

@@ -169,24 +169,7 @@ impl EmulatedHost {
         env: &[(&str, &str)],
         ready: &str,
     ) -> Self {
-        Self::start_unplugged(dir, hub, fabric, host, options, addr_file, env, ready, &[])
-    }
-
-    /// [`EmulatedHost::start`] with the devices `unplugged` missing from the host's
-    /// sysfs tree (the daemon then finds them when they are written back).
-    #[allow(clippy::too_many_arguments)]
-    pub fn start_unplugged(
-        dir: &Path,
-        hub: &Path,
-        fabric: &Path,
-        host: &str,
-        options: &str,
-        addr_file: &str,
-        env: &[(&str, &str)],
-        ready: &str,
-        unplugged: &[&str],
-    ) -> Self {
-        Self::start_wrapped(
+        Self::start_with(
             dir,
             hub,
             fabric,
@@ -195,16 +178,17 @@ impl EmulatedHost {
             addr_file,
             env,
             ready,
-            unplugged,
+            &[],
             &[],
         )
     }
 
-    /// [`EmulatedHost::start_unplugged`] with the daemon run through `wrapper` (a
-    /// program and its arguments, the daemon's command line appended: `setpriv ...
-    /// --`), when not empty.
+    /// [`EmulatedHost::start`] with the devices `unplugged` missing from the host's
+    /// sysfs tree (the daemon then finds them when they are written back), and the
+    /// daemon run through `wrapper` (a program and its arguments, the daemon's command
+    /// line appended: `setpriv ... --`) when that is not empty.
     #[allow(clippy::too_many_arguments)]
-    pub fn start_wrapped(
+    pub fn start_with(
         dir: &Path,
         hub: &Path,
         fabric: &Path,
