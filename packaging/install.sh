@@ -4,7 +4,7 @@
 # the license files; the logrotate configuration (as an example, or into the directory
 # --logrotatedir names). It never builds (so running it as root never runs cargo as root):
 # build first, as yourself, with
-#     cargo build --release -p acm-daemon --features verbs
+#     cargo build --release -p ibacm -p ib_acme -p acmdump -p acm-load --features ibacm/verbs
 # then, for example,
 #     sudo packaging/install.sh                  # under /usr/local
 #     packaging/install.sh --prefix /usr --destdir /tmp/stage
@@ -105,7 +105,7 @@ done
 if [ -n "$missing" ]; then
     echo "install.sh: not built in $build_dir:$missing" >&2
     echo "build them first (as yourself, not root):" >&2
-    echo "    cargo build --release -p acm-daemon --features verbs" >&2
+    echo "    cargo build --release -p ibacm -p ib_acme -p acmdump -p acm-load --features ibacm/verbs" >&2
     exit 1
 fi
 # A daemon built without the verbs feature serves only simulated fabrics.

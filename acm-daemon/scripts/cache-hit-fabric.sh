@@ -17,7 +17,7 @@
 # and what it makes the clients' system calls do.
 bin=${BIN:-${CARGO_TARGET_DIR:-target}/release}
 if [ -z "${BIN:-}" ]; then
-  cargo build --release -q -p acm-fake-hca -p acm-fabric-hub -p acm-daemon --features acm-daemon/verbs
+  cargo build --release -q -p acm-fake-hca -p acm-fabric-hub -p ibacm -p acm-load --features ibacm/verbs
 fi
 # Absolute: the C daemon's acm-load runs inside its mount namespace, from another
 # working directory.

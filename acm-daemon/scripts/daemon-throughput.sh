@@ -21,7 +21,7 @@ shift $(( $# > 2 ? 2 : $# )) || true
 clients=("$@")
 [ ${#clients[@]} -gt 0 ] || clients=(4 16)
 
-cargo build --release -q -p acm-daemon
+cargo build --release -q -p ibacm -p acm-load
 bin=${CARGO_TARGET_DIR:-target}/release
 dir=$(mktemp -d /tmp/acm-tput.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$dir"' EXIT

@@ -24,7 +24,7 @@ shift $((OPTIND - 1))
 [ $# -gt 0 ] || { echo "usage: $0 [-n IDLE] [-s SECONDS] [-r ROUNDS] IBACM..." >&2; exit 2; }
 bin=${BIN:-${CARGO_TARGET_DIR:-target}/release}
 if [ -z "${BIN:-}" ]; then
-  cargo build --release -q -p acm-daemon --bin acm-load
+  cargo build --release -q -p acm-load
 fi
 # shellcheck source=SCRIPTDIR/bench-dir.sh
 source "$(dirname "$0")/bench-dir.sh" idle

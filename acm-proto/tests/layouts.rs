@@ -45,13 +45,13 @@ const ALLOWED: &[(&str, Option<&str>, &str)] = &[
         "the emulated HCA's side of the same umad ioctl ABI (it plays the kernel)",
     ),
     (
-        "acm-daemon/src/daemon/kernel/rtnl.rs",
+        "acm-daemon/ibacm/src/kernel/rtnl.rs",
         None,
         "rtnetlink route, address and link messages: the kernel's ABI, read only by the \
          daemon's kernel module",
     ),
     (
-        "acm-daemon/src/daemon/kernel/neigh.rs",
+        "acm-daemon/ibacm/src/kernel/neigh.rs",
         None,
         "rtnetlink neighbour messages: the kernel's ABI, read and written only here",
     ),
@@ -83,12 +83,12 @@ const ALLOWED: &[(&str, Option<&str>, &str)] = &[
         "the tail of a list of options, not a message",
     ),
     (
-        "acm-daemon/src/client/cnum.rs",
+        "acm-daemon/acm-client/src/cnum.rs",
         Some("&s[1..]"),
         "a number's text after its sign, not a message",
     ),
     (
-        "acm-daemon/src/client/addr.rs",
+        "acm-daemon/acm-client/src/addr.rs",
         Some("u16::from_be_bytes([w[0], w[1]])"),
         "the 16-bit groups of an IPv6 address being printed, not a message",
     ),

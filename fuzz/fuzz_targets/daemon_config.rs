@@ -1,10 +1,10 @@
 //! The daemon's reading of its configuration on arbitrary bytes: the options file
 //! through the engine's parser and the daemon's own settings, then (after the first NUL
 //! byte) the address file as the daemon hands it to the engine. The body is shared with
-//! acm-daemon's stable smoke test.
+//! the ibacm package's stable smoke test.
 #![no_main]
 
-#[path = "../../acm-daemon/tests/support/daemon_config_fuzz.rs"]
+#[path = "../../acm-daemon/ibacm/tests/support/daemon_config_fuzz.rs"]
 mod daemon_config_fuzz;
 
 use libfuzzer_sys::fuzz_target;

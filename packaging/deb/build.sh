@@ -1,8 +1,8 @@
 #!/bin/sh
 # Builds the Debian binary package acm-rs from this repository:
 #     packaging/deb/build.sh [OUTDIR]          # default OUTDIR: the current directory
-# It builds the release binaries with the hardware backend (cargo build --release -p
-# acm-daemon --features verbs; CARGO_TARGET_DIR is honoured, so CI reuses its build),
+# It builds the release binaries with the hardware backend (cargo build --release -p ibacm
+# -p ib_acme -p acmdump -p acm-load --features ibacm/verbs; CARGO_TARGET_DIR is honoured, so CI reuses its build),
 # stages them with packaging/install.sh --prefix /usr, adds the Debian files kept next
 # to this script (control.in, changelog, copyright, maintainer scripts, lintian
 # overrides), computes Depends with dpkg-shlibdeps, and writes
@@ -30,7 +30,7 @@ fi
 arch=$(dpkg --print-architecture)
 
 if [ "${ACM_DEB_SKIP_BUILD:-0}" != 1 ]; then
-    cargo build --release --locked -p acm-daemon --features verbs
+    cargo build --release --locked -p ibacm -p ib_acme -p acmdump -p acm-load --features ibacm/verbs
 fi
 
 work=$(mktemp -d)

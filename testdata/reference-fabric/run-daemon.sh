@@ -17,7 +17,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 mkdir -p "$1"
 run_dir="$(cd "$1" && pwd)"
 if [ -z "${IBACM:-}" ]; then
-  IBACM="$(cargo build -q --manifest-path "$here/../../Cargo.toml" -p acm-daemon --bin ibacm \
+  IBACM="$(cargo build -q --manifest-path "$here/../../Cargo.toml" -p ibacm \
     --message-format=json-render-diagnostics |
     sed -n 's/.*"executable":"\([^"]*\/ibacm\)".*/\1/p' | tail -n 1)"
   if [ -z "$IBACM" ]; then
