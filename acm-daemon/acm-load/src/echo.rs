@@ -39,7 +39,7 @@ const WAKER: Token = Token(usize::MAX);
 
 /// The fixed replies, one per operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Replies {
+pub(crate) struct Replies {
     resolve: Vec<u8>,
     perf: Vec<u8>,
     ep: Vec<u8>,
@@ -55,7 +55,7 @@ impl Replies {
     /// What the reference daemon answers on the capture fabric: 10.0.0.1 → 10.0.0.2
     /// (`resolve_preloaded_ip`), seven counters, endpoint 1 with one address.
     #[must_use]
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let path = PathRecordRepr {
             dgid: "fe80::2:c903:a0:b002"
                 .parse::<std::net::Ipv6Addr>()
@@ -109,7 +109,7 @@ impl Replies {
     /// The reply to a request for `operation` ([`request_len`] has already refused
     /// operations other than RESOLVE, PERF_QUERY and EP_QUERY).
     #[must_use]
-    pub fn for_operation(&self, operation: Operation) -> &[u8] {
+    pub(crate) fn for_operation(&self, operation: Operation) -> &[u8] {
         if operation == Operation::RESOLVE {
             &self.resolve
         } else if operation == Operation::PERF_QUERY {
@@ -124,7 +124,7 @@ impl Replies {
 /// `out`; returns how many bytes were consumed, or `None` at a header no request can
 /// have (the connection must close).
 #[must_use]
-pub fn answer(input: &[u8], out: &mut Vec<u8>, replies: &Replies) -> Option<usize> {
+pub(crate) fn answer(input: &[u8], out: &mut Vec<u8>, replies: &Replies) -> Option<usize> {
     let mut at = 0;
     while input.len() - at >= HEADER_LEN {
         let head = &input[at..at + HEADER_LEN];
@@ -169,7 +169,7 @@ pub struct EchoConfig {
 
 /// A running echo server.
 #[derive(Debug)]
-pub struct EchoServer {
+pub(crate) struct EchoServer {
     /// The unix socket it listens on.
     pub unix: Option<PathBuf>,
     /// The TCP address it listens on (with the port the system picked).
@@ -183,7 +183,7 @@ impl EchoServer {
     /// # Errors
     /// A listener cannot be set up (the unix path is a live socket or not a socket, the
     /// address is taken, …) or a thread cannot be started.
-    pub fn start(config: &EchoConfig) -> io::Result<Self> {
+    pub(crate) fn start(config: &EchoConfig) -> io::Result<Self> {
         if config.style == EchoStyle::Reference {
             return Self::start_reference(config);
         }
@@ -275,7 +275,7 @@ impl EchoServer {
     }
 
     /// Serves until the process ends.
-    pub fn wait(self) {
+    pub(crate) fn wait(self) {
         for a in self.acceptors {
             let _ = a.join();
         }

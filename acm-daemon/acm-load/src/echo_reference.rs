@@ -22,7 +22,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 
 /// The most one `recv` takes: the reference's `struct acm_msg`.
-pub const RECV_SIZE: usize = acm_proto::client::MAX_REQUEST_LEN;
+pub(crate) const RECV_SIZE: usize = acm_proto::client::MAX_REQUEST_LEN;
 /// Descriptors a `select` set can hold (glibc's `FD_SETSIZE`).
 const FD_SETSIZE: i32 = 1024;
 
@@ -39,7 +39,7 @@ enum Served {
 ///
 /// # Errors
 /// `select` or `accept` failed for a reason other than a signal.
-pub fn serve(listener: &UnixListener, replies: &Replies) -> io::Result<()> {
+pub(crate) fn serve(listener: &UnixListener, replies: &Replies) -> io::Result<()> {
     let mut clients: Vec<UnixStream> = Vec::new();
     let mut buf = [0u8; RECV_SIZE];
     loop {

@@ -11,22 +11,22 @@
 //! acm-load --echo-server PATH [--echo-tcp ADDR] [--echo-threads N]
 //! ```
 //!
-//! Each of the `-c` clients is a thread with one connection ([`worker`]) that keeps
+//! Each of the `-c` clients is a thread with one connection (`worker`) that keeps
 //! `--pipeline` requests in flight (1 by default: a request, its reply, the next) and
 //! times each from just before its write to the end of its reply. The kinds of request
-//! ([`mix`]) are `hit` (RESOLVE of the `-d` destinations, which should resolve: each is
+//! (`mix`) are `hit` (RESOLVE of the `-d` destinations, which should resolve: each is
 //! resolved once before the timing starts unless `--no-warmup`, so that the run
 //! measures cache hits), `miss` (RESOLVE of `--miss-dst`, destinations the daemon does
 //! not know, each client taking different ones in turn), `nodelay` (RESOLVE of `-d`
 //! with the NODELAY flag: answered from the cache only), `perf` (PERF_QUERY of the
 //! global counters) and `ep` (EP_QUERY of endpoint 1). Their bytes are built once
-//! ([`requests`]) as `ib_acme` builds them. The run ends after `--count` requests in all
+//! (`requests`) as `ib_acme` builds them. The run ends after `--count` requests in all
 //! or after `--duration` seconds (10 by default); the clients start together once every
 //! one is connected and warmed up, and the elapsed time runs from then until the last
-//! reply. A progress bar ([`progress`]) is drawn on stderr when it is a terminal, unless
+//! reply. A progress bar (`progress`) is drawn on stderr when it is a terminal, unless
 //! `--quiet`.
 //!
-//! Every request ends one way ([`stats`]): answered with status 0 (ok), answered with
+//! Every request ends one way (`stats`): answered with status 0 (ok), answered with
 //! another status (error `status`; the statuses are counted by value), or unanswered:
 //! `closed` (the server closed the connection or a write failed), `short` (the
 //! connection ended in the middle of a reply, or a reply too short for its kind),
@@ -43,7 +43,7 @@
 //!
 //! # The echo server
 //!
-//! See [`echo`]: it frames requests exactly as the daemon does and answers each with a
+//! See `echo`: it frames requests exactly as the daemon does and answers each with a
 //! reply of the real size (88 bytes for RESOLVE), tid copied, from `--echo-threads`
 //! edge-triggered mio loops (1 by default, like the daemon) that batch reads and
 //! writes. Run the same load against it and against the daemon; the daemon's
@@ -90,27 +90,27 @@
 //! | module | purpose |
 //! |---|---|
 //! | [`args`] | the command line and its checks |
-//! | [`mix`] | kinds of request, `--mix`, the order each client sends them in |
-//! | [`requests`] | address lists and the bytes of every request |
-//! | [`target`] | unix or TCP server, the client's connection |
-//! | [`worker`] | one client: pipeline, framing, timing, error kinds |
-//! | [`stats`] | counters and latency histograms |
-//! | [`run`] | starting, releasing and collecting the clients |
-//! | [`progress`] | the progress bar |
-//! | [`report`] | text and JSON reports |
-//! | [`echo`] | the echo server |
+//! | `mix` | kinds of request, `--mix`, the order each client sends them in |
+//! | `requests` | address lists and the bytes of every request |
+//! | `target` | unix or TCP server, the client's connection |
+//! | `worker` | one client: pipeline, framing, timing, error kinds |
+//! | `stats` | counters and latency histograms |
+//! | `run` | starting, releasing and collecting the clients |
+//! | `progress` | the progress bar |
+//! | `report` | text and JSON reports |
+//! | `echo` | the echo server |
 
 pub mod args;
-pub mod echo;
-pub mod echo_reference;
-pub mod mix;
-pub mod progress;
-pub mod report;
-pub mod requests;
-pub mod run;
-pub mod stats;
-pub mod target;
-pub mod worker;
+mod echo;
+mod echo_reference;
+mod mix;
+mod progress;
+mod report;
+mod requests;
+mod run;
+mod stats;
+mod target;
+mod worker;
 
 use args::{ArgsError, LoadConfig, Mode};
 use echo::{EchoConfig, EchoServer};

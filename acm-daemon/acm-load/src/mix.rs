@@ -165,7 +165,7 @@ impl fmt::Display for Mix {
 /// `total` requests holds each kind in exact proportion, evenly spread (`hit=2,miss=1`
 /// gives hit, miss, hit, hit, miss, hit …), with no randomness to make runs differ.
 #[derive(Debug, Clone)]
-pub struct Picker {
+pub(crate) struct Picker {
     weights: [i64; Kind::ALL.len()],
     current: [i64; Kind::ALL.len()],
     total: i64,
@@ -175,7 +175,7 @@ impl Picker {
     /// A picker for `mix`, advanced `offset` steps so that clients do not all send the
     /// same kind at the same moment.
     #[must_use]
-    pub fn new(mix: &Mix, offset: u64) -> Self {
+    pub(crate) fn new(mix: &Mix, offset: u64) -> Self {
         let weights = mix.weights.map(i64::from);
         let mut p = Self {
             weights,
@@ -190,7 +190,7 @@ impl Picker {
     }
 
     /// The kind of the next request.
-    pub fn next_kind(&mut self) -> Kind {
+    pub(crate) fn next_kind(&mut self) -> Kind {
         let mut best = 0;
         for i in 0..self.current.len() {
             self.current[i] += self.weights[i];

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 /// What the bar fills up to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Goal {
+pub(crate) enum Goal {
     /// A number of requests (`--count`).
     Count(u64),
     /// A length of time (`--duration`).
@@ -20,7 +20,7 @@ pub enum Goal {
 
 /// A running progress bar; [`finish`](Self::finish) clears it.
 #[derive(Debug)]
-pub struct Progress {
+pub(crate) struct Progress {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -28,13 +28,17 @@ pub struct Progress {
 impl Progress {
     /// Whether a bar would be shown: stderr is a terminal and it is not `quiet`.
     #[must_use]
-    pub fn wanted(quiet: bool) -> bool {
+    pub(crate) fn wanted(quiet: bool) -> bool {
         !quiet && std::io::stderr().is_terminal()
     }
 
     /// Starts the bar when `enabled`; `done` tells how many requests are finished.
     #[must_use]
-    pub fn start(enabled: bool, goal: Goal, done: impl Fn() -> u64 + Send + 'static) -> Self {
+    pub(crate) fn start(
+        enabled: bool,
+        goal: Goal,
+        done: impl Fn() -> u64 + Send + 'static,
+    ) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = enabled.then(|| {
             let stop = Arc::clone(&stop);
@@ -50,7 +54,7 @@ impl Progress {
     }
 
     /// Stops and clears the bar.
-    pub fn finish(mut self) {
+    pub(crate) fn finish(mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 /// Everything a report says.
 #[derive(Debug)]
-pub struct Report<'a> {
+pub(crate) struct Report<'a> {
     /// The server.
     pub target: &'a Target,
     /// Clients (connections).
@@ -32,7 +32,7 @@ pub struct Report<'a> {
 impl Report<'_> {
     /// Requests answered per second.
     #[must_use]
-    pub fn rate(&self) -> f64 {
+    pub(crate) fn rate(&self) -> f64 {
         let secs = self.elapsed.as_secs_f64();
         if secs > 0.0 {
             self.stats.total().answered() as f64 / secs
@@ -43,7 +43,7 @@ impl Report<'_> {
 
     /// The JSON document.
     #[must_use]
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         let total = self.stats.total();
         let mut kinds = Map::new();
         for (k, s) in self.stats.kinds() {
@@ -98,7 +98,7 @@ impl Report<'_> {
 
     /// The text report.
     #[must_use]
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let total = self.stats.total();
         let mut t = String::new();
         let stop = match self.stop {

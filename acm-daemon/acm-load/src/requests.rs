@@ -26,9 +26,9 @@ use thiserror::Error;
 
 /// Misses when `--miss-dst` is not given and the source is not IPv6: the IPv4
 /// benchmarking range of RFC 2544, which no fabric host has.
-pub const DEFAULT_MISS_V4: &str = "198.18.0.1-198.18.255.254";
+pub(crate) const DEFAULT_MISS_V4: &str = "198.18.0.1-198.18.255.254";
 /// The same for an IPv6 source: the benchmarking range of RFC 5180.
-pub const DEFAULT_MISS_V6: &str = "2001:2::1-2001:2::ffff";
+pub(crate) const DEFAULT_MISS_V6: &str = "2001:2::1-2001:2::ffff";
 
 /// Why the requests could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -174,7 +174,7 @@ impl Templates {
 
 /// The global PERF_QUERY (`ib_acme -P`).
 #[must_use]
-pub fn perf_request() -> Vec<u8> {
+pub(crate) fn perf_request() -> Vec<u8> {
     ClientMessage::PerfQuery(PerfQueryRepr {
         header: HeaderRepr::new(Opcode::PERF_QUERY),
         entry: None,
@@ -185,7 +185,7 @@ pub fn perf_request() -> Vec<u8> {
 
 /// EP_QUERY of endpoint 1 as `ib_acme -e 1` asks for it (index 1, port 1).
 #[must_use]
-pub fn ep_request() -> Vec<u8> {
+pub(crate) fn ep_request() -> Vec<u8> {
     ClientMessage::EpQuery(EpQueryRepr::new(1, 1)).to_vec(Direction::Request)
 }
 
@@ -205,7 +205,7 @@ fn format_of(format: AddrFormat, text: &str) -> AddrFormat {
 ///
 /// # Errors
 /// [`RequestError`].
-pub fn resolve_request(
+pub(crate) fn resolve_request(
     format: AddrFormat,
     src: Option<&str>,
     dst: &str,
@@ -300,7 +300,7 @@ fn address_entry(
 ///
 /// # Errors
 /// [`RequestError::List`], [`RequestError::Range`], [`RequestError::TooMany`].
-pub fn expand_list(arg: &str) -> Result<Vec<String>, RequestError> {
+pub(crate) fn expand_list(arg: &str) -> Result<Vec<String>, RequestError> {
     let mut out = Vec::new();
     for item in split_items(arg) {
         let names = if let Some(range) = ip_range(item) {

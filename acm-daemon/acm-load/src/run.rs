@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 /// What a run measured.
 #[derive(Debug)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// Every client's figures, merged.
     pub stats: Stats,
     /// From the moment every client was connected (and warmed up) to the end of the
@@ -23,7 +23,7 @@ pub struct Outcome {
 ///
 /// # Errors
 /// A client thread cannot be started.
-pub fn run(config: &LoadConfig, progress: bool) -> io::Result<Outcome> {
+pub(crate) fn run(config: &LoadConfig, progress: bool) -> io::Result<Outcome> {
     let shared = Arc::new(Shared::default());
     let barrier = Arc::new(Barrier::new(config.clients as usize + 1));
     let mut handles = Vec::with_capacity(config.clients as usize);

@@ -11,13 +11,13 @@ use super::mix::{Kind, Mix};
 use hdrhistogram::Histogram;
 
 /// Highest latency recorded exactly, in nanoseconds; longer ones count as this.
-pub const LATENCY_MAX_NS: u64 = 100_000_000_000;
+pub(crate) const LATENCY_MAX_NS: u64 = 100_000_000_000;
 /// Significant decimal digits the histogram keeps.
-pub const LATENCY_DIGITS: u8 = 3;
+pub(crate) const LATENCY_DIGITS: u8 = 3;
 
 /// How a request failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ErrorKind {
+pub(crate) enum ErrorKind {
     /// Answered, with a status other than 0.
     Status,
     /// The server closed the connection (end of file or reset at a message boundary, or
@@ -38,7 +38,7 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, in report order.
-    pub const ALL: [Self; 6] = [
+    pub(crate) const ALL: [Self; 6] = [
         Self::Status,
         Self::Closed,
         Self::Short,
@@ -49,7 +49,7 @@ impl ErrorKind {
 
     /// The name in reports.
     #[must_use]
-    pub const fn name(self) -> &'static str {
+    pub(crate) const fn name(self) -> &'static str {
         match self {
             Self::Status => "status",
             Self::Closed => "closed",
@@ -67,29 +67,29 @@ impl ErrorKind {
 
 /// Failures by [`ErrorKind`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ErrorCounts([u64; ErrorKind::ALL.len()]);
+pub(crate) struct ErrorCounts([u64; ErrorKind::ALL.len()]);
 
 impl ErrorCounts {
     /// Counts one failure of `kind`.
-    pub fn add(&mut self, kind: ErrorKind) {
+    pub(crate) fn add(&mut self, kind: ErrorKind) {
         self.0[kind.index()] += 1;
     }
 
     /// Failures of `kind`.
     #[must_use]
-    pub const fn get(&self, kind: ErrorKind) -> u64 {
+    pub(crate) const fn get(&self, kind: ErrorKind) -> u64 {
         self.0[kind.index()]
     }
 
     /// Every failure.
     #[must_use]
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.0.iter().sum()
     }
 
     /// Failures other than a non-zero status: requests the server did not answer.
     #[must_use]
-    pub fn unanswered(&self) -> u64 {
+    pub(crate) fn unanswered(&self) -> u64 {
         self.total() - self.get(ErrorKind::Status)
     }
 
@@ -102,7 +102,7 @@ impl ErrorCounts {
 
 /// The figures of one kind of request.
 #[derive(Debug, Clone)]
-pub struct KindStats {
+pub(crate) struct KindStats {
     /// Requests written.
     pub sent: u64,
     /// Answered with status 0.
@@ -127,7 +127,7 @@ impl Default for KindStats {
 impl KindStats {
     /// Requests answered, whatever the status.
     #[must_use]
-    pub fn answered(&self) -> u64 {
+    pub(crate) fn answered(&self) -> u64 {
         self.ok + self.errors.get(ErrorKind::Status)
     }
 
@@ -147,7 +147,7 @@ fn new_histogram() -> Histogram<u64> {
 
 /// Everything one client (or, merged, the whole run) counted.
 #[derive(Debug, Clone)]
-pub struct Stats {
+pub(crate) struct Stats {
     kinds: [Option<KindStats>; Kind::ALL.len()],
     /// Answers by status byte (index 0 is unused: those are `ok`).
     pub status_codes: [u64; 256],
@@ -168,7 +168,7 @@ pub struct Stats {
 impl Stats {
     /// Empty figures for the kinds `mix` sends.
     #[must_use]
-    pub fn new(mix: &Mix) -> Self {
+    pub(crate) fn new(mix: &Mix) -> Self {
         Self {
             kinds: Kind::ALL.map(|k| mix.uses(k).then(KindStats::default)),
             status_codes: [0; 256],
@@ -187,24 +187,24 @@ impl Stats {
 
     /// The figures of `kind`, if the run sends it.
     #[must_use]
-    pub fn kind(&self, kind: Kind) -> Option<&KindStats> {
+    pub(crate) fn kind(&self, kind: Kind) -> Option<&KindStats> {
         self.kinds[kind.index()].as_ref()
     }
 
     /// The kinds the run sends with their figures, in report order.
-    pub fn kinds(&self) -> impl Iterator<Item = (Kind, &KindStats)> {
+    pub(crate) fn kinds(&self) -> impl Iterator<Item = (Kind, &KindStats)> {
         Kind::ALL
             .into_iter()
             .filter_map(|k| self.kind(k).map(|s| (k, s)))
     }
 
     /// A request of `kind` went out.
-    pub fn sent(&mut self, kind: Kind) {
+    pub(crate) fn sent(&mut self, kind: Kind) {
         self.slot(kind).sent += 1;
     }
 
     /// A request of `kind` was answered with `status` after `nanos`.
-    pub fn answered(&mut self, kind: Kind, status: u8, nanos: u64) {
+    pub(crate) fn answered(&mut self, kind: Kind, status: u8, nanos: u64) {
         let s = self.slot(kind);
         s.latency.saturating_record(nanos.max(1));
         if status == 0 {
@@ -216,12 +216,12 @@ impl Stats {
     }
 
     /// A request of `kind` ended without an answer, or with an unusable one.
-    pub fn failed(&mut self, kind: Kind, why: ErrorKind) {
+    pub(crate) fn failed(&mut self, kind: Kind, why: ErrorKind) {
         self.slot(kind).errors.add(why);
     }
 
     /// Adds another client's figures.
-    pub fn merge(&mut self, other: &Self) {
+    pub(crate) fn merge(&mut self, other: &Self) {
         for (k, s) in other.kinds() {
             self.slot(k).merge(s);
         }
@@ -238,7 +238,7 @@ impl Stats {
 
     /// Every kind together.
     #[must_use]
-    pub fn total(&self) -> KindStats {
+    pub(crate) fn total(&self) -> KindStats {
         let mut t = KindStats::default();
         for (_, s) in self.kinds() {
             t.merge(s);
@@ -249,7 +249,7 @@ impl Stats {
 
 /// Latency percentiles in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct LatencySummary {
+pub(crate) struct LatencySummary {
     /// Answers measured.
     pub count: u64,
     /// Fastest.
@@ -271,7 +271,7 @@ pub struct LatencySummary {
 impl LatencySummary {
     /// The summary of a histogram in nanoseconds (all zero when it is empty).
     #[must_use]
-    pub fn of(h: &Histogram<u64>) -> Self {
+    pub(crate) fn of(h: &Histogram<u64>) -> Self {
         let us = |ns: u64| ns as f64 / 1000.0;
         if h.is_empty() {
             return Self {

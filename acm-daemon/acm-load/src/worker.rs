@@ -42,7 +42,7 @@ pub enum Stop {
 
 /// What one client is to do.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Client number, 0-based.
     pub id: u32,
     /// How many clients the run has (the stride through the destination lists).
@@ -65,7 +65,7 @@ pub struct Plan {
 
 /// What the clients share.
 #[derive(Debug, Default)]
-pub struct Shared {
+pub(crate) struct Shared {
     /// Requests finished (answered or failed), for the progress bar; updated in batches.
     pub done: AtomicU64,
     /// When the timed part began: set by the first thread past the barrier, so that
@@ -104,7 +104,7 @@ struct Client<'a> {
 /// the plan says stop and every reply is in. Returns what it counted. The barrier is
 /// always reached, even when the connect fails, so the other clients never wait for it.
 #[must_use]
-pub fn run(plan: &Plan, shared: &Shared, barrier: &Barrier) -> Stats {
+pub(crate) fn run(plan: &Plan, shared: &Shared, barrier: &Barrier) -> Stats {
     let mut c = Client {
         plan,
         shared,
@@ -391,7 +391,7 @@ impl Client<'_> {
 
 /// Client `id`'s share of `count` requests among `clients`.
 #[must_use]
-pub fn share(count: u64, id: u32, clients: u32) -> u64 {
+pub(crate) fn share(count: u64, id: u32, clients: u32) -> u64 {
     let clients = u64::from(clients.max(1));
     count / clients + u64::from(u64::from(id) < count % clients)
 }
@@ -404,7 +404,7 @@ pub fn share(count: u64, id: u32, clients: u32) -> u64 {
 ///
 /// # Errors
 /// [`ErrorKind::Malformed`] or [`ErrorKind::Short`].
-pub fn check_reply(reply: &[u8], operation: u8) -> Result<u8, ErrorKind> {
+pub(crate) fn check_reply(reply: &[u8], operation: u8) -> Result<u8, ErrorKind> {
     let p = HeaderPacket::new_unchecked(reply);
     if p.version() != acm_proto::client::ACM_VERSION || p.opcode().operation().0 != operation {
         return Err(ErrorKind::Malformed);

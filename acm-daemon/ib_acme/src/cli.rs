@@ -26,7 +26,7 @@ pub const LONG_OPTIONS: &[&str] = &["format"];
 
 /// How results are written (`--format`; `--json` is `--format json`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OutputFormat {
+pub(crate) enum OutputFormat {
     /// Debian's text, line for line.
     #[default]
     Text,
@@ -40,7 +40,7 @@ pub enum OutputFormat {
 impl OutputFormat {
     /// The format `--format` names.
     #[must_use]
-    pub fn from_name(name: &str) -> Option<Self> {
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
         match name {
             "text" => Some(Self::Text),
             "json" => Some(Self::Json),
@@ -52,7 +52,7 @@ impl OutputFormat {
 
 /// What `-P` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PerfMode {
+pub(crate) enum PerfMode {
     /// The counters in one CSV row (global, or of the endpoint index).
     Row,
     /// The same counters one per line (`-P col`).
@@ -65,7 +65,7 @@ pub enum PerfMode {
 
 /// Everything the command line asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Options {
+pub(crate) struct Options {
     /// `-s`: source address (or bracket list).
     pub src: Option<String>,
     /// `-d`: destination address (or bracket list).
@@ -123,21 +123,21 @@ impl Default for Options {
 impl Options {
     /// Whether any service has to be contacted.
     #[must_use]
-    pub const fn needs_service(&self) -> bool {
+    pub(crate) const fn needs_service(&self) -> bool {
         self.dest.is_some() || self.perf.is_some() || self.enum_ep
     }
 
     /// Whether the text output ends with "return status": with `-V`, when no file was
     /// asked for, or when something failed.
     #[must_use]
-    pub const fn prints_status(&self, status: i32) -> bool {
+    pub(crate) const fn prints_status(&self, status: i32) -> bool {
         self.verbose || (self.addr_file.is_none() && self.opts_file.is_none()) || status != 0
     }
 }
 
 /// Why the command line is refused (the usage text follows).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum CliError {
+pub(crate) enum CliError {
     /// getopt's complaint (printed as `prog: message`).
     #[error(transparent)]
     Getopt(#[from] GetoptError),
@@ -169,7 +169,7 @@ impl CliError {
     /// Whether a message is printed before the usage text. Debian's tool prints getopt's
     /// messages and nothing for its own checks; a refused bracket list is our addition.
     #[must_use]
-    pub const fn has_message(&self) -> bool {
+    pub(crate) const fn has_message(&self) -> bool {
         matches!(
             self,
             Self::Getopt(_) | Self::List { .. } | Self::OutputFormat(_) | Self::PrometheusUse
@@ -182,7 +182,7 @@ impl CliError {
 ///
 /// # Errors
 /// [`CliError`]; the caller prints the usage text and exits with 1.
-pub fn parse(args: &[String], posix: bool) -> Result<Options, CliError> {
+pub(crate) fn parse(args: &[String], posix: bool) -> Result<Options, CliError> {
     let spec = OptString::parse(OPTSTRING);
     let settings = Settings {
         long_flags: LONG_FLAGS,
@@ -296,7 +296,7 @@ fn check(o: &Options) -> Result<(), CliError> {
 
 /// The usage text (our own wording), for program name `prog`.
 #[must_use]
-pub fn usage(prog: &str) -> String {
+pub(crate) fn usage(prog: &str) -> String {
     format!(
         "\
 usage: {prog} [-S svc] [-f i|n|l|g] [-s src] -d dest [-v] [-c] [-C count]

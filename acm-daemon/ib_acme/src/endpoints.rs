@@ -11,11 +11,11 @@ use super::format::Report;
 use acm_client::{ClientError, Connection};
 
 /// Highest index and port a one-byte field can name.
-pub const MAX_INDEX: i32 = 255;
+pub(crate) const MAX_INDEX: i32 = 255;
 
 /// Runs `-e` on one service. `index` > 0 asks for that endpoint only; anything else
 /// walks them all (Debian treats `-e 0` and `-e junk` that way too).
-pub fn run(conn: &mut Connection, svc: &str, index: i32, report: &mut dyn Report) {
+pub(crate) fn run(conn: &mut Connection, svc: &str, index: i32, report: &mut dyn Report) {
     if index > 0 {
         match query_on_every_port(conn, svc, index, report) {
             Ok(true) => {}
@@ -41,7 +41,7 @@ pub fn run(conn: &mut Connection, svc: &str, index: i32, report: &mut dyn Report
 ///
 /// # Errors
 /// A failed exchange (the connection is then unusable).
-pub fn query_on_every_port(
+pub(crate) fn query_on_every_port(
     conn: &mut Connection,
     svc: &str,
     index: i32,

@@ -17,15 +17,15 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 /// Default `-A` file name.
-pub const DEFAULT_ADDR_FILE: &str = "ibacm_addr.cfg";
+pub(crate) const DEFAULT_ADDR_FILE: &str = "ibacm_addr.cfg";
 /// Default `-O` file name.
-pub const DEFAULT_OPTS_FILE: &str = "ibacm_opts.cfg";
+pub(crate) const DEFAULT_OPTS_FILE: &str = "ibacm_opts.cfg";
 /// Default `-D` directory.
-pub const DEFAULT_DIR: &str = "/etc/rdma";
+pub(crate) const DEFAULT_DIR: &str = "/etc/rdma";
 
 /// Which file is generated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileKind {
+pub(crate) enum FileKind {
     /// The address file (`-A`).
     Address,
     /// The options file (`-O`).
@@ -35,7 +35,7 @@ pub enum FileKind {
 impl FileKind {
     /// The word `ib_acme`'s messages use ("address" / "option").
     #[must_use]
-    pub const fn word(self) -> &'static str {
+    pub(crate) const fn word(self) -> &'static str {
         match self {
             Self::Address => "address",
             Self::Options => "option",
@@ -45,7 +45,7 @@ impl FileKind {
 
 /// Why a file was not generated.
 #[derive(Debug, Error)]
-pub enum GenerateError {
+pub(crate) enum GenerateError {
     /// The output directory cannot be used.
     #[error("Failed to open directory {dir}: {}", errno::strerror(*.errno))]
     Directory {
@@ -79,7 +79,7 @@ pub enum GenerateError {
 impl GenerateError {
     /// The lines `ib_acme` prints for this failure of a `kind` file.
     #[must_use]
-    pub fn text(&self, kind: FileKind) -> Vec<String> {
+    pub(crate) fn text(&self, kind: FileKind) -> Vec<String> {
         let open_failed = |errno: i32| {
             format!(
                 "Failed to open {} configuration file: {}",
@@ -97,7 +97,7 @@ impl GenerateError {
 
     /// The errno behind the failure, if any.
     #[must_use]
-    pub const fn errno(&self) -> Option<i32> {
+    pub(crate) const fn errno(&self) -> Option<i32> {
         match self {
             Self::Directory { errno, .. } | Self::File { errno } | Self::HostName { errno } => {
                 Some(*errno)
@@ -249,7 +249,7 @@ pub fn short_hostname() -> io::Result<String> {
 /// numbered from 1. Ports of other link layers (RoCE) are skipped: ibacm does not serve
 /// them.
 #[must_use]
-pub fn address_lines(host: &str, devices: &[IbDevice]) -> Vec<String> {
+pub(crate) fn address_lines(host: &str, devices: &[IbDevice]) -> Vec<String> {
     let ib_ports = || {
         devices.iter().flat_map(|d| {
             d.infiniband_ports()
@@ -310,7 +310,12 @@ fn discovery_error(e: DiscoveryError) -> GenerateError {
 
 /// `-A`: writes the address file for this host's ports (from sysfs under `sysfs_root`).
 /// Returns the status `ib_acme` keeps (0 or -1).
-pub fn address_file(dir: &str, file: &str, sysfs_root: &Path, report: &mut dyn Report) -> i32 {
+pub(crate) fn address_file(
+    dir: &str,
+    file: &str,
+    sysfs_root: &Path,
+    report: &mut dyn Report,
+) -> i32 {
     let kind = FileKind::Address;
     report.generating(kind, &format!("{dir}/{file}"));
     let result = write_address_file(dir, file, sysfs_root, report);
@@ -352,7 +357,7 @@ fn write_address_file(
 }
 
 /// `-O`: writes the options file. Returns 0 or -1.
-pub fn options_file(dir: &str, file: &str, report: &mut dyn Report) -> i32 {
+pub(crate) fn options_file(dir: &str, file: &str, report: &mut dyn Report) -> i32 {
     let kind = FileKind::Options;
     report.generating(kind, &format!("{dir}/{file}"));
     let result = open_dir(dir).and_then(|()| {

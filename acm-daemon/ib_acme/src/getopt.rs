@@ -14,7 +14,7 @@ use thiserror::Error;
 
 /// Whether an option takes an argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ArgKind {
+pub(crate) enum ArgKind {
     /// A flag (`v`).
     None,
     /// A required argument (`s:`): the rest of the word, or the whole next word.
@@ -26,7 +26,7 @@ pub enum ArgKind {
 
 /// A parsed getopt option string.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OptString {
+pub(crate) struct OptString {
     opts: Vec<(char, ArgKind)>,
     /// A leading `+`: stop at the first operand, as POSIX requires.
     stop_at_operand: bool,
@@ -36,7 +36,7 @@ impl OptString {
     /// Parses getopt notation. A leading `+` asks for POSIX scanning; a leading `:` (quiet
     /// mode in getopt) is accepted and ignored, since errors are returned, not printed.
     #[must_use]
-    pub fn parse(spec: &str) -> Self {
+    pub(crate) fn parse(spec: &str) -> Self {
         let mut rest = spec;
         let mut stop_at_operand = false;
         if let Some(r) = rest.strip_prefix('+') {
@@ -70,7 +70,7 @@ impl OptString {
 
     /// How option `c` takes its argument, or `None` if `c` is not an option.
     #[must_use]
-    pub fn kind(&self, c: char) -> Option<ArgKind> {
+    pub(crate) fn kind(&self, c: char) -> Option<ArgKind> {
         if c == ':' {
             return None;
         }
@@ -80,7 +80,7 @@ impl OptString {
 
 /// One element of the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Item {
+pub(crate) enum Item {
     /// A short option and its argument, if it took one.
     Short(char, Option<String>),
     /// A long flag, by its full name (without `--`).
@@ -93,7 +93,7 @@ pub enum Item {
 
 /// A command-line error; `Display` is glibc's wording without the `prog: ` prefix.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum GetoptError {
+pub(crate) enum GetoptError {
     /// A character that is not in the option string.
     #[error("invalid option -- '{0}'")]
     Invalid(char),
@@ -113,7 +113,7 @@ pub enum GetoptError {
 
 /// Scanner settings beyond the option string.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Settings<'a> {
+pub(crate) struct Settings<'a> {
     /// Long flags (no arguments), without the leading `--`.
     pub long_flags: &'a [&'static str],
     /// Long options that take an argument, without the leading `--`.
@@ -127,7 +127,7 @@ pub struct Settings<'a> {
 
 /// Iterator over the options and operands of `args` (which excludes the program name).
 #[derive(Debug)]
-pub struct Getopt<'a> {
+pub(crate) struct Getopt<'a> {
     spec: &'a OptString,
     settings: Settings<'a>,
     args: &'a [String],
@@ -142,7 +142,7 @@ pub struct Getopt<'a> {
 impl<'a> Getopt<'a> {
     /// Scans `args` with `spec`.
     #[must_use]
-    pub fn new(spec: &'a OptString, args: &'a [String], settings: Settings<'a>) -> Self {
+    pub(crate) fn new(spec: &'a OptString, args: &'a [String], settings: Settings<'a>) -> Self {
         let mut settings = settings;
         settings.posix |= spec.stop_at_operand;
         Self {

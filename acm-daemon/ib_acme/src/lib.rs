@@ -14,12 +14,12 @@
 //!
 //! | module | purpose |
 //! |---|---|
-//! | [`getopt`] | getopt(3)-compatible scanning |
-//! | [`cli`] | options, usage checks, usage text |
-//! | [`resolve`], [`perf`], [`endpoints`] | the three kinds of query |
-//! | [`generate`] | `-A` / `-O`; `-A` lists ports with `acm_io_verbs::sysfs` |
-//! | [`format`](mod@format) | text and JSON output |
-//! | [`run`] | order of work, exit status |
+//! | `getopt` | getopt(3)-compatible scanning |
+//! | `cli` | options, usage checks, usage text |
+//! | `resolve`, `perf`, `endpoints` | the three kinds of query |
+//! | `generate` | `-A` / `-O`; `-A` lists ports with `acm_io_verbs::sysfs` |
+//! | `format` | text and JSON output |
+//! | `run` | order of work, exit status |
 //!
 //! What `acm-load` shares with it (connecting, request entries, address formats, bracket
 //! lists, C number parsing, errno texts) is in [`acm_client`].
@@ -107,14 +107,19 @@
 //! * `-A` lists devices in natural name order from sysfs, skips non-InfiniBand ports, and
 //!   the output directory is created with mode 0755 instead of 0644.
 
-pub mod cli;
-pub mod endpoints;
-pub mod format;
-pub mod generate;
-pub mod getopt;
-pub mod perf;
-pub mod resolve;
-pub mod run;
+mod cli;
+mod endpoints;
+mod format;
+mod generate;
+mod getopt;
+mod perf;
+mod resolve;
+mod run;
+
+// What the man-page and `-A`/`-O` tests compare with the documentation and with
+// Debian's files.
+pub use cli::{LONG_FLAGS, LONG_OPTIONS, OPTSTRING};
+pub use generate::{ADDRESS_HEADER, OPTIONS_TEMPLATE, effective_lines, short_hostname};
 
 /// Runs `ib_acme` with the process's arguments and environment; returns the exit code.
 #[must_use]

@@ -15,10 +15,10 @@ use acm_proto::client::{EpFlags, HeaderRepr, Opcode, PerfQueryRepr};
 use thiserror::Error;
 
 /// Highest endpoint index the one-byte field can name; `-P all` stops there at the latest.
-pub const MAX_INDEX: i32 = 255;
+pub(crate) const MAX_INDEX: i32 = 255;
 
 /// Counter names, in the daemon's order (docs/daemon.md §12).
-pub const COUNTER_NAMES: [&str; 7] = [
+pub(crate) const COUNTER_NAMES: [&str; 7] = [
     "Error Count",
     "Resolve Count",
     "No Data",
@@ -29,7 +29,7 @@ pub const COUNTER_NAMES: [&str; 7] = [
 ];
 
 /// Keys for JSON output, in the same order.
-pub const COUNTER_KEYS: [&str; 7] = [
+pub(crate) const COUNTER_KEYS: [&str; 7] = [
     "error_count",
     "resolve_count",
     "no_data",
@@ -42,13 +42,13 @@ pub const COUNTER_KEYS: [&str; 7] = [
 /// The display name of counter `i`; counters past the known seven (which Debian's
 /// `ib_acme` crashes on) are "Unknown".
 #[must_use]
-pub fn counter_name(i: usize) -> &'static str {
+pub(crate) fn counter_name(i: usize) -> &'static str {
     COUNTER_NAMES.get(i).copied().unwrap_or("Unknown")
 }
 
 /// Why a perf query failed; `text` gives the lines `ib_acme` prints for it.
 #[derive(Debug, Error)]
-pub enum PerfFailure {
+pub(crate) enum PerfFailure {
     /// `-P s` with a source of a format that has no wire type (LID, GID).
     #[error("Unsupported src_type {0}")]
     UnsupportedSrcType(u8),
@@ -66,7 +66,7 @@ pub enum PerfFailure {
 impl PerfFailure {
     /// The errno `ib_acme` prints after "Failed to query perf data:".
     #[must_use]
-    pub fn errno(&self) -> i32 {
+    pub(crate) fn errno(&self) -> i32 {
         match self {
             Self::ByAddress(e) | Self::Query(e) => e.errno(),
             Self::UnsupportedSrcType(_) | Self::BadSrcAddress(_) => errno::UNSET,
@@ -75,7 +75,7 @@ impl PerfFailure {
 
     /// The lines `ib_acme` prints for this failure on service `svc`.
     #[must_use]
-    pub fn text(&self, svc: &str) -> Vec<String> {
+    pub(crate) fn text(&self, svc: &str) -> Vec<String> {
         let last = format!(
             "{svc}: Failed to query perf data: {}",
             errno::strerror(self.errno())
@@ -88,7 +88,7 @@ impl PerfFailure {
 }
 
 /// Runs `-P` on one service.
-pub fn run(conn: &mut Connection, svc: &str, opts: &Options, report: &mut dyn Report) {
+pub(crate) fn run(conn: &mut Connection, svc: &str, opts: &Options, report: &mut dyn Report) {
     let Some(mode) = opts.perf else {
         return;
     };
@@ -131,7 +131,7 @@ pub fn run(conn: &mut Connection, svc: &str, opts: &Options, report: &mut dyn Re
 /// counts PERF_QUERY's endpoint N only over ports numbered N (its bug,
 /// docs/reference-quirks.md §1): an endpoint it will not give counters for is described
 /// without them.
-pub fn snapshot(conn: &mut Connection, svc: &str, opts: &Options, report: &mut dyn Report) {
+pub(crate) fn snapshot(conn: &mut Connection, svc: &str, opts: &Options, report: &mut dyn Report) {
     match query_index(conn, 0) {
         Ok(c) => report.perf_counters(svc, PerfMode::Row, None, &c),
         Err(e) => {
@@ -176,7 +176,7 @@ pub fn snapshot(conn: &mut Connection, svc: &str, opts: &Options, report: &mut d
 ///
 /// # Errors
 /// [`ClientError`].
-pub fn query_index(conn: &mut Connection, index: i32) -> Result<Vec<u64>, ClientError> {
+pub(crate) fn query_index(conn: &mut Connection, index: i32) -> Result<Vec<u64>, ClientError> {
     let mut header = HeaderRepr::new(Opcode::PERF_QUERY);
     header.data = [0, index as u8, 0];
     conn.perf(PerfQueryRepr {
@@ -191,7 +191,7 @@ pub fn query_index(conn: &mut Connection, index: i32) -> Result<Vec<u64>, Client
 ///
 /// # Errors
 /// [`PerfFailure`].
-pub fn query_by_source(
+pub(crate) fn query_by_source(
     conn: &mut Connection,
     src: &str,
     format: AddrFormat,

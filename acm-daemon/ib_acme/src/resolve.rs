@@ -25,7 +25,7 @@ use thiserror::Error;
 
 /// Why one resolve attempt failed; `Display` is the line `ib_acme` prints.
 #[derive(Debug, Error)]
-pub enum ResolveFailure {
+pub(crate) enum ResolveFailure {
     /// An address that does not parse for its format (`role` is Debian's word for it:
     /// "source", "destination", or "dest" for GIDs).
     #[error("inet_pton error on {role} address ({text}): 0x0")]
@@ -51,7 +51,7 @@ pub enum ResolveFailure {
 impl ResolveFailure {
     /// The errno behind the failure, when there is one.
     #[must_use]
-    pub fn errno(&self) -> Option<i32> {
+    pub(crate) fn errno(&self) -> Option<i32> {
         match self {
             Self::Request { error, .. } => Some(error.errno()),
             _ => None,
@@ -61,7 +61,12 @@ impl ResolveFailure {
 
 /// Resolves every destination of `-d` (times every source of `-s`) on one service and
 /// returns the status of the last one, which becomes `ib_acme`'s return status.
-pub fn run(conn: &mut Connection, svc: &str, opts: &Options, report: &mut dyn Report) -> i32 {
+pub(crate) fn run(
+    conn: &mut Connection,
+    svc: &str,
+    opts: &Options,
+    report: &mut dyn Report,
+) -> i32 {
     report.resolve_section(svc);
     let Some(dest_arg) = opts.dest.as_deref() else {
         return 0;
@@ -145,7 +150,7 @@ fn resolve_pair(
 ///
 /// # Errors
 /// [`ResolveFailure`], carrying the text `ib_acme` prints.
-pub fn resolve_once(
+pub(crate) fn resolve_once(
     conn: &mut Connection,
     format: AddrFormat,
     dest: &str,
@@ -238,7 +243,7 @@ fn push(request: &mut ResolveRepr, entry: EpAddrRepr) {
 ///
 /// # Errors
 /// The daemon's status or the exchange's failure.
-pub fn verify(conn: &mut Connection, path: &PathRecordRepr) -> Result<(), ClientError> {
+pub(crate) fn verify(conn: &mut Connection, path: &PathRecordRepr) -> Result<(), ClientError> {
     let mut request = ResolveRepr::new(HeaderRepr::new(Opcode::RESOLVE));
     push(&mut request, EpAddrRepr::path(EpFlags::QUERY_SA, path));
     conn.resolve(request).map(|_| ())

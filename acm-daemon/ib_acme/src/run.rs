@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 /// What a run reads from the system, so tests can substitute it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Environment {
+pub(crate) struct Environment {
     /// The TCP port file (`/run/ibacm-tcp.port`).
     pub port_file: PathBuf,
     /// The sysfs root for `-A` (`$ACM_SYSFS_ROOT` or `/sys`).
@@ -22,7 +22,7 @@ pub struct Environment {
 impl Environment {
     /// The real system's paths.
     #[must_use]
-    pub fn system() -> Self {
+    pub(crate) fn system() -> Self {
         Self {
             port_file: PathBuf::from(PORT_FILE),
             sysfs_root: acm_io_verbs::sysfs::root_from_env(),
@@ -34,7 +34,7 @@ impl Environment {
 /// return status: the last connect's result, overwritten by each resolve (perf and
 /// enumeration never change it), then by the file generation, which only runs while the
 /// status is 0.
-pub fn execute(opts: &Options, env: &Environment, report: &mut dyn Report) -> i32 {
+pub(crate) fn execute(opts: &Options, env: &Environment, report: &mut dyn Report) -> i32 {
     let mut status = 0;
     if opts.needs_service() {
         // Checked when the options were read.
@@ -81,7 +81,7 @@ pub fn execute(opts: &Options, env: &Environment, report: &mut dyn Report) -> i3
 /// Prometheus text go to `stdout`; getopt's complaints go to `stderr`, the usage text to
 /// `stdout` (both to `stderr` with `--json` or `--format json|prometheus`, keeping stdout
 /// parseable; so do the failures of a Prometheus run). Returns the exit code.
-pub fn main(
+pub(crate) fn main(
     args: &[String],
     posix: bool,
     env: &Environment,

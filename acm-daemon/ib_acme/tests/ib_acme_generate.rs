@@ -6,7 +6,7 @@
 mod acme_fake;
 
 use acme_fake::{DEBIAN, OURS, Run, debian_available, run_client, temp_dir};
-use ib_acme::generate::{ADDRESS_HEADER, OPTIONS_TEMPLATE, effective_lines, short_hostname};
+use ib_acme::{ADDRESS_HEADER, OPTIONS_TEMPLATE, effective_lines, short_hostname};
 use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> PathBuf {

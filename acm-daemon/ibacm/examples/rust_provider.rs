@@ -9,7 +9,7 @@
 //! Here it runs on the simulated demo fabric (three hosts), as host node1's engine, with
 //! a `provider fixed 0xfe80000000000000` line: node1's port goes to it, and a RESOLVE
 //! from 10.0.0.1 to 10.0.0.3 is answered with its made-up path. The daemon makes its own
-//! list in `ibacm::plugins::Plugins::providers`.
+//! list in `Plugins::providers` (acm-daemon/ibacm/src/plugins/mod.rs).
 //!
 //! `cargo run -p ibacm --example rust_provider`
 
@@ -24,7 +24,7 @@ use acm_proto::client::{
     Status,
 };
 use acm_proto::path_record::PathRecordPacket;
-use ibacm::backend::sim::DEMO_FABRIC;
+use ibacm::DEMO_FABRIC;
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::time::Duration;

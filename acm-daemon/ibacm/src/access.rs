@@ -154,7 +154,7 @@ impl AllowList {
 /// The supplementary groups of `peer`'s process, from `/proc/PID/status` (see the
 /// module documentation for why this source, and when it is not trusted).
 #[must_use]
-pub fn proc_groups(peer: Peer) -> Option<Vec<u32>> {
+pub(crate) fn proc_groups(peer: Peer) -> Option<Vec<u32>> {
     if peer.pid <= 0 {
         return None;
     }
@@ -165,7 +165,7 @@ pub fn proc_groups(peer: Peer) -> Option<Vec<u32>> {
 /// The `Groups:` of a `/proc/PID/status` text, if its effective uid and gid are
 /// `peer`'s.
 #[must_use]
-pub fn status_groups(text: &str, peer: Peer) -> Option<Vec<u32>> {
+pub(crate) fn status_groups(text: &str, peer: Peer) -> Option<Vec<u32>> {
     let field = |key: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(key))
@@ -186,7 +186,7 @@ pub fn status_groups(text: &str, peer: Peer) -> Option<Vec<u32>> {
 ///
 /// # Errors
 /// An empty list, or an empty name between two commas.
-pub fn split_list(value: &str) -> Result<Vec<String>, &'static str> {
+pub(crate) fn split_list(value: &str) -> Result<Vec<String>, &'static str> {
     let mut names = Vec::new();
     for part in value.split(',') {
         let words: Vec<&str> = part.split_ascii_whitespace().collect();
@@ -202,7 +202,7 @@ pub fn split_list(value: &str) -> Result<Vec<String>, &'static str> {
 ///
 /// # Errors
 /// Anything else.
-pub fn parse_mode(value: &str) -> Result<u32, &'static str> {
+pub(crate) fn parse_mode(value: &str) -> Result<u32, &'static str> {
     u32::from_str_radix(value, 8)
         .ok()
         .filter(|m| *m <= 0o777 && !value.starts_with('+'))
@@ -211,7 +211,7 @@ pub fn parse_mode(value: &str) -> Result<u32, &'static str> {
 
 /// What to look a name up in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// The passwd database.
     User,
     /// The group database.
@@ -223,7 +223,7 @@ pub enum Kind {
 ///
 /// # Errors
 /// No such name, or the lookup failed.
-pub fn lookup(kind: Kind, written: &str) -> Result<Id, String> {
+pub(crate) fn lookup(kind: Kind, written: &str) -> Result<Id, String> {
     if !written.is_empty() && written.bytes().all(|b| b.is_ascii_digit()) {
         let id = written
             .parse::<u32>()

@@ -31,11 +31,11 @@ use acm_engine::DeviceDesc;
 use std::path::{Path, PathBuf};
 
 /// The file name of a generated address file in the run directory.
-pub const GENERATED_NAME: &str = "ibacm_addr.cfg";
+pub(crate) const GENERATED_NAME: &str = "ibacm_addr.cfg";
 
 /// Which address file the daemon was told to use.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AddrFileSpec {
+pub(crate) struct AddrFileSpec {
     /// The file read when it exists.
     pub path: PathBuf,
     /// Whether the command line named it (`-A`): a missing file is then generated there
@@ -46,7 +46,7 @@ pub struct AddrFileSpec {
 impl AddrFileSpec {
     /// `-A PATH` when given, else the reference's default path.
     #[must_use]
-    pub fn from_arg(arg: Option<&Path>) -> Self {
+    pub(crate) fn from_arg(arg: Option<&Path>) -> Self {
         arg.map_or_else(
             || Self {
                 path: PathBuf::from(super::config::DEFAULT_ADDR_FILE),
@@ -64,7 +64,7 @@ impl AddrFileSpec {
 /// no `-A`, `RUN_DIR/ibacm_addr.cfg` (generated there at the first start, read back at
 /// the next and at a reload) rather than the machine's `/etc` one; else the default.
 #[must_use]
-pub fn hub_spec(
+pub(crate) fn hub_spec(
     addr_arg: Option<&Path>,
     run_dir_arg: Option<&Path>,
     run_dir: &Path,
@@ -84,14 +84,14 @@ pub fn hub_spec(
 ///
 /// # Errors
 /// What [`config_file::read`] says about it.
-pub fn check_named(path: &Path) -> Result<(), FileError> {
+pub(crate) fn check_named(path: &Path) -> Result<(), FileError> {
     config_file::read(path, ConfigKind::Addresses).map(|_| ())
 }
 
 /// The address file's bytes and the name its diagnostics carry (the file it was read
 /// from or written to; the configured path when it could not be saved).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AddrText {
+pub(crate) struct AddrText {
     /// The file's name, for diagnostics.
     pub name: String,
     /// Its bytes: an administrator's file may hold Latin-1 names or comments, which
@@ -102,7 +102,7 @@ pub struct AddrText {
 /// The address file for host `host` with `devices`: read, or generated as the module
 /// documentation says. `None` only when the configured file exists but cannot be read
 /// (the engine then has only its IP addresses, as the reference without a file).
-pub fn load_or_generate(
+pub(crate) fn load_or_generate(
     spec: &AddrFileSpec,
     run_dir: &Path,
     host: &str,

@@ -28,7 +28,7 @@ use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 /// The connection table the event loop keeps, by connection id.
-pub type Conns = HashMap<u64, Conn, SeqBuildHasher>;
+pub(crate) type Conns = HashMap<u64, Conn, SeqBuildHasher>;
 
 /// The most clients in the `ppoll` set: a wait over this many sockets costs a few
 /// tens of microseconds, spread over the requests of as many busy clients.
@@ -37,11 +37,11 @@ pub const PPOLL_MAX: usize = 256;
 /// How long a client in the `ppoll` set may go without a request before it moves back
 /// to epoll: far longer than the gap between the requests of a busy client, far
 /// shorter than the life of a quiet one.
-pub const PPOLL_IDLE: Duration = Duration::from_millis(50);
+pub(crate) const PPOLL_IDLE: Duration = Duration::from_millis(50);
 
 /// The clients on `ppoll` and the set the loop waits on.
 #[derive(Debug)]
-pub struct ClientWaits {
+pub(crate) struct ClientWaits {
     set: PollSet,
     /// The client at each index of `set` past the first, as the set was filled.
     ids: Vec<u64>,
@@ -68,13 +68,13 @@ impl Default for ClientWaits {
 impl ClientWaits {
     /// No client yet.
     #[must_use]
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Moves a busy client back to epoll after `idle` without a request instead of
     /// [`PPOLL_IDLE`] (tests that need a longer or shorter spell).
-    pub fn set_idle(&mut self, idle: Duration) {
+    pub(crate) fn set_idle(&mut self, idle: Duration) {
         self.idle = idle;
     }
 
@@ -82,7 +82,7 @@ impl ClientWaits {
     ///
     /// # Errors
     /// epoll refused the socket.
-    pub fn add(&mut self, registry: &Registry, id: u64, conn: &mut Conn) -> io::Result<()> {
+    pub(crate) fn add(&mut self, registry: &Registry, id: u64, conn: &mut Conn) -> io::Result<()> {
         registry.register(conn.source(), token(id), Interest::READABLE)?;
         conn.wait = WaitState::Epoll { write: false };
         Ok(())
@@ -90,7 +90,13 @@ impl ClientWaits {
 
     /// Notes that client `id` sent a request at `now`: it moves to the `ppoll` set if it
     /// was on epoll and the set has room (if epoll will not let it go, it stays there).
-    pub fn requested(&mut self, registry: &Registry, id: u64, conn: &mut Conn, now: Instant) {
+    pub(crate) fn requested(
+        &mut self,
+        registry: &Registry,
+        id: u64,
+        conn: &mut Conn,
+        now: Instant,
+    ) {
         match &mut conn.wait {
             WaitState::Ppoll { last_request } => *last_request = now,
             WaitState::Epoll { .. } => {
@@ -108,7 +114,12 @@ impl ClientWaits {
     ///
     /// # Errors
     /// epoll refused the change; the connection cannot be watched any more.
-    pub fn sync_write(&mut self, registry: &Registry, id: u64, conn: &mut Conn) -> io::Result<()> {
+    pub(crate) fn sync_write(
+        &mut self,
+        registry: &Registry,
+        id: u64,
+        conn: &mut Conn,
+    ) -> io::Result<()> {
         let want = conn.wants_write();
         if let WaitState::Epoll { write } = conn.wait
             && write != want
@@ -120,7 +131,7 @@ impl ClientWaits {
     }
 
     /// Forgets client `id`, which is being dropped.
-    pub fn remove(&mut self, registry: &Registry, id: u64, conn: &mut Conn) {
+    pub(crate) fn remove(&mut self, registry: &Registry, id: u64, conn: &mut Conn) {
         match conn.wait {
             WaitState::Epoll { .. } => {
                 // Closing the socket removes it from epoll too; this keeps mio's
@@ -139,7 +150,12 @@ impl ClientWaits {
     /// what [`ClientWaits::set_idle`] set) back to epoll, looked at no more often than
     /// a quarter of that. Returns the clients epoll refused, which can no longer be
     /// watched.
-    pub fn sweep(&mut self, registry: &Registry, conns: &mut Conns, now: Instant) -> Vec<u64> {
+    pub(crate) fn sweep(
+        &mut self,
+        registry: &Registry,
+        conns: &mut Conns,
+        now: Instant,
+    ) -> Vec<u64> {
         let mut refused = Vec::new();
         if now < self.next_sweep {
             return refused;
@@ -177,7 +193,7 @@ impl ClientWaits {
     ///
     /// # Errors
     /// `ppoll` failed for another reason than a signal.
-    pub fn wait(
+    pub(crate) fn wait(
         &mut self,
         poller: BorrowedFd<'_>,
         conns: &Conns,
@@ -197,19 +213,19 @@ impl ClientWaits {
 
     /// Whether the last wait found the poller ready.
     #[must_use]
-    pub fn poller_ready(&self) -> bool {
+    pub(crate) fn poller_ready(&self) -> bool {
         self.set.ready(0).any()
     }
 
     /// The number of clients the last wait was over.
     #[must_use]
-    pub fn waited(&self) -> usize {
+    pub(crate) fn waited(&self) -> usize {
         self.ids.len()
     }
 
     /// The `i`-th client of the last wait and what it was found ready for.
     #[must_use]
-    pub fn ready(&self, i: usize) -> (u64, Ready) {
+    pub(crate) fn ready(&self, i: usize) -> (u64, Ready) {
         (self.ids[i], self.set.ready(i + 1))
     }
 }

@@ -19,9 +19,9 @@ use core::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// The reference's options file.
-pub const DEFAULT_OPTS_FILE: &str = "/etc/rdma/ibacm_opts.cfg";
+pub(crate) const DEFAULT_OPTS_FILE: &str = "/etc/rdma/ibacm_opts.cfg";
 /// The reference's address file.
-pub const DEFAULT_ADDR_FILE: &str = "/etc/rdma/ibacm_addr.cfg";
+pub(crate) const DEFAULT_ADDR_FILE: &str = "/etc/rdma/ibacm_addr.cfg";
 
 /// The options with the command line's overrides applied, and where they came from.
 #[derive(Debug, Clone)]
@@ -41,7 +41,7 @@ pub struct LoadedOptions {
 
 /// Why the options cannot be used; the daemon does not start.
 #[derive(Debug, thiserror::Error)]
-pub enum LoadError {
+pub(crate) enum LoadError {
     /// The file exists but cannot be read, or is not one to read
     /// ([`config_file::read`]).
     #[error(transparent)]
@@ -58,7 +58,7 @@ pub enum LoadError {
 /// # Errors
 /// The file exists but cannot be read (or is no regular file, or is over its bound), or
 /// a setting of ours is bad.
-pub fn load_options(path: &Path, args: &Args) -> Result<LoadedOptions, LoadError> {
+pub(crate) fn load_options(path: &Path, args: &Args) -> Result<LoadedOptions, LoadError> {
     let text = config_file::read(path, ConfigKind::Options)?;
     parse_options(path, text, args)
 }
@@ -68,7 +68,7 @@ pub fn load_options(path: &Path, args: &Args) -> Result<LoadedOptions, LoadError
 ///
 /// # Errors
 /// A setting of ours is bad.
-pub fn parse_options(
+pub(crate) fn parse_options(
     path: &Path,
     text: Option<Vec<u8>>,
     args: &Args,
@@ -87,7 +87,7 @@ pub fn parse_options(
 }
 
 /// `--log-file`, `--log-level`; `--systemd` forces the unix server mode.
-pub fn apply_overrides(options: &mut Options, args: &Args) {
+pub(crate) fn apply_overrides(options: &mut Options, args: &Args) {
     if let Some(f) = &args.log_file {
         options.log_file.clone_from(f);
     }
@@ -179,7 +179,7 @@ pub fn warn_unknown_devices(config: &mut EngineConfig, devices: &[DeviceDesc]) {
 /// the host name on the first active InfiniBand port, then `host-N` on every port.
 /// Where a missing file is written: [`super::addr_file`].
 #[must_use]
-pub fn generated_addr_file(host: &str, devices: &[DeviceDesc]) -> String {
+pub(crate) fn generated_addr_file(host: &str, devices: &[DeviceDesc]) -> String {
     let host = host.split('.').next().unwrap_or(host);
     let mut out = String::from(
         "# InfiniBand Communication Management Assistant address file,\n\
@@ -209,7 +209,7 @@ pub fn generated_addr_file(host: &str, devices: &[DeviceDesc]) -> String {
 
 /// The core options as the reference logs them at start (level 0).
 #[must_use]
-pub fn core_option_lines(o: &Options, opts_file: &Path, addr_file: &str) -> Vec<String> {
+pub(crate) fn core_option_lines(o: &Options, opts_file: &Path, addr_file: &str) -> Vec<String> {
     let mode = match o.server_mode {
         ServerMode::Unix => "unix",
         ServerMode::Loop => "loop",

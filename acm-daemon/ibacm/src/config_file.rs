@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 
 /// Which configuration file, for its size bound and its name in messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConfigKind {
+pub(crate) enum ConfigKind {
     /// The options file (`ibacm_opts.cfg`, `-O`).
     Options,
     /// The address file (`ibacm_addr.cfg`, `-A`).
@@ -54,7 +54,7 @@ impl ConfigKind {
     /// which grows with the square of the fabric: 64 MiB holds a few million paths,
     /// more than the reference's preload is used for.
     #[must_use]
-    pub const fn max_bytes(self) -> u64 {
+    pub(crate) const fn max_bytes(self) -> u64 {
         match self {
             Self::Options | Self::Addresses => 4 * MIB,
             Self::Hosts => 16 * MIB,
@@ -64,7 +64,7 @@ impl ConfigKind {
 
     /// What the file is called in messages.
     #[must_use]
-    pub const fn what(self) -> &'static str {
+    pub(crate) const fn what(self) -> &'static str {
         match self {
             Self::Options => "options file",
             Self::Addresses => "address file",
@@ -76,7 +76,7 @@ impl ConfigKind {
 
 /// Why a configuration file was not read. Each names the file.
 #[derive(Debug, thiserror::Error)]
-pub enum FileError {
+pub(crate) enum FileError {
     /// It could not be looked at or opened (not "not found", which is no error here).
     #[error("cannot open {what} {}: {source}", path.display())]
     Open {
@@ -124,7 +124,7 @@ pub enum FileError {
 ///
 /// # Errors
 /// The file cannot be opened or read, is not a regular file, or is over its bound.
-pub fn read(path: &Path, kind: ConfigKind) -> Result<Option<Vec<u8>>, FileError> {
+pub(crate) fn read(path: &Path, kind: ConfigKind) -> Result<Option<Vec<u8>>, FileError> {
     let what = kind.what();
     let max = kind.max_bytes();
     let open_error = |source: io::Error| FileError::Open {
@@ -226,7 +226,7 @@ fn describe(ty: &FileType) -> &'static str {
 
 /// Why a file's bytes are not a configuration's text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TextProblem {
+pub(crate) enum TextProblem {
     /// No bytes at all: what a file being rewritten holds for a moment, and never
     /// anything an administrator meant (a file of comments says "every default").
     Empty,
@@ -242,7 +242,7 @@ pub enum TextProblem {
 impl TextProblem {
     /// The problem as a line of the log about file `name`.
     #[must_use]
-    pub fn describe(self, name: &str) -> String {
+    pub(crate) fn describe(self, name: &str) -> String {
         match self {
             Self::Empty => format!(
                 "{name}: empty, which is no configuration (a file of comments keeps every default)"
@@ -261,7 +261,7 @@ impl TextProblem {
 /// The reference reads up to the first NUL of a line and on; a file that holds one is a
 /// binary, or a file caught while being written over.
 #[must_use]
-pub fn text_problem(bytes: &[u8]) -> Option<TextProblem> {
+pub(crate) fn text_problem(bytes: &[u8]) -> Option<TextProblem> {
     if bytes.is_empty() {
         return Some(TextProblem::Empty);
     }

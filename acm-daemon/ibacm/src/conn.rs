@@ -21,12 +21,12 @@ use std::os::fd::AsFd;
 /// Replies waiting for a slow reader, in bytes, beyond which the daemon stops reading
 /// that client's requests until it catches up. Every request already read still gets
 /// its reply, so the queue's growth is bounded by the engine's per-connection limit.
-pub const BACKLOG_LIMIT: usize = 64 * 1024;
+pub(crate) const BACKLOG_LIMIT: usize = 64 * 1024;
 
 /// The size of one read from a client socket, and the least size of the event loop's
 /// read buffer that [`Conn::read_requests`] frames requests in. Several of the largest
 /// requests fit, so a client that sends a burst is read in few calls.
-pub const READ_CHUNK: usize = 4096;
+pub(crate) const READ_CHUNK: usize = 4096;
 const _: () = assert!(READ_CHUNK > MAX_REQUEST_LEN);
 
 /// The step the output buffer grows by, rather than doubling, which would let a full
@@ -36,7 +36,7 @@ const OUTBUF_STEP: usize = 16 * 1024;
 
 /// What a read produced.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct ReadOutcome {
+pub(crate) struct ReadOutcome {
     /// The peer closed its side (or the connection failed).
     pub closed: bool,
     /// Reading stopped before the socket ran dry (the budget was spent or the reply
@@ -47,7 +47,7 @@ pub struct ReadOutcome {
 
 /// A connected client.
 #[derive(Debug)]
-pub struct Conn {
+pub(crate) struct Conn {
     stream: Stream,
     /// Bytes read but not yet handed on: part of a request, or whole requests past
     /// the read budget. Empty (and unallocated) for a client between requests.
@@ -69,7 +69,7 @@ pub struct Conn {
 /// Where a client is waited on: the event loop's `ppoll` set while it is busy, epoll
 /// while it is quiet ([`super::client_waits`] says why).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WaitState {
+pub(crate) enum WaitState {
     /// Registered with epoll; `write` says whether for writability too.
     Epoll {
         /// Registered for writability as well as readability.
@@ -85,7 +85,7 @@ pub enum WaitState {
 impl Conn {
     /// A new connection on `stream`.
     #[must_use]
-    pub fn new(stream: Stream) -> Self {
+    pub(crate) fn new(stream: Stream) -> Self {
         Self {
             stream,
             inbuf: Vec::new(),
@@ -99,32 +99,32 @@ impl Conn {
 
     /// The connection of `peer`.
     #[must_use]
-    pub fn with_peer(mut self, peer: Option<Peer>) -> Self {
+    pub(crate) fn with_peer(mut self, peer: Option<Peer>) -> Self {
         self.peer = peer;
         self
     }
 
     /// Who connected, if known.
     #[must_use]
-    pub const fn peer(&self) -> Option<Peer> {
+    pub(crate) const fn peer(&self) -> Option<Peer> {
         self.peer
     }
 
     /// The poller reported that the peer closed its side: the next read goes on to
     /// the end of the stream instead of stopping at a short read.
-    pub fn note_peer_closed(&mut self) {
+    pub(crate) fn note_peer_closed(&mut self) {
         self.peer_closed = true;
     }
 
     /// The socket's descriptor, for the set the event loop waits on.
     #[must_use]
-    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+    pub(crate) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.stream.as_fd()
     }
 
     /// The socket as mio sees it, for [`super::client_waits`] to register with the
     /// poller.
-    pub fn source(&mut self) -> &mut dyn mio::event::Source {
+    pub(crate) fn source(&mut self) -> &mut dyn mio::event::Source {
         match &mut self.stream {
             Stream::Unix(s) => s,
             Stream::Tcp(s) => s,
@@ -133,7 +133,7 @@ impl Conn {
 
     /// Whether requests should be read now (the reply backlog is under its limit).
     #[must_use]
-    pub fn wants_read(&self) -> bool {
+    pub(crate) fn wants_read(&self) -> bool {
         !self.closing && self.outbuf.len() < BACKLOG_LIMIT
     }
 
@@ -141,7 +141,7 @@ impl Conn {
     /// bound on queued replies counts): the output buffer's capacity, 0 when nothing
     /// waits.
     #[must_use]
-    pub fn held(&self) -> usize {
+    pub(crate) fn held(&self) -> usize {
         self.outbuf.capacity()
     }
 
@@ -149,7 +149,7 @@ impl Conn {
     /// waits for writability only then, so that a client reading its replies does not
     /// wake it for nothing).
     #[must_use]
-    pub fn wants_write(&self) -> bool {
+    pub(crate) fn wants_write(&self) -> bool {
         !self.outbuf.is_empty()
     }
 
@@ -170,7 +170,7 @@ impl Conn {
     ///
     /// # Panics
     /// `scratch` is shorter than [`READ_CHUNK`].
-    pub fn read_requests(
+    pub(crate) fn read_requests(
         &mut self,
         scratch: &mut [u8],
         budget: usize,
@@ -271,7 +271,7 @@ impl Conn {
     ///
     /// # Errors
     /// The socket failed; the connection must be dropped.
-    pub fn send(&mut self, reply: &[u8]) -> io::Result<()> {
+    pub(crate) fn send(&mut self, reply: &[u8]) -> io::Result<()> {
         if self.outbuf.is_empty() {
             match sock_io::send(self.stream.as_fd(), reply) {
                 Ok(n) if n == reply.len() => return Ok(()),
@@ -299,7 +299,7 @@ impl Conn {
     ///
     /// # Errors
     /// The socket failed; the connection must be dropped.
-    pub fn flush(&mut self) -> io::Result<()> {
+    pub(crate) fn flush(&mut self) -> io::Result<()> {
         while !self.outbuf.is_empty() {
             match sock_io::send(self.stream.as_fd(), &self.outbuf) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),

@@ -42,13 +42,13 @@ use std::collections::HashMap;
 /// tools and a few root services to connect while other users hold everything else,
 /// and little beside any real limit (a sixteenth of the limit when that is under
 /// 1,024: [`scaled`]).
-pub const RESERVE: usize = 64;
+pub(crate) const RESERVE: usize = 64;
 
 /// Descriptors kept for what the daemon opens after they were counted: the metrics
 /// file and its temporary twin, the options and address files a reload reads, a
 /// client's `/proc/PID/status`, the log file, and those of a device that appears.
 /// Scaled like [`RESERVE`].
-pub const MARGIN: usize = 64;
+pub(crate) const MARGIN: usize = 64;
 
 /// The daemon's own descriptors assumed when `/proc/self/fd` cannot be read: more than
 /// a daemon with a few devices opens.
@@ -63,7 +63,7 @@ pub const MAX_PER_USER: u32 = 1 << 30;
 
 /// The daemon's descriptors, as counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Descriptors {
+pub(crate) struct Descriptors {
     /// The soft `RLIMIT_NOFILE`.
     pub limit: usize,
     /// Open descriptors that are not client connections.
@@ -73,7 +73,7 @@ pub struct Descriptors {
 impl Descriptors {
     /// Counted now, while `clients` client connections are open.
     #[must_use]
-    pub fn count(clients: usize) -> Self {
+    pub(crate) fn count(clients: usize) -> Self {
         use nix::sys::resource::{Resource, getrlimit};
         // Linux caps the limit at fs.nr_open, so an "unlimited" never comes; were it
         // to, the count saturates and only the per-user limit stays meaningful.
@@ -95,13 +95,13 @@ fn open_descriptors() -> Option<usize> {
 /// `n` descriptors, or a sixteenth of `limit` when that is less, so that a small limit
 /// (a test's `ulimit -n 40`) still leaves room for clients.
 #[must_use]
-pub const fn scaled(limit: usize, n: usize) -> usize {
+pub(crate) const fn scaled(limit: usize, n: usize) -> usize {
     if limit / 16 < n { limit / 16 } else { n }
 }
 
 /// What the limits say about a new connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Admission {
+pub(crate) enum Admission {
     /// Take it.
     Admitted,
     /// Its user already holds `held` connections, the per-user `limit`.
@@ -122,7 +122,7 @@ pub enum Admission {
 
 /// The open client connections, by user, and the limits they are held to.
 #[derive(Debug, Clone)]
-pub struct ConnLimits {
+pub(crate) struct ConnLimits {
     /// The daemon's effective uid, which shares root's reserve.
     own_uid: u32,
     descriptors: Descriptors,
@@ -138,7 +138,7 @@ impl ConnLimits {
     /// Limits for a daemon running as `own_uid`, with `descriptors` (see
     /// [`Descriptors::count`]) and the derived per-user limit.
     #[must_use]
-    pub fn new(own_uid: u32, descriptors: Descriptors) -> Self {
+    pub(crate) fn new(own_uid: u32, descriptors: Descriptors) -> Self {
         Self {
             own_uid,
             descriptors,
@@ -151,38 +151,32 @@ impl ConnLimits {
     /// Sets `max_connections_per_user` (`None`: half of [`ConnLimits::shared`]). It
     /// applies to connections that come next; a user over a lowered limit keeps the
     /// connections it has.
-    pub fn set_per_user(&mut self, limit: Option<u32>) {
+    pub(crate) fn set_per_user(&mut self, limit: Option<u32>) {
         self.configured = limit;
     }
 
     /// Counts the daemon's descriptors again (the limit, its own), with the client
     /// connections it holds now.
-    pub fn recount(&mut self) {
+    pub(crate) fn recount(&mut self) {
         self.descriptors = Descriptors::count(self.open);
-    }
-
-    /// The descriptors as last counted.
-    #[must_use]
-    pub const fn descriptors(&self) -> Descriptors {
-        self.descriptors
     }
 
     /// Descriptors only root and the daemon's user get.
     #[must_use]
-    pub const fn reserve(&self) -> usize {
+    pub(crate) const fn reserve(&self) -> usize {
         scaled(self.descriptors.limit, RESERVE)
     }
 
     /// The daemon's own descriptors, with the margin for those it opens later.
     #[must_use]
-    pub const fn own(&self) -> usize {
+    pub(crate) const fn own(&self) -> usize {
         self.descriptors.own + scaled(self.descriptors.limit, MARGIN)
     }
 
     /// The client connections open to everyone together: the descriptor limit less the
     /// daemon's own and the reserve.
     #[must_use]
-    pub const fn shared(&self) -> usize {
+    pub(crate) const fn shared(&self) -> usize {
         self.descriptors
             .limit
             .saturating_sub(self.own())
@@ -192,7 +186,7 @@ impl ConnLimits {
     /// The connections one user other than root and the daemon's may hold: as
     /// configured, else half of [`ConnLimits::shared`] (at least one).
     #[must_use]
-    pub fn per_user(&self) -> usize {
+    pub(crate) fn per_user(&self) -> usize {
         match self.configured {
             Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
             None => (self.shared() / 2).max(1),
@@ -201,31 +195,32 @@ impl ConnLimits {
 
     /// Whether the per-user limit is derived rather than configured.
     #[must_use]
-    pub const fn per_user_derived(&self) -> bool {
+    pub(crate) const fn per_user_derived(&self) -> bool {
         self.configured.is_none()
     }
 
     /// Whether connections of `uid` get the reserve: root's and the daemon's own user's.
     #[must_use]
-    pub const fn privileged(&self, uid: Option<u32>) -> bool {
+    pub(crate) const fn privileged(&self, uid: Option<u32>) -> bool {
         matches!(uid, Some(u) if u == 0 || u == self.own_uid)
     }
 
     /// Client connections open now.
+    #[cfg(test)]
     #[must_use]
-    pub const fn open(&self) -> usize {
+    pub(crate) const fn open(&self) -> usize {
         self.open
     }
 
     /// Connections `uid` holds now.
     #[must_use]
-    pub fn held(&self, uid: u32) -> usize {
+    pub(crate) fn held(&self, uid: u32) -> usize {
         self.by_user.get(&uid).copied().unwrap_or(0)
     }
 
     /// Whether a new connection of `uid` (`None`: no credentials) may be taken.
     #[must_use]
-    pub fn admit(&self, uid: Option<u32>) -> Admission {
+    pub(crate) fn admit(&self, uid: Option<u32>) -> Admission {
         if self.privileged(uid) {
             return Admission::Admitted;
         }
@@ -246,7 +241,7 @@ impl ConnLimits {
     }
 
     /// A connection of `uid` was taken.
-    pub fn opened(&mut self, uid: Option<u32>) {
+    pub(crate) fn opened(&mut self, uid: Option<u32>) {
         self.open += 1;
         if let Some(u) = uid {
             *self.by_user.entry(u).or_insert(0) += 1;
@@ -254,7 +249,7 @@ impl ConnLimits {
     }
 
     /// A connection of `uid` that [`ConnLimits::opened`] counted was closed.
-    pub fn closed(&mut self, uid: Option<u32>) {
+    pub(crate) fn closed(&mut self, uid: Option<u32>) {
         self.open = self.open.saturating_sub(1);
         if let Some(u) = uid
             && let Some(n) = self.by_user.get_mut(&u)
@@ -268,7 +263,7 @@ impl ConnLimits {
 
     /// The limits in words, for the log.
     #[must_use]
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let d = self.descriptors;
         let how = if self.per_user_derived() {
             "half of those"

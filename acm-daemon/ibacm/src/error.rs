@@ -13,7 +13,7 @@ use thiserror::Error;
 
 /// A start-up failure (or the end of the event loop).
 #[derive(Debug, Error)]
-pub enum StartError {
+pub(crate) enum StartError {
     /// The working directory, which relative paths are resolved against before
     /// detaching, cannot be read.
     #[error("cannot read the current directory: {0}")]

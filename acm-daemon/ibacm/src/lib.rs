@@ -6,56 +6,76 @@
 //! Differences from the reference, each a fix: relative `-A`/`-O`/`--run-dir` paths are
 //! made absolute before detaching (the reference resolves them against `/`); a
 //! missing address file is generated into the run directory, or at `-A` (the reference
-//! always writes `/etc/rdma/ibacm_addr.cfg`, read-only under systemd; see [`addr_file`]);
+//! always writes `/etc/rdma/ibacm_addr.cfg`, read-only under systemd; see `addr_file`);
 //! there is no 1023-client limit; the lock file is truncated before the pid is written.
 //!
 //! And the administrator's side of its life, which the reference leaves bare:
 //! - the command that detaches waits for the daemon's start-up result and exits with
-//!   its status and message ([`startup`]); a held lock names the pid that holds it;
+//!   its status and message (`startup`); a held lock names the pid that holds it;
 //! - a simulated fabric is read before anything is created, so a bad fabric leaves no
 //!   file behind, and its host's options govern the whole daemon, logger included
-//!   ([`options_source`], which also gives the precedence and the default log file);
-//! - the log file is appended to, not truncated ([`log`]);
+//!   (`options_source`, which also gives the precedence and the default log file);
+//! - the log file is appended to, not truncated (`log`);
 //! - SIGTERM and SIGINT stop the daemon cleanly: its files removed, a last log line,
-//!   exit 0; a failed start removes what it created too ([`lifecycle`]).
+//!   exit 0; a failed start removes what it created too (`lifecycle`).
 
-pub mod access;
-pub mod addr_file;
+mod access;
+mod addr_file;
 pub mod args;
-pub mod backend;
-pub mod client_waits;
-pub mod config;
-pub mod config_file;
-pub mod conn;
-pub mod conn_limits;
-pub mod error;
-pub mod kernel;
-pub mod lifecycle;
-pub mod listen;
-pub mod lock;
-pub mod log;
-pub mod metrics;
-pub mod options_source;
-pub mod paths;
-pub mod plugins;
-pub mod rate_limit;
-pub mod reload;
-pub mod safe_file;
-pub mod server;
-pub mod settings;
-pub mod startup;
+mod backend;
+mod client_waits;
+mod config;
+mod config_file;
+mod conn;
+mod conn_limits;
+mod error;
+mod kernel;
+mod lifecycle;
+mod listen;
+mod lock;
+mod log;
+mod metrics;
+mod options_source;
+mod paths;
+mod plugins;
+mod rate_limit;
+mod reload;
+mod safe_file;
+mod server;
+mod settings;
+mod startup;
+
+// The parts the integration tests and the fuzz target drive directly: a server on the
+// simulated demo fabric in the test's own process (to count its allocations and
+// wake-ups), the reading of the options, and the run directory's layout.
+pub use backend::sim::{DEMO_FABRIC, SimBackend};
+pub use client_waits::PPOLL_MAX;
+pub use config::{LoadedOptions, engine_config, warn_unknown_devices};
+pub use kernel::channel::KernelChannel;
+pub use listen::Listener;
+pub use log::{Logger, max_level};
+pub use options_source::names_log_file;
+pub use paths::{DEFAULT_RUN_DIR, RunPaths};
+pub use server::Server;
+pub use settings::{Origin, Settings};
+
+/// The ranges the daemon's own options are checked against, at start and at reload.
+pub mod option_bounds {
+    pub use crate::conn_limits::{
+        MAX_PER_USER as MAX_CONNECTIONS_PER_USER, MIN_PER_USER as MIN_CONNECTIONS_PER_USER,
+    };
+    pub use crate::settings::{
+        MAX_MAX_QUEUED_REPLY_BYTES, MAX_METRICS_INTERVAL, MIN_MAX_QUEUED_REPLY_BYTES,
+    };
+}
 
 use acm_engine::log::Level;
 use args::{Args, FabricArg};
 use backend::Backend;
 use backend::hub::HubBackend;
-use backend::sim::{DEMO_FABRIC, SimBackend};
-use config::LoadedOptions;
 use error::StartError;
 use lifecycle::{RunFiles, StopSignals};
-use log::Logger;
 use options_source::{FabricHostOptions, OptionsSource};
-use paths::RunPaths;
 use startup::{Failure, Report, Role};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

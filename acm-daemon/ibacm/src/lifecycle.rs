@@ -50,7 +50,7 @@ impl FileId {
 /// The files this daemon created in its run directory (and its lock file), removed when
 /// it stops or when this is dropped.
 #[derive(Debug, Default)]
-pub struct RunFiles {
+pub(crate) struct RunFiles {
     owned: Vec<Owned>,
     lock: Option<PidLock>,
 }
@@ -60,14 +60,14 @@ impl RunFiles {
     ///
     /// # Errors
     /// See [`LockError`]; a held lock's file is left alone.
-    pub fn lock(&mut self, path: &Path) -> Result<(), LockError> {
+    pub(crate) fn lock(&mut self, path: &Path) -> Result<(), LockError> {
         self.lock = Some(PidLock::acquire(path)?);
         Ok(())
     }
 
     /// Records `path`, which this daemon just created, as its own. A path that does not
     /// exist is not recorded.
-    pub fn own(&mut self, path: &Path) {
+    pub(crate) fn own(&mut self, path: &Path) {
         if let Some(id) = FileId::of(path) {
             self.owned.push(Owned {
                 path: path.to_path_buf(),
@@ -81,7 +81,7 @@ impl RunFiles {
     /// listener systemd passed (`inherited`), nothing: the socket and the symlink
     /// (`Symlinks=` of `ibacm.socket`) are the socket unit's, and must survive the
     /// service for the next activation.
-    pub fn own_listener_files(
+    pub(crate) fn own_listener_files(
         &mut self,
         mode: ServerMode,
         public: bool,
@@ -108,7 +108,7 @@ impl RunFiles {
     /// After the listener failed part-way in unix mode: the socket it bound, if any (the
     /// listener replaces whatever was at that path before binding, so a socket there now
     /// is the one it made).
-    pub fn own_failed_unix_socket(&mut self, paths: &RunPaths) {
+    pub(crate) fn own_failed_unix_socket(&mut self, paths: &RunPaths) {
         let path = paths.unix_socket();
         if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_socket()) {
             self.own(&path);
@@ -117,13 +117,13 @@ impl RunFiles {
 
     /// How many files are recorded (the lock file included).
     #[must_use]
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.owned.len() + usize::from(self.lock.is_some())
     }
 
     /// Removes every recorded file that is still the one we created, newest first, and
     /// the lock file last (then releases the lock). Returns what could not be removed.
-    pub fn remove_all(&mut self) -> Vec<String> {
+    pub(crate) fn remove_all(&mut self) -> Vec<String> {
         let mut problems = Vec::new();
         while let Some(f) = self.owned.pop() {
             // Replaced by someone else, or already gone: not ours to remove.
@@ -164,10 +164,10 @@ pub struct StopSignals {
 }
 
 /// The signals that stop the daemon cleanly.
-pub const STOP_SIGNALS: [Signal; 2] = [Signal::SIGTERM, Signal::SIGINT];
+pub(crate) const STOP_SIGNALS: [Signal; 2] = [Signal::SIGTERM, Signal::SIGINT];
 
 /// The signal that makes the daemon read its configuration files again.
-pub const RELOAD_SIGNAL: Signal = Signal::SIGHUP;
+pub(crate) const RELOAD_SIGNAL: Signal = Signal::SIGHUP;
 
 impl StopSignals {
     /// Blocks [`STOP_SIGNALS`] and [`RELOAD_SIGNAL`] and opens the descriptor they are read from. Call it

@@ -20,7 +20,7 @@ use thiserror::Error;
 
 /// A listener that cannot be set up; the daemon exits.
 #[derive(Debug, Error)]
-pub enum ListenError {
+pub(crate) enum ListenError {
     /// The socket cannot be bound.
     #[error("cannot listen on {what}: {source}")]
     Bind {
@@ -117,7 +117,7 @@ impl Listener {
 
 /// What systemd passed in: a client listener, a netlink socket, or both.
 #[derive(Debug, Default)]
-pub struct Inherited {
+pub(crate) struct Inherited {
     /// The `ListenStream=` socket.
     pub listener: Option<std::os::unix::net::UnixListener>,
     /// The `ListenNetlink=` socket.
@@ -129,7 +129,7 @@ pub struct Inherited {
 ///
 /// # Errors
 /// An fd that is neither kind.
-pub fn inherit_from_systemd() -> Result<Inherited, ListenError> {
+pub(crate) fn inherit_from_systemd() -> Result<Inherited, ListenError> {
     let mut fds = listenfd::ListenFd::from_env();
     let mut got = Inherited::default();
     for idx in 0..fds.len().min(2) {
@@ -162,7 +162,7 @@ pub fn inherit_from_systemd() -> Result<Inherited, ListenError> {
 /// # Errors
 /// See [`ListenError`]; in TCP modes a symlink failure is only returned in the
 /// warnings.
-pub fn open(
+pub(crate) fn open(
     mode: ServerMode,
     port: u16,
     paths: &RunPaths,

@@ -16,7 +16,7 @@ use thiserror::Error;
 
 /// Why the lock was not taken.
 #[derive(Debug, Error)]
-pub enum LockError {
+pub(crate) enum LockError {
     /// The file cannot be opened or created.
     #[error("cannot open lock file {path}: {source}")]
     Open {
@@ -46,7 +46,7 @@ pub enum LockError {
 
 /// The held lock; released when the process exits (or this is dropped).
 #[derive(Debug)]
-pub struct PidLock {
+pub(crate) struct PidLock {
     file: File,
     path: PathBuf,
 }
@@ -56,7 +56,7 @@ impl PidLock {
     ///
     /// # Errors
     /// See [`LockError`].
-    pub fn acquire(path: &Path) -> Result<Self, LockError> {
+    pub(crate) fn acquire(path: &Path) -> Result<Self, LockError> {
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -119,7 +119,7 @@ impl PidLock {
 
     /// The lock file.
     #[must_use]
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
@@ -129,7 +129,7 @@ impl PidLock {
     ///
     /// # Errors
     /// The file cannot be inspected or removed (the lock is released all the same).
-    pub fn remove(self) -> io::Result<()> {
+    pub(crate) fn remove(self) -> io::Result<()> {
         use std::os::unix::fs::MetadataExt;
         let ours = self.file.metadata()?;
         match std::fs::symlink_metadata(&self.path) {

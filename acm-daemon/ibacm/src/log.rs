@@ -37,12 +37,12 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 /// The mode of a log file the daemon creates: the owner writes, its group reads.
-pub const LOG_FILE_MODE: u32 = 0o640;
+pub(crate) const LOG_FILE_MODE: u32 = 0o640;
 
 /// The origin of the logger's own lines (lines lost).
 const LOG_ORIGIN: &str = "acm_log";
 
-/// Opens `path` for appending, created with [`LOG_FILE_MODE`] if missing; never through
+/// Opens `path` for appending, created with mode 0640 (`LOG_FILE_MODE`) if missing; never through
 /// a link at the name, never blocking.
 fn open_file(path: impl AsRef<std::path::Path>) -> io::Result<File> {
     use nix::fcntl::OFlag;
@@ -141,7 +141,7 @@ pub const fn max_level(log_level: i32) -> Option<Level> {
 
 impl Logger {
     /// Opens `target` (`stdout`, `stderr`, case-insensitive, or a path, created with
-    /// [`LOG_FILE_MODE`] if missing and appended to). A path that cannot be opened
+    /// mode 0640 (`LOG_FILE_MODE`) if missing and appended to). A path that cannot be opened
     /// falls back to stdout; the error is returned beside the logger so the caller can
     /// report it once the log is up.
     #[must_use]

@@ -96,7 +96,7 @@ impl MetricsFile {
 
 /// The daemon's snapshot: the engine's counters and endpoints, and `daemon`.
 #[must_use]
-pub fn snapshot(engine: &Engine, daemon: DaemonSample) -> Snapshot {
+pub(crate) fn snapshot(engine: &Engine, daemon: DaemonSample) -> Snapshot {
     Snapshot {
         service: None,
         up: None,
@@ -121,7 +121,7 @@ pub fn snapshot(engine: &Engine, daemon: DaemonSample) -> Snapshot {
 
 /// The text for `engine` and `daemon`.
 #[must_use]
-pub fn text(engine: &Engine, daemon: DaemonSample) -> String {
+pub(crate) fn text(engine: &Engine, daemon: DaemonSample) -> String {
     render(&[snapshot(engine, daemon)])
 }
 

@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 
 /// Where the options came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OptionsSource {
+pub(crate) enum OptionsSource {
     /// The file `-O` named.
     CommandLine(PathBuf),
     /// Host `host` of a simulated fabric; `file` is `None` for the built-in demo fabric.
@@ -78,7 +78,7 @@ impl fmt::Display for OptionsSource {
 /// A simulated fabric's options for the daemon's host: the fabric file (`None`: the
 /// built-in demo), the host's name and its options text.
 #[derive(Debug, Clone, Copy)]
-pub struct FabricHostOptions<'a> {
+pub(crate) struct FabricHostOptions<'a> {
     /// The fabric description.
     pub file: Option<&'a Path>,
     /// The host.
@@ -94,7 +94,7 @@ pub struct FabricHostOptions<'a> {
 /// The options file exists but cannot be read (or is no regular file, or is over its
 /// bound), the file `-O` names does not exist, or one of the daemon's own settings is
 /// bad; the message names the file (and line).
-pub fn load(
+pub(crate) fn load(
     args: &Args,
     fabric: Option<FabricHostOptions<'_>>,
     run_dir: &Path,
@@ -149,7 +149,7 @@ pub fn load(
 /// options or `--log-file` name one, or the daemon runs on hardware without
 /// `--run-dir`. A reload reads the options file through this too, so that an unchanged
 /// file reads as unchanged.
-pub fn place_log_file(loaded: &mut LoadedOptions, args: &Args, run_dir: &Path) {
+pub(crate) fn place_log_file(loaded: &mut LoadedOptions, args: &Args, run_dir: &Path) {
     let keeps_machine_log = args.run_dir.is_none() && args.fabric == FabricArg::Hardware;
     let named =
         args.log_file.is_some() || names_log_file(loaded.text.as_deref().unwrap_or_default());

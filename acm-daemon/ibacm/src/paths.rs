@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 /// The reference's run directory.
 pub const DEFAULT_RUN_DIR: &str = "/run";
 /// The lock file the `lock_file` option defaults to.
-pub const DEFAULT_LOCK_FILE: &str = "/run/ibacm.pid";
+pub(crate) const DEFAULT_LOCK_FILE: &str = "/run/ibacm.pid";
 
 /// Every file name the daemon creates in its run directory.
 #[derive(Debug, Clone, PartialEq, Eq)]

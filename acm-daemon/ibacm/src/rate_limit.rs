@@ -13,14 +13,14 @@
 use std::time::{Duration, Instant};
 
 /// The lines of one kind kept per [`DEFAULT_INTERVAL`].
-pub const DEFAULT_BURST: u32 = 5;
+pub(crate) const DEFAULT_BURST: u32 = 5;
 
 /// The interval the burst is counted over, and the most a count waits to be logged.
-pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
 
 /// What to do with one line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Write it.
     Write,
     /// Count it instead.
@@ -29,7 +29,7 @@ pub enum Verdict {
 
 /// The lines left out over one interval, to report in one line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Summary {
+pub(crate) struct Summary {
     /// How many.
     pub suppressed: u64,
     /// The interval they were counted over.
@@ -38,7 +38,7 @@ pub struct Summary {
 
 /// The limit on one kind of line.
 #[derive(Debug, Clone)]
-pub struct RateLimit {
+pub(crate) struct RateLimit {
     burst: u32,
     interval: Duration,
     /// When the current interval started (`None`: no line yet).
@@ -52,7 +52,7 @@ pub struct RateLimit {
 impl RateLimit {
     /// At most `burst` lines per `interval`.
     #[must_use]
-    pub const fn new(burst: u32, interval: Duration) -> Self {
+    pub(crate) const fn new(burst: u32, interval: Duration) -> Self {
         Self {
             burst,
             interval,
@@ -64,7 +64,7 @@ impl RateLimit {
 
     /// Whether a line at `now` is written. Call [`RateLimit::take_summary`] first, so
     /// that a finished interval's count is logged before the next interval's lines.
-    pub fn admit(&mut self, now: Instant) -> Verdict {
+    pub(crate) fn admit(&mut self, now: Instant) -> Verdict {
         match self.start {
             Some(s) if now.saturating_duration_since(s) < self.interval => {}
             _ => {
@@ -82,7 +82,7 @@ impl RateLimit {
     }
 
     /// The count of the interval that ended by `now`, if lines were left out in it.
-    pub fn take_summary(&mut self, now: Instant) -> Option<Summary> {
+    pub(crate) fn take_summary(&mut self, now: Instant) -> Option<Summary> {
         let start = self.start?;
         if self.suppressed == 0 || now.saturating_duration_since(start) < self.interval {
             return None;
@@ -97,7 +97,7 @@ impl RateLimit {
 
     /// When a count is due to be logged, if lines were left out.
     #[must_use]
-    pub fn summary_due(&self) -> Option<Instant> {
+    pub(crate) fn summary_due(&self) -> Option<Instant> {
         match self.start {
             Some(s) if self.suppressed > 0 => Some(s + self.interval),
             _ => None,

@@ -378,7 +378,7 @@ impl Reloader {
 /// The options file a reload reads: the one read at start, unless the options came
 /// from a simulated fabric's description.
 #[must_use]
-pub fn options_path(source: &OptionsSource) -> Option<PathBuf> {
+pub(crate) fn options_path(source: &OptionsSource) -> Option<PathBuf> {
     match source {
         OptionsSource::CommandLine(p) | OptionsSource::DefaultFile { path: p, .. } => {
             Some(p.clone())
@@ -390,7 +390,7 @@ pub fn options_path(source: &OptionsSource) -> Option<PathBuf> {
 /// The address file a reload reads: the one each backend reads at start
 /// ([`super::addr_file`]), unless it came from a simulated fabric's description.
 #[must_use]
-pub fn addr_path(args: &Args, run_dir: &Path) -> Option<PathBuf> {
+pub(crate) fn addr_path(args: &Args, run_dir: &Path) -> Option<PathBuf> {
     match &args.fabric {
         FabricArg::Sim { .. } => args.addr_file.clone(),
         FabricArg::Hub { .. } => Some(

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 ///
 /// # Errors
 /// The name exists (`AlreadyExists`), or the file cannot be created.
-pub fn create_exclusive(path: &Path, mode: u32) -> io::Result<File> {
+pub(crate) fn create_exclusive(path: &Path, mode: u32) -> io::Result<File> {
     OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -31,7 +31,7 @@ pub fn create_exclusive(path: &Path, mode: u32) -> io::Result<File> {
 ///
 /// # Errors
 /// The name exists, or the file cannot be created or written.
-pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+pub(crate) fn write_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     let mut f = create_exclusive(path, mode)?;
     f.write_all(bytes).inspect_err(|_| {
         // The name is ours: this call created it.
@@ -51,7 +51,7 @@ pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
 ///
 /// # Errors
 /// `path` has no file name, or a step fails (the temporary file is then removed).
-pub fn replace(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+pub(crate) fn replace(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     let tmp = temporary_name(path)?;
     let mut f = match create_exclusive(&tmp, mode) {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {

@@ -94,22 +94,22 @@ const PROVIDERS: Token = Token(4);
 const FIRST_CONN: u64 = 16;
 
 /// Requests read from one connection before the others get their turn.
-pub const READ_BUDGET: usize = 64;
+pub(crate) const READ_BUDGET: usize = 64;
 
 /// How often accepting is tried again while it fails for want of descriptors or
 /// memory, when no connection closes meanwhile: often enough that a waiting client is
 /// served well within a second of a descriptor freeing, rarely enough to cost nothing.
-pub const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+pub(crate) const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 
 /// Connections accepted (or refused at accept) in one turn of the loop before the
 /// connected clients get theirs: users connecting in a loop, whose connections are
 /// refused at once or not, must not keep the loop accepting while the listen queue
 /// never empties. The rest are accepted on the next turn, which comes at once.
-pub const ACCEPT_BATCH: usize = 256;
+pub(crate) const ACCEPT_BATCH: usize = 256;
 
 /// The origin of the engine's line for a request it refuses to frame (a connection it
 /// closes); its only line with this origin (acm-engine's `core::client`).
-pub const MALFORMED_ORIGIN: &str = "acm_svr_receive";
+pub(crate) const MALFORMED_ORIGIN: &str = "acm_svr_receive";
 
 /// The origin of the lines about clients the allow-lists or the connection limits
 /// refused.
@@ -286,13 +286,13 @@ impl<B: Backend> Server<B> {
     }
 
     /// Holds each user other than root and the daemon's to `limit` connections
-    /// (`None`: half of those all users share; see [`super::conn_limits`]).
+    /// (`None`: half of those all users share; see `conn_limits`).
     pub fn set_max_connections_per_user(&mut self, limit: Option<u32>) {
         self.limits.set_per_user(limit);
     }
 
     /// Moves a client waited on with `ppoll` back to epoll after `idle` without a
-    /// request (default [`super::client_waits::PPOLL_IDLE`]).
+    /// request (default `client_waits::PPOLL_IDLE`, 50 ms).
     pub fn set_client_idle(&mut self, idle: Duration) {
         self.waits.set_idle(idle);
     }

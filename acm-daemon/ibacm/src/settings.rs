@@ -32,7 +32,7 @@ use std::time::Duration;
 
 /// The metrics file's default interval, in seconds: Prometheus's default scrape
 /// interval, so that a scrape of node_exporter rarely sees the same values twice.
-pub const DEFAULT_METRICS_INTERVAL: u32 = 15;
+pub(crate) const DEFAULT_METRICS_INTERVAL: u32 = 15;
 
 /// The longest interval accepted, in seconds (a day).
 pub const MAX_METRICS_INTERVAL: u32 = 86_400;
@@ -42,7 +42,7 @@ pub const MAX_METRICS_INTERVAL: u32 = 86_400;
 /// far more than a healthy daemon ever queues (its clients read each reply as it
 /// comes: a few KiB in all), and little beside a server's memory. Without a bound,
 /// 8,000 such clients held 1.16 GB.
-pub const DEFAULT_MAX_QUEUED_REPLY_BYTES: u64 = 64 << 20;
+pub(crate) const DEFAULT_MAX_QUEUED_REPLY_BYTES: u64 = 64 << 20;
 
 /// The smallest bound accepted: one connection's backlog, below which a single client
 /// with a full backlog would be closed for what the per-connection limit allows.
@@ -72,7 +72,7 @@ pub struct Settings {
     /// with the most queued are closed.
     pub max_queued_reply_bytes: u64,
     /// Client connections one user other than root and the daemon's may hold; `None`
-    /// derives it from the descriptor limit ([`super::conn_limits`]).
+    /// derives it from the descriptor limit (`conn_limits`).
     pub max_connections_per_user: Option<u32>,
     /// On hardware, start without an InfiniBand device and serve the first that
     /// appears, rather than exit (`--systemd` turns it on too: a unit started before
@@ -130,7 +130,7 @@ impl fmt::Display for SettingError {
 
 /// The command-line flag of an option.
 #[must_use]
-pub fn flag(option: &'static str) -> &'static str {
+pub(crate) fn flag(option: &'static str) -> &'static str {
     match option {
         "server_socket_mode" => "--socket-mode",
         "server_socket_group" => "--socket-group",
@@ -376,7 +376,7 @@ fn lookup_all(kind: Kind, names: &[String]) -> Result<Vec<Id>, String> {
 ///
 /// # Errors
 /// Anything else.
-pub fn parse_interval(v: &str) -> Result<u32, String> {
+pub(crate) fn parse_interval(v: &str) -> Result<u32, String> {
     v.parse::<u32>()
         .ok()
         .filter(|s| (1..=MAX_METRICS_INTERVAL).contains(s))
@@ -389,7 +389,7 @@ pub fn parse_interval(v: &str) -> Result<u32, String> {
 ///
 /// # Errors
 /// Anything else.
-pub fn parse_switch(v: &str) -> Result<bool, String> {
+pub(crate) fn parse_switch(v: &str) -> Result<bool, String> {
     match v.to_ascii_lowercase().as_str() {
         "1" | "yes" | "true" => Ok(true),
         "0" | "no" | "false" => Ok(false),
@@ -402,7 +402,7 @@ pub fn parse_switch(v: &str) -> Result<bool, String> {
 ///
 /// # Errors
 /// Anything else.
-pub fn parse_queued_bytes(v: &str) -> Result<u64, String> {
+pub(crate) fn parse_queued_bytes(v: &str) -> Result<u64, String> {
     const RANGE: std::ops::RangeInclusive<u64> =
         MIN_MAX_QUEUED_REPLY_BYTES..=MAX_MAX_QUEUED_REPLY_BYTES;
     v.parse::<u64>()
@@ -421,7 +421,7 @@ pub fn parse_queued_bytes(v: &str) -> Result<u64, String> {
 ///
 /// # Errors
 /// Anything else.
-pub fn parse_per_user(v: &str) -> Result<u32, String> {
+pub(crate) fn parse_per_user(v: &str) -> Result<u32, String> {
     use super::conn_limits::{MAX_PER_USER, MIN_PER_USER};
     v.parse::<u32>()
         .ok()

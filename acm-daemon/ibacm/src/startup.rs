@@ -22,12 +22,12 @@ use std::os::unix::net::UnixStream;
 use std::process::{Command, ExitCode, Stdio};
 
 /// Set for the detached daemon to the pid of the command that started it.
-pub const CHILD_ENV: &str = "ACM_IBACM_DETACHED_BY";
+pub(crate) const CHILD_ENV: &str = "ACM_IBACM_DETACHED_BY";
 
 /// What a start-up failure reports: the exit status and the message (without the
 /// `ibacm: ` prefix).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
+pub(crate) struct Failure {
     /// The exit status.
     pub code: u8,
     /// What went wrong.
@@ -37,7 +37,7 @@ pub struct Failure {
 impl Failure {
     /// A failure with status 1.
     #[must_use]
-    pub fn new(message: impl Into<String>) -> Self {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
         Self {
             code: 1,
             message: message.into(),
@@ -47,7 +47,7 @@ impl Failure {
 
 /// Where the result of start-up goes.
 #[derive(Debug)]
-pub enum Report {
+pub(crate) enum Report {
     /// In the foreground: errors to stderr; success needs no word (`-P` prints its
     /// "listening on" line itself).
     Foreground,
@@ -57,7 +57,7 @@ pub enum Report {
 
 /// What this process is, for detaching.
 #[derive(Debug)]
-pub enum Role {
+pub(crate) enum Role {
     /// The command that detaches a daemon and waits for its report.
     Parent,
     /// A daemon: in the foreground, or detached with its report channel.
@@ -71,7 +71,7 @@ impl Role {
     ///
     /// # Errors
     /// The detached daemon cannot set itself up; it is then reported as a failure.
-    pub fn of_this_process(foreground: bool) -> Result<Self, Failure> {
+    pub(crate) fn of_this_process(foreground: bool) -> Result<Self, Failure> {
         if foreground {
             return Ok(Self::Daemon(Report::Foreground));
         }
@@ -101,7 +101,7 @@ impl Role {
 
 impl Report {
     /// Start-up is done: the daemon listens. The waiting command exits 0.
-    pub fn ready(&mut self) {
+    pub(crate) fn ready(&mut self) {
         if let Self::Detached(channel) = self
             && let Some(mut c) = channel.take()
         {
@@ -112,7 +112,7 @@ impl Report {
 
     /// Start-up failed: the message goes to stderr, or to the waiting command, which
     /// prints it and exits with `f.code`. After [`Report::ready`], to stderr.
-    pub fn failed(&mut self, f: &Failure) {
+    pub(crate) fn failed(&mut self, f: &Failure) {
         if let Self::Detached(channel) = self
             && let Some(mut c) = channel.take()
         {
@@ -126,7 +126,7 @@ impl Report {
 /// Starts this executable again with the same arguments as the detached daemon, waits
 /// for its report, prints its error if any, and returns the exit status to leave with.
 #[must_use]
-pub fn spawn_and_wait() -> ExitCode {
+pub(crate) fn spawn_and_wait() -> ExitCode {
     match detach() {
         Ok(code) => code,
         Err(e) => {

@@ -1,6 +1,6 @@
 //! Where `ibacm` puts an address file it has to generate: at `-A PATH` when it can,
 //! else in its run directory, never failing the start for it (see
-//! `ibacm::addr_file`). The unit tests there cover each case; this one
+//! the daemon's `addr_file` module). The unit tests there cover each case; this one
 //! checks the daemon uses it: an `-A` path that cannot be created (as `/etc` under
 //! systemd's `ProtectSystem=`), the file in the run directory, the log naming it, and
 //! the endpoints carrying its names.

@@ -1,12 +1,12 @@
 //! Busy clients are waited on with `ppoll`, quiet ones with epoll
-//! (`ibacm::client_waits`): every client is answered across the moves,
+//! (the daemon's `client_waits` module): every client is answered across the moves,
 //! and the moves happen. Which clients epoll holds is read from the kernel
 //! (`/proc/self/fdinfo` of the server's epoll descriptor: one `tfd:` line per
 //! registered descriptor).
 //!
 //! The event loop (`Server` on the simulated demo fabric) runs in this process.
 
-use ibacm::client_waits::PPOLL_MAX;
+use ibacm::PPOLL_MAX;
 #[path = "support/sim_server.rs"]
 mod sim_server;
 

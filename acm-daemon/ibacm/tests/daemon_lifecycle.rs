@@ -5,7 +5,7 @@
 //!
 //! Unlike the other process tests, these start the daemon without `-O` and without
 //! `--log-file` where that is the point; on a simulated fabric the daemon then reads no
-//! file of the machine's (see `ibacm::options_source`), so the tests do
+//! file of the machine's (see the daemon's `options_source` module), so the tests do
 //! not depend on `/etc/rdma`. Every wait is bounded and every daemon is killed when its
 //! test ends, a detached one included.
 

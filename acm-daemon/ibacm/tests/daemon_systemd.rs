@@ -6,7 +6,7 @@
 //! defaults, so that they cannot drift apart.
 
 use acm_proto::netlink::RDMA_NL_GROUP_LS_MASK;
-use ibacm::paths::{DEFAULT_RUN_DIR, RunPaths};
+use ibacm::{DEFAULT_RUN_DIR, RunPaths};
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::{Path, PathBuf};

@@ -17,7 +17,7 @@ mod programs;
 use acm_engine::config::{DAEMON_OPTIONS, Options};
 use acm_load::args::Args as LoadArgs;
 use clap::CommandFactory;
-use ib_acme::cli::{LONG_FLAGS, LONG_OPTIONS, OPTSTRING};
+use ib_acme::{LONG_FLAGS, LONG_OPTIONS, OPTSTRING};
 use ibacm::args::{self, ArgError};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -17,7 +17,7 @@ use std::io::Write;
 /// A failure: its errno when one applies, the errno's text (or a description), and the
 /// exact lines the text output prints for it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ErrorJson {
+pub(crate) struct ErrorJson {
     /// The errno, or `null` for failures that have none (an unparsable address).
     pub errno: Option<i32>,
     /// `strerror(errno)`, or the description of an errno-less failure.
@@ -46,7 +46,7 @@ impl ErrorJson {
 
 /// One attempt of a resolve (`-C` makes several).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct AttemptJson {
+pub(crate) struct AttemptJson {
     /// Whether it succeeded.
     pub ok: bool,
     /// Why not.
@@ -56,7 +56,7 @@ pub struct AttemptJson {
 /// A path record, every field; MTU, rate and packet lifetime are the 6-bit values
 /// (the text output masks them with 0x1F, as Debian does).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PathJson {
+pub(crate) struct PathJson {
     /// ServiceID, as 0x-prefixed hex.
     pub service_id: String,
     /// Destination GID.
@@ -122,7 +122,7 @@ impl From<&PathRecordRepr> for PathJson {
 
 /// The SA check of `-v`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct VerificationJson {
+pub(crate) struct VerificationJson {
     /// Whether the SA confirmed the path.
     pub ok: bool,
     /// Why not.
@@ -131,7 +131,7 @@ pub struct VerificationJson {
 
 /// One destination (and source) of `-d`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ResolveJson {
+pub(crate) struct ResolveJson {
     /// The destination, after auto-detection (`5` becomes `0.0.0.5`).
     pub destination: String,
     /// The `-s` source, if given.
@@ -152,7 +152,7 @@ pub struct ResolveJson {
 
 /// One set of counters.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PerfJson {
+pub(crate) struct PerfJson {
     /// The endpoint index asked for; `null` for the global counters or `-P s`.
     pub endpoint: Option<i32>,
     /// Counter values by name (`error_count`, `resolve_count`, `no_data`,
@@ -163,7 +163,7 @@ pub struct PerfJson {
 
 /// One endpoint found by `-e`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct EndpointJson {
+pub(crate) struct EndpointJson {
     /// The index asked for.
     pub index: i32,
     /// Node GUID as 0x-prefixed hex.
@@ -182,7 +182,7 @@ pub struct EndpointJson {
 
 /// Everything done on one `-S` service.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ServiceJson {
+pub(crate) struct ServiceJson {
     /// The service as named (after bracket expansion).
     pub service: String,
     /// The status the connection attempt set (0, or the connect error's status).
@@ -205,7 +205,7 @@ pub struct ServiceJson {
 
 /// One `-A` / `-O` file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct GeneratedJson {
+pub(crate) struct GeneratedJson {
     /// `address` or `options`.
     pub kind: &'static str,
     /// `<dir>/<file>` as given.
@@ -220,7 +220,7 @@ pub struct GeneratedJson {
 
 /// The whole document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Document {
+pub(crate) struct Document {
     /// Per service, in order.
     pub services: Vec<ServiceJson>,
     /// Generated files, in order.
@@ -235,14 +235,14 @@ pub struct Document {
 
 /// Collects the run and writes [`Document`] to `out` at [`Report::finish`].
 #[derive(Debug)]
-pub struct JsonReport<W: Write> {
+pub(crate) struct JsonReport<W: Write> {
     out: W,
     doc: Document,
 }
 
 impl<W: Write> JsonReport<W> {
     /// A report that will write to `out`.
-    pub const fn new(out: W) -> Self {
+    pub(crate) const fn new(out: W) -> Self {
         Self {
             out,
             doc: Document {
@@ -255,8 +255,9 @@ impl<W: Write> JsonReport<W> {
         }
     }
 
-    /// The writer back.
-    pub fn into_inner(self) -> W {
+    /// The writer back (tests read what was written).
+    #[cfg(test)]
+    pub(crate) fn into_inner(self) -> W {
         self.out
     }
 

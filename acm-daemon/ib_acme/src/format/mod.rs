@@ -5,9 +5,9 @@
 //! Keeping the operations ignorant of the output format lets both formats show exactly
 //! the same results, and keeps the order of the text lines in one place.
 
-pub mod json;
-pub mod output;
-pub mod prometheus;
+pub(crate) mod json;
+pub(crate) mod output;
+pub(crate) mod prometheus;
 
 use super::cli::PerfMode;
 use super::generate::{FileKind, GenerateError};
@@ -18,12 +18,12 @@ use acm_client::{ClientError, ConnectError};
 use acm_proto::client::EpConfigRepr;
 use acm_proto::path_record::PathRecordRepr;
 
-pub use json::JsonReport;
-pub use output::TextReport;
-pub use prometheus::PrometheusReport;
+pub(crate) use json::JsonReport;
+pub(crate) use output::TextReport;
+pub(crate) use prometheus::PrometheusReport;
 
 /// Receives every result and message of a run, in the order they happen.
-pub trait Report {
+pub(crate) trait Report {
     /// A free-standing message ("Failed to read server port").
     fn notice(&mut self, text: &str);
     /// Work on service `svc` begins (before connecting).
@@ -73,7 +73,7 @@ pub trait Report {
 /// The "Path information" block, as `ib_acme` prints it. MTU, rate and packet lifetime
 /// are masked with 0x1F, not 0x3F (docs/reference-quirks.md §35).
 #[must_use]
-pub fn path_lines(p: &PathRecordRepr) -> Vec<String> {
+pub(crate) fn path_lines(p: &PathRecordRepr) -> Vec<String> {
     vec![
         "Path information".to_owned(),
         format!("  dgid: {}", acm_client::addr::ntop6(&p.dgid.0)),
@@ -93,12 +93,12 @@ pub fn path_lines(p: &PathRecordRepr) -> Vec<String> {
 }
 
 /// Header line of endpoint listings (once per run).
-pub const ENDPOINT_HEADER: &str = "svc,guid,port,pkey,ep_index,prov,addr_0,addresses";
+pub(crate) const ENDPOINT_HEADER: &str = "svc,guid,port,pkey,ep_index,prov,addr_0,addresses";
 
 /// The display strings of an endpoint: as many as `addr_cnt` says, and no more than the
 /// reply holds (Debian's tool reads past the reply when the count is too high).
 #[must_use]
-pub fn endpoint_addresses(ep: &EpConfigRepr) -> Vec<String> {
+pub(crate) fn endpoint_addresses(ep: &EpConfigRepr) -> Vec<String> {
     ep.addrs
         .iter()
         .take(usize::from(ep.addr_cnt))
@@ -108,7 +108,7 @@ pub fn endpoint_addresses(ep: &EpConfigRepr) -> Vec<String> {
 
 /// One endpoint line: `svc,0x<guid>,<port>,0x<pkey>,<index>,<provider>,<addr>,...`.
 #[must_use]
-pub fn endpoint_line(svc: &str, index: i32, ep: &EpConfigRepr) -> String {
+pub(crate) fn endpoint_line(svc: &str, index: i32, ep: &EpConfigRepr) -> String {
     let mut line = format!(
         "{svc},0x{:016x},{},0x{:04x},{index},{}",
         ep.dev_guid,
@@ -125,7 +125,7 @@ pub fn endpoint_line(svc: &str, index: i32, ep: &EpConfigRepr) -> String {
 
 /// The perf header line for `count` counters: `svc,Error Count,...`.
 #[must_use]
-pub fn perf_header(count: usize) -> String {
+pub(crate) fn perf_header(count: usize) -> String {
     let mut line = String::from("svc");
     for i in 0..count {
         line.push(',');
@@ -136,7 +136,7 @@ pub fn perf_header(count: usize) -> String {
 
 /// A perf row: `svc,c0,c1,...`.
 #[must_use]
-pub fn perf_row(svc: &str, counters: &[u64]) -> String {
+pub(crate) fn perf_row(svc: &str, counters: &[u64]) -> String {
     let mut line = svc.to_owned();
     for c in counters {
         line.push_str(&format!(",{c}"));
@@ -146,7 +146,7 @@ pub fn perf_row(svc: &str, counters: &[u64]) -> String {
 
 /// The column layout (`-P col`): the service, then `<name> : <value>` lines.
 #[must_use]
-pub fn perf_column(svc: &str, counters: &[u64]) -> Vec<String> {
+pub(crate) fn perf_column(svc: &str, counters: &[u64]) -> Vec<String> {
     let mut lines = vec![svc.to_owned()];
     for (i, c) in counters.iter().enumerate() {
         lines.push(format!("{} : {c}", super::perf::counter_name(i)));

@@ -17,7 +17,7 @@ use std::io::Write;
 
 /// Writes the text output to `out`.
 #[derive(Debug)]
-pub struct TextReport<W: Write> {
+pub(crate) struct TextReport<W: Write> {
     out: W,
     verbose: bool,
     perf_header_done: bool,
@@ -28,7 +28,7 @@ pub struct TextReport<W: Write> {
 impl<W: Write> TextReport<W> {
     /// A report writing to `out`; `verbose` is `-V` (it adds the "Generating" lines and
     /// the echo of generated address lines).
-    pub const fn new(out: W, verbose: bool) -> Self {
+    pub(crate) const fn new(out: W, verbose: bool) -> Self {
         Self {
             out,
             verbose,
@@ -39,7 +39,8 @@ impl<W: Write> TextReport<W> {
     }
 
     /// The writer back (tests read what was written).
-    pub fn into_inner(self) -> W {
+    #[cfg(test)]
+    pub(crate) fn into_inner(self) -> W {
         self.out
     }
 

@@ -18,7 +18,7 @@ use acm_proto::path_record::PathRecordRepr;
 use std::io::Write;
 
 /// Gathers a [`Snapshot`] per service and writes them all at [`Report::finish`].
-pub struct PrometheusReport<'a> {
+pub(crate) struct PrometheusReport<'a> {
     out: &'a mut dyn Write,
     err: &'a mut dyn Write,
     snapshots: Vec<Snapshot>,
@@ -26,7 +26,7 @@ pub struct PrometheusReport<'a> {
 
 impl<'a> PrometheusReport<'a> {
     /// A report writing the exposition to `out` and failures to `err`.
-    pub fn new(out: &'a mut dyn Write, err: &'a mut dyn Write) -> Self {
+    pub(crate) fn new(out: &'a mut dyn Write, err: &'a mut dyn Write) -> Self {
         Self {
             out,
             err,

@@ -17,7 +17,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// An engine attached to a fabric hub.
-pub struct HubBackend {
+pub(crate) struct HubBackend {
     host: HubHost,
     /// Outputs for the event loop (client, netlink and log ones).
     out: VecDeque<HostOutput>,
@@ -33,7 +33,7 @@ impl HubBackend {
     ///
     /// # Errors
     /// The hub cannot be reached or refuses the host.
-    pub fn attach(
+    pub(crate) fn attach(
         hub: &Path,
         my_socket: &Path,
         host: &str,

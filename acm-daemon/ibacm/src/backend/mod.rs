@@ -12,9 +12,9 @@
 //! - `hw::HwBackend` (feature `verbs`): this host's engine on its InfiniBand ports,
 //!   through acm-io-verbs.
 
-pub mod hub;
-pub mod hw;
-pub mod sim;
+pub(crate) mod hub;
+pub(crate) mod hw;
+pub(crate) mod sim;
 
 use acm_engine::HostOutput;
 use acm_engine::{ConnId, Instant};

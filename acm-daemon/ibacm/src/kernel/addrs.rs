@@ -16,7 +16,7 @@ use std::path::Path;
 
 /// One address of one interface, as `getifaddrs` lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IfAddr {
+pub(crate) struct IfAddr {
     /// The interface name; for an IPv4 address with a label, the label (`ib0:1`).
     pub ifname: String,
     /// The address.
@@ -29,7 +29,7 @@ pub struct IfAddr {
 ///
 /// # Errors
 /// `getifaddrs` failed.
-pub fn system_addrs() -> io::Result<Vec<IfAddr>> {
+pub(crate) fn system_addrs() -> io::Result<Vec<IfAddr>> {
     let mut out = Vec::new();
     for ifa in nix::ifaddrs::getifaddrs()? {
         let Some(addr) = ifa.address.as_ref().and_then(ip_of) else {
@@ -56,7 +56,7 @@ fn ip_of(s: &nix::sys::socket::SockaddrStorage) -> Option<IpAddr> {
 /// pkey and the prefix length of its netmask (the full length without one), in the
 /// order of `addrs`.
 #[must_use]
-pub fn local_ips(addrs: &[IfAddr], links: &[IpoibLink]) -> Vec<LocalIp> {
+pub(crate) fn local_ips(addrs: &[IfAddr], links: &[IpoibLink]) -> Vec<LocalIp> {
     addrs
         .iter()
         .filter_map(|a| {
@@ -72,7 +72,7 @@ pub fn local_ips(addrs: &[IfAddr], links: &[IpoibLink]) -> Vec<LocalIp> {
 /// `addr` on `link`. `prefix_len` is `Some` for addresses from a full walk and `None`
 /// for those learnt at run time (see [`LocalIp::prefix_len`]).
 #[must_use]
-pub fn local_ip(link: &IpoibLink, addr: IpAddr, prefix_len: Option<u8>) -> LocalIp {
+pub(crate) fn local_ip(link: &IpoibLink, addr: IpAddr, prefix_len: Option<u8>) -> LocalIp {
     LocalIp {
         addr,
         prefix_len,
@@ -84,7 +84,7 @@ pub fn local_ip(link: &IpoibLink, addr: IpAddr, prefix_len: Option<u8>) -> Local
 /// The prefix length of a netmask: its leading one bits (a non-contiguous mask, which
 /// the kernel does not make, counts up to its first zero).
 #[must_use]
-pub fn prefix_len(netmask: IpAddr) -> u8 {
+pub(crate) fn prefix_len(netmask: IpAddr) -> u8 {
     let ones = match netmask {
         IpAddr::V4(m) => u32::from(m).leading_ones(),
         IpAddr::V6(m) => u128::from(m).leading_ones(),
@@ -97,11 +97,11 @@ fn full_len(addr: IpAddr) -> u8 {
 }
 
 /// The whole walk: the IPoIB interfaces under `sysfs_root` (normally
-/// [`ipoib::SYSFS_ROOT`]) and the system's addresses on them.
+/// `/sys`) and the system's addresses on them.
 ///
 /// # Errors
 /// sysfs cannot be listed or `getifaddrs` failed.
-pub fn walk(sysfs_root: &Path) -> io::Result<Vec<LocalIp>> {
+pub(crate) fn walk(sysfs_root: &Path) -> io::Result<Vec<LocalIp>> {
     let links = ipoib::links(sysfs_root)?;
     if links.is_empty() {
         return Ok(Vec::new());

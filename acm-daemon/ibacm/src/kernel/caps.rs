@@ -37,7 +37,7 @@ pub enum AnswerPermission {
 
 /// This process's permission, from `/proc/self`.
 #[must_use]
-pub fn answer_permission() -> AnswerPermission {
+pub(crate) fn answer_permission() -> AnswerPermission {
     let status = match read_proc("/proc/self/status") {
         Ok(s) => s,
         Err(e) => return AnswerPermission::Unknown(format!("/proc/self/status: {e}")),
@@ -49,7 +49,7 @@ pub fn answer_permission() -> AnswerPermission {
 /// The permission that `status` (a `/proc/PID/status` text) and `uid_map` (a
 /// `/proc/PID/uid_map` text, `None` when unreadable) give.
 #[must_use]
-pub fn decide(status: &str, uid_map: Option<&str>) -> AnswerPermission {
+pub(crate) fn decide(status: &str, uid_map: Option<&str>) -> AnswerPermission {
     let Some(effective) = effective_caps(status) else {
         return AnswerPermission::Unknown("no CapEff line in /proc/self/status".into());
     };

@@ -18,14 +18,11 @@ use std::io;
 use std::path::Path;
 
 /// `ARPHRD_INFINIBAND`: the link type of IPoIB interfaces.
-pub const ARPHRD_INFINIBAND: u16 = 32;
-
-/// Where sysfs normally is.
-pub const SYSFS_ROOT: &str = "/sys";
+pub(crate) const ARPHRD_INFINIBAND: u16 = 32;
 
 /// An IPoIB interface.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IpoibLink {
+pub(crate) struct IpoibLink {
     /// Its name (`ib0`, `ib0.8001`).
     pub name: String,
     /// Its interface index (what netlink messages name).
@@ -43,7 +40,7 @@ pub struct IpoibLink {
 ///
 /// # Errors
 /// `<root>/class/net` cannot be listed.
-pub fn links(root: &Path) -> io::Result<Vec<IpoibLink>> {
+pub(crate) fn links(root: &Path) -> io::Result<Vec<IpoibLink>> {
     let mut out = Vec::new();
     for entry in fs::read_dir(root.join("class/net"))? {
         let Ok(entry) = entry else { continue };
@@ -64,7 +61,7 @@ pub fn links(root: &Path) -> io::Result<Vec<IpoibLink>> {
 /// # Errors
 /// `<root>/class/net` cannot be listed, or the interface is IPoIB but its files are
 /// malformed.
-pub fn link_by_index(root: &Path, ifindex: u32) -> io::Result<Option<IpoibLink>> {
+pub(crate) fn link_by_index(root: &Path, ifindex: u32) -> io::Result<Option<IpoibLink>> {
     for entry in fs::read_dir(root.join("class/net"))? {
         let Ok(entry) = entry else { continue };
         let index = read_trimmed(&entry.path().join("ifindex"))
@@ -86,7 +83,7 @@ pub fn link_by_index(root: &Path, ifindex: u32) -> io::Result<Option<IpoibLink>>
 /// # Errors
 /// A file is missing or unreadable (`NotFound` when the interface does not exist), or
 /// holds something unexpected (`InvalidData`, naming the interface and the file).
-pub fn link(root: &Path, name: &str) -> io::Result<Option<IpoibLink>> {
+pub(crate) fn link(root: &Path, name: &str) -> io::Result<Option<IpoibLink>> {
     let dir = root.join("class/net").join(name);
     let ty: u16 = parse_file(&dir, name, "type", |s| s.parse().ok())?;
     if ty != ARPHRD_INFINIBAND {
@@ -102,7 +99,7 @@ pub fn link(root: &Path, name: &str) -> io::Result<Option<IpoibLink>> {
 
 /// The port GID in an IPoIB hardware address (`80:00:02:08:fe:80:…`, 20 bytes).
 #[must_use]
-pub fn parse_hw_address(s: &str) -> Option<Gid> {
+pub(crate) fn parse_hw_address(s: &str) -> Option<Gid> {
     let mut bytes = [0u8; IPOIB_HW_ADDR_LEN];
     let mut parts = s.split(':');
     for b in &mut bytes {
@@ -121,7 +118,7 @@ pub fn parse_hw_address(s: &str) -> Option<Gid> {
 
 /// A sysfs pkey: hex, with or without `0x` (the reference's `strtol(…, 16)`).
 #[must_use]
-pub fn parse_pkey(s: &str) -> Option<u16> {
+pub(crate) fn parse_pkey(s: &str) -> Option<u16> {
     let hex = s
         .strip_prefix("0x")
         .or_else(|| s.strip_prefix("0X"))

@@ -13,11 +13,18 @@
 //! these modules only move bytes and read the system. `rtnl`, `ipoib`, `addrs` and
 //! `source` serve the hardware backend.
 
-pub mod addrs;
-pub mod caps;
-pub mod channel;
-pub mod ipoib;
-pub mod ls;
-pub mod neigh;
-pub mod rtnl;
-pub mod source;
+pub(crate) mod caps;
+pub(crate) mod channel;
+pub(crate) mod ls;
+
+// Used by the hardware backend alone; their unit tests run in every build.
+#[cfg(any(feature = "verbs", test))]
+pub(crate) mod addrs;
+#[cfg(any(feature = "verbs", test))]
+pub(crate) mod ipoib;
+#[cfg(any(feature = "verbs", test))]
+pub(crate) mod neigh;
+#[cfg(any(feature = "verbs", test))]
+pub(crate) mod rtnl;
+#[cfg(any(feature = "verbs", test))]
+pub(crate) mod source;

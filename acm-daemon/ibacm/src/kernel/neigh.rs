@@ -22,6 +22,7 @@ use nix::sys::socket::{
     socket, sockopt,
 };
 use nix::sys::time::TimeVal;
+#[cfg(feature = "verbs")]
 use std::collections::BTreeSet;
 use std::io;
 use std::net::IpAddr;
@@ -55,7 +56,7 @@ const REPLY_TIMEOUT_US: i64 = 200_000;
 
 /// What the kernel said about one entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Entry {
+pub(crate) enum Entry {
     /// A usable entry with an IPoIB hardware address.
     Usable(IpoibHwAddrRepr),
     /// The entry is being resolved (INCOMPLETE, or a state without an address yet).
@@ -73,7 +74,7 @@ pub enum Entry {
 
 /// The RTM_GETNEIGH request for `dest` on interface `ifindex`.
 #[must_use]
-pub fn get_request(seq: u32, ifindex: u32, dest: IpAddr) -> Vec<u8> {
+pub(crate) fn get_request(seq: u32, ifindex: u32, dest: IpAddr) -> Vec<u8> {
     request(RTM_GETNEIGH, NLM_F_REQUEST, seq, ifindex, 0, dest)
 }
 
@@ -81,7 +82,7 @@ pub fn get_request(seq: u32, ifindex: u32, dest: IpAddr) -> Vec<u8> {
 /// `ifindex` (creating the entry if it is missing), acknowledged by an NLMSG_ERROR
 /// with error 0.
 #[must_use]
-pub fn resolve_request(seq: u32, ifindex: u32, dest: IpAddr) -> Vec<u8> {
+pub(crate) fn resolve_request(seq: u32, ifindex: u32, dest: IpAddr) -> Vec<u8> {
     request(
         RTM_NEWNEIGH,
         NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE,
@@ -123,7 +124,7 @@ fn request(ty: u16, flags: u16, seq: u32, ifindex: u32, ndm_flags: u8, dest: IpA
 /// [`Entry::Resolving`]: the resolution it started is under way. Total: any bytes
 /// give an answer, [`Entry::Refused`]`(0)` when none is found.
 #[must_use]
-pub fn parse_reply(bytes: &[u8]) -> Entry {
+pub(crate) fn parse_reply(bytes: &[u8]) -> Entry {
     let mut rest = bytes;
     while let Some(hdr) = rest.get(..NLMSG_HDRLEN) {
         let len = usize::try_from(ne_u32(&hdr[0..4])).unwrap_or(usize::MAX);
@@ -178,19 +179,21 @@ fn neigh_entry(body: &[u8]) -> Entry {
 /// The hardware backend's view of the neighbour table: asks, starts resolution, and
 /// remembers which entries it started so that a failure the kernel reports afterwards
 /// is final, while an old failure is retried.
+#[cfg(feature = "verbs")]
 #[derive(Debug, Default)]
-pub struct NeighTable {
+pub(crate) struct NeighTable {
     seq: u32,
     /// Entries whose resolution we started and whose outcome is not known yet.
     started: BTreeSet<(u32, IpAddr)>,
 }
 
+#[cfg(feature = "verbs")]
 impl NeighTable {
     /// What the engine should hear about `dest` on interface `ifindex` now.
     ///
     /// # Errors
     /// The netlink socket could not be opened or used.
-    pub fn lookup(&mut self, ifindex: u32, dest: IpAddr) -> io::Result<NeighResult> {
+    pub(crate) fn lookup(&mut self, ifindex: u32, dest: IpAddr) -> io::Result<NeighResult> {
         let key = (ifindex, dest);
         let seq = self.next_seq();
         let entry = ask(&get_request(seq, ifindex, dest))?;

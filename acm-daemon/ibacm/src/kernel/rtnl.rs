@@ -23,11 +23,11 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 /// `RTMGRP_LINK`: link (interface) changes.
-pub const RTMGRP_LINK: u32 = 0x001;
+pub(crate) const RTMGRP_LINK: u32 = 0x001;
 /// `RTMGRP_IPV4_IFADDR`: IPv4 address changes.
-pub const RTMGRP_IPV4_IFADDR: u32 = 0x010;
+pub(crate) const RTMGRP_IPV4_IFADDR: u32 = 0x010;
 /// `RTMGRP_IPV6_IFADDR`: IPv6 address changes (not joined by the reference).
-pub const RTMGRP_IPV6_IFADDR: u32 = 0x100;
+pub(crate) const RTMGRP_IPV6_IFADDR: u32 = 0x100;
 
 /// `NLMSG_ERROR`: an error (or, with errno 0, an acknowledgement).
 pub(crate) const NLMSG_ERROR: u16 = 2;
@@ -55,7 +55,7 @@ const RECV_BUF: usize = 64 * 1024;
 
 /// One change the kernel announced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AddrEvent {
+pub(crate) enum AddrEvent {
     /// RTM_NEWADDR: `addr/prefix_len` is on interface `ifindex` (also sent again when an
     /// existing address changes, e.g. when IPv6 duplicate detection finishes).
     Added {
@@ -89,7 +89,7 @@ pub enum AddrEvent {
 
 /// The state a link message reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LinkChange {
+pub(crate) enum LinkChange {
     /// RTM_NEWLINK with IFF_UP and IFF_RUNNING: administratively up and operational.
     Up,
     /// RTM_NEWLINK without both flags.
@@ -102,7 +102,7 @@ pub enum LinkChange {
 /// changes. Register [`AsFd`] with the poller for readability, then call
 /// [`RouteMonitor::read_events`] (edge-triggered pollers: on every readiness event).
 #[derive(Debug)]
-pub struct RouteMonitor {
+pub(crate) struct RouteMonitor {
     fd: OwnedFd,
     buf: Vec<u8>,
 }
@@ -113,7 +113,7 @@ impl RouteMonitor {
     ///
     /// # Errors
     /// The socket cannot be created or bound.
-    pub fn open() -> io::Result<Self> {
+    pub(crate) fn open() -> io::Result<Self> {
         let fd = socket(
             AddressFamily::Netlink,
             SockType::Raw,
@@ -135,7 +135,7 @@ impl RouteMonitor {
     ///
     /// # Errors
     /// The receive failed otherwise; events read before are in `out`.
-    pub fn read_events(&mut self, out: &mut Vec<AddrEvent>) -> io::Result<()> {
+    pub(crate) fn read_events(&mut self, out: &mut Vec<AddrEvent>) -> io::Result<()> {
         loop {
             match recvfrom::<NetlinkAddr>(self.fd.as_raw_fd(), &mut self.buf) {
                 Ok((_, Some(from))) if from.pid() != 0 => {}
@@ -161,7 +161,7 @@ impl AsFd for RouteMonitor {
 /// whose `nlmsg_len` is shorter than its header or longer than what is left (a
 /// truncated datagram), as `NLMSG_OK` does. Address messages whose address attribute
 /// is missing or has the wrong length for the family are skipped.
-pub fn parse_messages(bytes: &[u8], out: &mut Vec<AddrEvent>) {
+pub(crate) fn parse_messages(bytes: &[u8], out: &mut Vec<AddrEvent>) {
     let mut rest = bytes;
     while let Some(hdr) = rest.get(..NLMSG_HDRLEN) {
         let len = usize::try_from(ne_u32(&hdr[0..4])).unwrap_or(usize::MAX);

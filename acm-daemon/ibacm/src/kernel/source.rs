@@ -18,7 +18,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 /// The status for a routing answer with an unspecified address (Linux does not give
 /// one after a successful connect). The reference would look that address up, find no
 /// endpoint and answer ESRCADDR; this gives the client the same status directly.
-pub const NO_SOURCE: u8 = Status::ESRCADDR.0;
+pub(crate) const NO_SOURCE: u8 = Status::ESRCADDR.0;
 
 /// EIO, for a failure that carries no errno (none is expected).
 const EIO: u8 = 5;
@@ -28,7 +28,7 @@ const EIO: u8 = 5;
 /// # Errors
 /// The failing system call's errno (as [`acm_engine::Input::SourceAnswer`] wants), or
 /// [`NO_SOURCE`].
-pub fn route_source(dest: IpAddr) -> Result<IpAddr, u8> {
+pub(crate) fn route_source(dest: IpAddr) -> Result<IpAddr, u8> {
     let any = match dest {
         IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
         IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Finds a device's verbs context by name (hardware only).
-pub type VerbsLookup = Rc<dyn Fn(&str) -> Option<VerbsHandle>>;
+pub(crate) type VerbsLookup = Rc<dyn Fn(&str) -> Option<VerbsHandle>>;
 
 struct DeviceState {
     obj: Rc<Device>,
@@ -68,7 +68,7 @@ struct SaInFlight {
 }
 
 /// One C provider library serving the ports the options file gives it.
-pub struct CProvider {
+pub(crate) struct CProvider {
     lib: Rc<ProviderLibrary>,
     shared: Arc<Shared>,
     slot: Slot,
@@ -87,7 +87,7 @@ impl CProvider {
     /// `lib` in `slot` of `shared`; a request it has not answered after `budget` is
     /// answered ETIMEDOUT by the core.
     #[must_use]
-    pub fn new(
+    pub(crate) fn new(
         lib: Rc<ProviderLibrary>,
         shared: Arc<Shared>,
         slot: Slot,

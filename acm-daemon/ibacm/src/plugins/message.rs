@@ -15,7 +15,7 @@ use acm_proto::client::{
 
 /// A provider's answer, owned (its bytes are gone by the time it is completed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Answer {
+pub(crate) enum Answer {
     /// A path.
     Path([u8; 64]),
     /// A failure status.
@@ -32,7 +32,7 @@ pub enum Answer {
 impl Answer {
     /// The engine's view of it.
     #[must_use]
-    pub fn outcome(&self) -> Outcome<'_> {
+    pub(crate) fn outcome(&self) -> Outcome<'_> {
         match self {
             Self::Path(p) => Outcome::Path(p),
             Self::Failed(s) => Outcome::Failed(*s),
@@ -71,7 +71,7 @@ fn set_entry(msg: &mut AcmMsg, i: usize, flags: EpFlags, ty: AddrType, info: &[u
 
 /// The RESOLVE message a provider's `resolve` gets.
 #[must_use]
-pub fn resolve(req: &Resolve, id: u64) -> AcmMsg {
+pub(crate) fn resolve(req: &Resolve, id: u64) -> AcmMsg {
     match req {
         Resolve::Dest { src, dest, flags } => {
             // data: src_out 0, src_index 0, dst_index 1.
@@ -90,7 +90,7 @@ pub fn resolve(req: &Resolve, id: u64) -> AcmMsg {
 
 /// The QUERY_SA message a provider's `query` gets.
 #[must_use]
-pub fn query(path: &[u8; 64], id: u64) -> AcmMsg {
+pub(crate) fn query(path: &[u8; 64], id: u64) -> AcmMsg {
     let mut msg = message(1, [0; 3], id);
     set_entry(&mut msg, 0, EpFlags::QUERY_SA, AddrType::PATH, path);
     msg
@@ -99,7 +99,7 @@ pub fn query(path: &[u8; 64], id: u64) -> AcmMsg {
 /// A provider's resolve answer: its status, and on success the first PATH entry (none
 /// is read as ENODATA).
 #[must_use]
-pub fn resolve_answer(bytes: &[u8]) -> Answer {
+pub(crate) fn resolve_answer(bytes: &[u8]) -> Answer {
     let m = MessagePacket::new_unchecked(bytes);
     let status = m.header().status();
     if status != Status::SUCCESS {
@@ -118,7 +118,7 @@ pub fn resolve_answer(bytes: &[u8]) -> Answer {
 /// A provider's QUERY_SA answer: its status and entry 0's record (zeros if the message
 /// is too short to hold one).
 #[must_use]
-pub fn query_answer(bytes: &[u8]) -> Answer {
+pub(crate) fn query_answer(bytes: &[u8]) -> Answer {
     let m = MessagePacket::new_unchecked(bytes);
     let mut path = [0u8; 64];
     if let Some(e) = m.entry(0) {
@@ -132,7 +132,7 @@ pub fn query_answer(bytes: &[u8]) -> Answer {
 
 /// An address as `struct acm_address` carries it: its type and 64 bytes.
 #[must_use]
-pub fn address_parts(a: &Address) -> (u16, [u8; 64]) {
+pub(crate) fn address_parts(a: &Address) -> (u16, [u8; 64]) {
     (a.ty.0, a.bytes.0)
 }
 

@@ -5,9 +5,9 @@
 //!
 //! Everything C lives in acm-io-verbs; this is safe code.
 
-pub mod adapter;
-pub mod message;
-pub mod services;
+pub(crate) mod adapter;
+pub(crate) mod message;
+pub(crate) mod services;
 
 use acm_engine::EngineConfig;
 use acm_engine::acmp::Acmp;
@@ -23,7 +23,7 @@ use std::time::Duration;
 
 /// The providers this daemon runs (cheap to clone: the libraries are shared).
 #[derive(Clone)]
-pub struct Plugins {
+pub(crate) struct Plugins {
     builtin: bool,
     libs: Vec<(Slot, Rc<ProviderLibrary>)>,
     shared: Arc<Shared>,
@@ -34,7 +34,12 @@ impl Plugins {
     /// not and why; `opts_file` is what `acm_get_opts_file` returns. Without `verbs`
     /// (the simulated fabrics, whose devices have no verbs context), a library that
     /// calls verbs itself is skipped: it would crash on the null context.
-    pub fn load(o: &Options, opts_file: &str, verbs: bool, log: &mut dyn FnMut(String)) -> Self {
+    pub(crate) fn load(
+        o: &Options,
+        opts_file: &str,
+        verbs: bool,
+        log: &mut dyn FnMut(String),
+    ) -> Self {
         let shared = Arc::new(Shared::new(o.log_level, opts_file));
         // Before any library is opened: their constructors may log already.
         let installed = install_core(shared.clone());
@@ -100,19 +105,19 @@ impl Plugins {
 
     /// Whether the engine runs exactly the built-in provider, as without plugins.
     #[must_use]
-    pub fn builtin_only(&self) -> bool {
+    pub(crate) fn builtin_only(&self) -> bool {
         self.builtin && self.libs.is_empty()
     }
 
     /// Whether any library serves: the event loop then needs a waker for them.
     #[must_use]
-    pub fn has_libraries(&self) -> bool {
+    pub(crate) fn has_libraries(&self) -> bool {
         !self.libs.is_empty()
     }
 
     /// The queue the libraries' threads hand their work to.
     #[must_use]
-    pub fn shared(&self) -> &Arc<Shared> {
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }
 
@@ -120,7 +125,11 @@ impl Plugins {
     /// `builtin_provider no`), then each library. `verbs` finds a device's verbs
     /// context on hardware.
     #[must_use]
-    pub fn providers(&self, config: &EngineConfig, verbs: &VerbsLookup) -> Vec<Box<dyn Provider>> {
+    pub(crate) fn providers(
+        &self,
+        config: &EngineConfig,
+        verbs: &VerbsLookup,
+    ) -> Vec<Box<dyn Provider>> {
         let mut v: Vec<Box<dyn Provider>> = Vec::new();
         if self.builtin {
             v.push(Box::new(Acmp::new(config)));
@@ -144,13 +153,13 @@ impl Plugins {
 /// queue a lookup behind others (libibacmp keeps one send outstanding per endpoint),
 /// so its answer can come several of its own timeouts after the request.
 #[must_use]
-pub fn budget(config: &EngineConfig) -> Duration {
+pub(crate) fn budget(config: &EngineConfig) -> Duration {
     Duration::from_millis(u64::from(config.options.provider_timeout))
 }
 
 /// A lookup for backends without verbs: every device's context is null.
 #[must_use]
-pub fn no_verbs() -> VerbsLookup {
+pub(crate) fn no_verbs() -> VerbsLookup {
     Rc::new(|_| None)
 }
 

@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 /// What a provider handed the core from outside the event loop.
 #[derive(Debug)]
-pub enum Event {
+pub(crate) enum Event {
     /// `acm_resolve_response`.
     Resolved {
         /// The request's id.
@@ -49,25 +49,25 @@ const MAX_ORIGINS: usize = 256;
 /// Where an event goes: the slot of the provider it belongs to, from the high bits of a
 /// request id or an endpoint key ([`request_id`], [`endpoint_key`]); counters and log
 /// lines belong to no provider in particular and go to [`COMMON`].
-pub type Slot = u16;
+pub(crate) type Slot = u16;
 
 /// The slot every adapter drains besides its own.
-pub const COMMON: Slot = 0;
+pub(crate) const COMMON: Slot = 0;
 
 /// The id of request `seq` of the provider in `slot`.
 #[must_use]
-pub fn request_id(slot: Slot, seq: u64) -> u64 {
+pub(crate) fn request_id(slot: Slot, seq: u64) -> u64 {
     (u64::from(slot) << 48) | (seq & 0xFFFF_FFFF_FFFF)
 }
 
 /// The key of endpoint `ep` of the provider in `slot`.
 #[must_use]
-pub fn endpoint_key(slot: Slot, ep: u32) -> u64 {
+pub(crate) fn endpoint_key(slot: Slot, ep: u32) -> u64 {
     (u64::from(slot) << 32) | u64::from(ep)
 }
 
 /// The queues between the providers' threads and the event loop, one per slot.
-pub struct Shared {
+pub(crate) struct Shared {
     queue: Mutex<HashMap<Slot, VecDeque<Event>>>,
     waker: OnceLock<mio::Waker>,
     log_level: AtomicI32,
@@ -82,7 +82,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Shared {
     /// Services for a daemon logging at `log_level`, whose options file is `opts_file`.
     #[must_use]
-    pub fn new(log_level: i32, opts_file: &str) -> Self {
+    pub(crate) fn new(log_level: i32, opts_file: &str) -> Self {
         Self {
             queue: Mutex::new(HashMap::new()),
             waker: OnceLock::new(),
@@ -93,7 +93,7 @@ impl Shared {
     }
 
     /// The event loop's waker, once it exists; wakes it at once if events are waiting.
-    pub fn set_waker(&self, waker: mio::Waker) {
+    pub(crate) fn set_waker(&self, waker: mio::Waker) {
         let waiting = lock(&self.queue).values().any(|q| !q.is_empty());
         if self.waker.set(waker).is_ok() && waiting {
             self.wake();

@@ -12,10 +12,11 @@
 use acm_engine::config::{AddrPreload, Options, RoutePreload};
 use acm_engine::{DeviceDesc, DeviceId, PortAttrs};
 use ibacm::args::{self, Command};
-use ibacm::config::{self, LoadedOptions};
-use ibacm::conn_limits;
-use ibacm::options_source::names_log_file;
-use ibacm::settings::{self, Origin, Settings};
+use ibacm::option_bounds::{
+    MAX_CONNECTIONS_PER_USER, MAX_MAX_QUEUED_REPLY_BYTES, MAX_METRICS_INTERVAL,
+    MIN_CONNECTIONS_PER_USER, MIN_MAX_QUEUED_REPLY_BYTES,
+};
+use ibacm::{LoadedOptions, Origin, Settings, engine_config, names_log_file, warn_unknown_devices};
 
 /// How many lines `text` has, as the parsers number them (a last line without a line
 /// end counts).
@@ -47,20 +48,19 @@ pub fn run(data: &[u8]) -> Outcome {
             Ok(s) => {
                 let bytes = s.max_queued_reply_bytes;
                 assert!(
-                    (settings::MIN_MAX_QUEUED_REPLY_BYTES..=settings::MAX_MAX_QUEUED_REPLY_BYTES)
-                        .contains(&bytes),
+                    (MIN_MAX_QUEUED_REPLY_BYTES..=MAX_MAX_QUEUED_REPLY_BYTES).contains(&bytes),
                     "{bytes}"
                 );
                 if let Some(n) = s.max_connections_per_user {
                     assert!(
-                        (conn_limits::MIN_PER_USER..=conn_limits::MAX_PER_USER).contains(&n),
+                        (MIN_CONNECTIONS_PER_USER..=MAX_CONNECTIONS_PER_USER).contains(&n),
                         "{n}"
                     );
                 }
                 if let Some(m) = &s.metrics {
                     let secs = m.interval.as_secs();
                     assert!(
-                        (1..=u64::from(settings::MAX_METRICS_INTERVAL)).contains(&secs),
+                        (1..=u64::from(MAX_METRICS_INTERVAL)).contains(&secs),
                         "{secs}"
                     );
                     assert!(m.path.is_absolute(), "{}", m.path.display());
@@ -97,7 +97,7 @@ pub fn run(data: &[u8]) -> Outcome {
         settings: Settings::default(),
     };
     let mut logs = Vec::new();
-    let mut c = config::engine_config(&loaded, Some(("addr", addr)), &mut |m| logs.push(m));
+    let mut c = engine_config(&loaded, Some(("addr", addr)), &mut |m| logs.push(m));
     assert!(logs.is_empty(), "{logs:?}");
     let device = DeviceDesc {
         id: DeviceId(0),
@@ -105,7 +105,7 @@ pub fn run(data: &[u8]) -> Outcome {
         guid: 1,
         ports: vec![PortAttrs::default()],
     };
-    config::warn_unknown_devices(&mut c, &[device]);
+    warn_unknown_devices(&mut c, &[device]);
     for d in &c.diagnostics {
         let within = match d.file.as_str() {
             "opts" => lines(opts),

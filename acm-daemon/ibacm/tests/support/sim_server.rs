@@ -3,11 +3,7 @@
 //! its epoll descriptor).
 
 use acm_io_sim::FabricSpec;
-use ibacm::backend::sim::{DEMO_FABRIC, SimBackend};
-use ibacm::kernel::channel::KernelChannel;
-use ibacm::listen::Listener;
-use ibacm::log::Logger;
-use ibacm::server::Server;
+use ibacm::{DEMO_FABRIC, KernelChannel, Listener, Logger, Server, SimBackend};
 use std::path::Path;
 
 /// Binds `sock` and serves on it from a new thread, after `tune` had its say on the
@@ -21,7 +17,7 @@ pub(crate) fn spawn(sock: &Path, tune: impl FnOnce(&mut Server<SimBackend>) + Se
         // log_level 0, as in production: level 2 formats a line per request by design.
         config.options.log_level = 0;
         let backend = SimBackend::new(spec, acm_io_sim::HostId(0), config, 1, "demo".into());
-        let (log, _) = Logger::open("stderr", ibacm::log::max_level(0));
+        let (log, _) = Logger::open("stderr", ibacm::max_level(0));
         let mut server = Server::new(
             listener,
             backend,

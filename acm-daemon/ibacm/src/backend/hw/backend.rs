@@ -46,7 +46,7 @@ use std::rc::Rc;
 /// a provider is told of a device). The backend keeps it current: a device opened
 /// after start, or opened again after it died, is there with its new context before
 /// the engine hears of it, and a closed one leaves it.
-pub type ProviderContexts = Rc<RefCell<HashMap<String, VerbsHandle>>>;
+pub(crate) type ProviderContexts = Rc<RefCell<HashMap<String, VerbsHandle>>>;
 
 /// An endpoint's queue pair and the port it lives on.
 struct HwEndpoint {
@@ -56,7 +56,7 @@ struct HwEndpoint {
 }
 
 /// This host's engine on its InfiniBand hardware.
-pub struct HwBackend {
+pub(crate) struct HwBackend {
     engine: Engine,
     /// By engine [`DeviceId`]: the open devices, `None` while one is closed (removed,
     /// dead, or not reopened yet).
@@ -93,7 +93,7 @@ impl HwBackend {
     /// then every device (its active ports come up at once). `contexts` is kept
     /// current with the open devices' verbs contexts (the providers' lookup reads it).
     #[must_use]
-    pub fn new(
+    pub(crate) fn new(
         hw: OpenedHardware,
         engine: Engine,
         now: Instant,

@@ -12,7 +12,7 @@ use acm_proto::Mtu;
 
 /// The engine's description of a port.
 #[must_use]
-pub fn port_attrs(p: &PortInfo) -> PortAttrs {
+pub(crate) fn port_attrs(p: &PortInfo) -> PortAttrs {
     PortAttrs {
         state: if p.state.is_active() {
             PortState::Active
@@ -35,7 +35,7 @@ pub fn port_attrs(p: &PortInfo) -> PortAttrs {
 
 /// The engine's description of a device whose ports, numbered from 1, are `ports`.
 #[must_use]
-pub fn device_desc(id: DeviceId, name: &str, guid: u64, ports: &[PortInfo]) -> DeviceDesc {
+pub(crate) fn device_desc(id: DeviceId, name: &str, guid: u64, ports: &[PortInfo]) -> DeviceDesc {
     DeviceDesc {
         id,
         name: name.to_owned(),
@@ -46,7 +46,7 @@ pub fn device_desc(id: DeviceId, name: &str, guid: u64, ports: &[PortInfo]) -> D
 
 /// The address of a UD send the engine asked for, from port `port_num`.
 #[must_use]
-pub fn ud_address(av: &AddressVector, port_num: u8) -> UdAddress {
+pub(crate) fn ud_address(av: &AddressVector, port_num: u8) -> UdAddress {
     UdAddress {
         port_num,
         dlid: av.dlid,
@@ -68,7 +68,12 @@ pub fn ud_address(av: &AddressVector, port_num: u8) -> UdAddress {
 
 /// The umad send for an SA MAD the engine asked for.
 #[must_use]
-pub fn sa_send<'a>(dest: &SaDest, timeout_ms: u32, retries: u32, mad: &'a [u8]) -> MadSend<'a> {
+pub(crate) fn sa_send<'a>(
+    dest: &SaDest,
+    timeout_ms: u32,
+    retries: u32,
+    mad: &'a [u8],
+) -> MadSend<'a> {
     MadSend {
         lid: dest.dlid,
         sl: dest.sl,
@@ -84,7 +89,7 @@ pub fn sa_send<'a>(dest: &SaDest, timeout_ms: u32, retries: u32, mad: &'a [u8]) 
 /// The engine's port event for an async event, given the port's fresh attributes
 /// (queried after the event). `None` for events the engine does not act on.
 #[must_use]
-pub fn port_event(kind: AsyncEventKind, attrs: Option<PortAttrs>) -> Option<PortEvent> {
+pub(crate) fn port_event(kind: AsyncEventKind, attrs: Option<PortAttrs>) -> Option<PortEvent> {
     Some(match (kind, attrs) {
         (AsyncEventKind::PortActive, Some(a)) => PortEvent::Active(a),
         (AsyncEventKind::PortError, _) => PortEvent::Down,

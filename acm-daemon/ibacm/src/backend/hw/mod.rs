@@ -7,21 +7,23 @@
 
 #[cfg(feature = "verbs")]
 mod backend;
-pub mod convert;
+// Used by the hardware backend alone; its unit tests run in every build.
+#[cfg(any(feature = "verbs", test))]
+pub(crate) mod convert;
 #[cfg(feature = "verbs")]
 mod open;
 
 #[cfg(feature = "verbs")]
-pub use backend::{HwBackend, ProviderContexts};
+pub(crate) use backend::{HwBackend, ProviderContexts};
 #[cfg(feature = "verbs")]
-pub use open::{HwDevice, OpenedHardware, open};
+pub(crate) use open::open;
 
 use acm_io_verbs::sysfs::{self, Discovery};
 use acm_io_verbs::umad;
 use std::path::Path;
 
 /// What `ibacm` built without the `verbs` feature says when asked for hardware.
-pub const NO_VERBS_BUILD: &str = "this ibacm was built without InfiniBand support; rebuild \
+pub(crate) const NO_VERBS_BUILD: &str = "this ibacm was built without InfiniBand support; rebuild \
      it with `cargo build --release -p ibacm --features verbs` (needs libibverbs-dev, \
      librdmacm-dev, pkg-config and libclang-dev), or run on a simulated fabric with \
      --fabric sim";
@@ -31,7 +33,7 @@ pub const NO_VERBS_BUILD: &str = "this ibacm was built without InfiniBand suppor
 ///
 /// # Errors
 /// A one-line reason naming what is missing.
-pub fn probe(sysfs_root: &Path) -> Result<Discovery, String> {
+pub(crate) fn probe(sysfs_root: &Path) -> Result<Discovery, String> {
     let found = sysfs::discover(sysfs_root).map_err(|e| e.to_string())?;
     found.require_infiniband().map_err(|e| e.to_string())?;
     found.require_umad().map_err(|e| e.to_string())?;

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// One opened device.
-pub struct HwDevice {
+pub(crate) struct HwDevice {
     /// Its verbs handles.
     pub verbs: VerbsDevice,
     /// What the engine was told about it.
@@ -33,7 +33,7 @@ pub(super) struct OpenedDevice {
 }
 
 /// Everything the backend needs, opened.
-pub struct OpenedHardware {
+pub(crate) struct OpenedHardware {
     /// The devices; a device's index is its engine [`DeviceId`].
     pub devices: Vec<HwDevice>,
     /// The SA agent of every InfiniBand port that has a umad device.
@@ -121,7 +121,7 @@ pub(super) fn open_device(
 /// # Errors
 /// A one-line reason: no devices (without `wait`), no umad, a device that cannot be
 /// opened or queried, a umad device that cannot be opened (permissions, usually).
-pub fn open(
+pub(crate) fn open(
     sysfs_root: &Path,
     dev_root: &Path,
     wait: bool,
