@@ -14,12 +14,8 @@
 //! A header no request can have closes the connection, as the daemon does. Connections
 //! are accepted by a blocking thread per listener and handed to the loops in turn.
 
-use acm_proto::client::{
-    ClientMessage, Direction, EpAddrRepr, EpConfigRepr, EpFlags, EpQueryReplyRepr, HEADER_LEN,
-    HeaderPacket, HeaderRepr, Opcode, Operation, PerfReplyRepr, ResolveRepr, request_len,
-};
-use acm_proto::path_record::{PathFlags, PathRecordRepr};
-use acm_proto::{Bytes64, Mtu, Rate, Selected};
+use crate::echo_replies::Replies;
+use acm_proto::client::{HEADER_LEN, HeaderPacket, request_len};
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
@@ -36,89 +32,6 @@ const READ_CHUNK: usize = 64 * 1024;
 const OUT_LIMIT: usize = 256 * 1024;
 /// The token of each loop's waker (connections use their slot numbers).
 const WAKER: Token = Token(usize::MAX);
-
-/// The fixed replies, one per operation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Replies {
-    resolve: Vec<u8>,
-    perf: Vec<u8>,
-    ep: Vec<u8>,
-}
-
-impl Default for Replies {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Replies {
-    /// What the reference daemon answers on the capture fabric: 10.0.0.1 → 10.0.0.2
-    /// (`resolve_preloaded_ip`), seven counters, endpoint 1 with one address.
-    #[must_use]
-    pub(crate) fn new() -> Self {
-        let path = PathRecordRepr {
-            dgid: "fe80::2:c903:a0:b002"
-                .parse::<std::net::Ipv6Addr>()
-                .map(Into::into)
-                .unwrap_or_default(),
-            sgid: "fe80::2:c903:a0:b001"
-                .parse::<std::net::Ipv6Addr>()
-                .map(Into::into)
-                .unwrap_or_default(),
-            dlid: 2,
-            slid: 1,
-            reversible: true,
-            numpath: 1,
-            pkey: 0xffff,
-            mtu: Selected::exactly(Mtu::MTU_2048),
-            rate: Selected::exactly(Rate::RATE_10),
-            packet_lifetime: Selected::exactly(18),
-            ..PathRecordRepr::default()
-        };
-        let mut resolve = ResolveRepr::new(HeaderRepr::new(Opcode::RESOLVE));
-        // One entry of the eight that fit.
-        let _ = resolve.push(EpAddrRepr::path(EpFlags(PathFlags::IBACMP_REPLY.0), &path));
-        let mut perf_header = HeaderRepr::new(Opcode::PERF_QUERY_ACK);
-        perf_header.data = [7, 0, 0];
-        let perf = PerfReplyRepr {
-            header: perf_header,
-            counters: [0u64; 7].into_iter().collect(),
-        };
-        let mut ep_header = HeaderRepr::new(Opcode::EP_QUERY_ACK);
-        ep_header.data = [1, 0, 0];
-        let ep = EpQueryReplyRepr {
-            header: ep_header,
-            config: Some(EpConfigRepr {
-                dev_guid: 0x0002_c903_00a0_b000,
-                port_num: 1,
-                phys_port_cnt: 1,
-                reserved: 0,
-                pkey: 0xffff,
-                addr_cnt: 1,
-                prov_name: Bytes64::zero_padded(b"ibacmp"),
-                addrs: vec![Bytes64::zero_padded(b"10.0.0.1")],
-            }),
-        };
-        Self {
-            resolve: ClientMessage::Resolve(resolve).to_vec(Direction::Response),
-            perf: ClientMessage::PerfReply(perf).to_vec(Direction::Response),
-            ep: ClientMessage::EpReply(ep).to_vec(Direction::Response),
-        }
-    }
-
-    /// The reply to a request for `operation` ([`request_len`] has already refused
-    /// operations other than RESOLVE, PERF_QUERY and EP_QUERY).
-    #[must_use]
-    pub(crate) fn for_operation(&self, operation: Operation) -> &[u8] {
-        if operation == Operation::RESOLVE {
-            &self.resolve
-        } else if operation == Operation::PERF_QUERY {
-            &self.perf
-        } else {
-            &self.ep
-        }
-    }
-}
 
 /// Answers every whole request at the start of `input`, appending the replies to
 /// `out`; returns how many bytes were consumed, or `None` at a header no request can
@@ -510,18 +423,23 @@ fn event_loop(mut poll: Poll, incoming: &Receiver<EchoStream>, replies: &Replies
 #[cfg(test)]
 mod tests {
     use super::*;
-    use acm_proto::client::{EpQueryReplyRepr, PerfReplyRepr};
+    use acm_proto::client::{Direction, EpQueryReplyRepr, Operation, PerfReplyRepr};
 
     #[test]
     fn replies_are_real_sizes_and_echo_the_tid() {
         let r = Replies::new();
-        assert_eq!(r.resolve.len(), 88);
-        assert_eq!(&r.resolve[..8], &[1, 1, 0, 0, 0, 0, 88, 0]);
-        assert_eq!(r.perf.len(), 72);
-        let p = PerfReplyRepr::parse(&r.perf, Direction::Response).unwrap();
+        let (resolve, perf, ep) = (
+            r.for_operation(Operation::RESOLVE),
+            r.for_operation(Operation::PERF_QUERY),
+            r.for_operation(Operation::EP_QUERY),
+        );
+        assert_eq!(resolve.len(), 88);
+        assert_eq!(&resolve[..8], &[1, 1, 0, 0, 0, 0, 88, 0]);
+        assert_eq!(perf.len(), 72);
+        let p = PerfReplyRepr::parse(perf, Direction::Response).unwrap();
         assert_eq!((p.header.data[0], p.counters.len()), (7, 7));
-        assert_eq!(r.ep.len(), 160);
-        assert!(EpQueryReplyRepr::parse(&r.ep, Direction::Response).is_ok());
+        assert_eq!(ep.len(), 160);
+        assert!(EpQueryReplyRepr::parse(ep, Direction::Response).is_ok());
 
         // Two requests and half of a third: two replies, the half left over.
         let req = crate::requests::resolve_request(

@@ -14,7 +14,7 @@
 //! in how they move bytes, so a daemon's result divided by each says how much of its
 //! cost is the I/O pattern and how much is the work.
 
-use super::echo::Replies;
+use super::echo_replies::Replies;
 use acm_proto::client::{HEADER_LEN, HeaderPacket, request_len};
 use nix::sys::select::{FdSet, select};
 use std::io::{self, Read, Write};

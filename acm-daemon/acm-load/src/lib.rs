@@ -103,6 +103,7 @@
 pub mod args;
 mod echo;
 mod echo_reference;
+mod echo_replies;
 mod mix;
 mod progress;
 mod report;

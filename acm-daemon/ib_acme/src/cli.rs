@@ -9,6 +9,7 @@
 
 use super::generate::{DEFAULT_ADDR_FILE, DEFAULT_DIR, DEFAULT_OPTS_FILE};
 use super::getopt::{Getopt, GetoptError, Item, OptString, Settings};
+use crate::outcome::PerfMode;
 use acm_client::DEFAULT_SERVICE;
 use acm_client::addr::AddrFormat;
 use acm_client::brackets::{self, BracketError};
@@ -48,19 +49,6 @@ impl OutputFormat {
             _ => None,
         }
     }
-}
-
-/// What `-P` asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PerfMode {
-    /// The counters in one CSV row (global, or of the endpoint index).
-    Row,
-    /// The same counters one per line (`-P col`).
-    Column,
-    /// Every endpoint, 1, 2, … until one is missing (`-P all`).
-    All,
-    /// The endpoint owning the `-s` address (`-P s`).
-    BySource,
 }
 
 /// Everything the command line asks for.

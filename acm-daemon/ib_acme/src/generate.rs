@@ -10,11 +10,11 @@
 //! relative `-D` used by both `-A` and `-O` would nest).
 
 use super::format::Report;
+use crate::outcome::{FileKind, GenerateError};
 use acm_client::errno;
 use acm_io_verbs::sysfs::{self, DiscoveryError, IbDevice};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use thiserror::Error;
 
 /// Default `-A` file name.
 pub(crate) const DEFAULT_ADDR_FILE: &str = "ibacm_addr.cfg";
@@ -22,90 +22,6 @@ pub(crate) const DEFAULT_ADDR_FILE: &str = "ibacm_addr.cfg";
 pub(crate) const DEFAULT_OPTS_FILE: &str = "ibacm_opts.cfg";
 /// Default `-D` directory.
 pub(crate) const DEFAULT_DIR: &str = "/etc/rdma";
-
-/// Which file is generated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum FileKind {
-    /// The address file (`-A`).
-    Address,
-    /// The options file (`-O`).
-    Options,
-}
-
-impl FileKind {
-    /// The word `ib_acme`'s messages use ("address" / "option").
-    #[must_use]
-    pub(crate) const fn word(self) -> &'static str {
-        match self {
-            Self::Address => "address",
-            Self::Options => "option",
-        }
-    }
-}
-
-/// Why a file was not generated.
-#[derive(Debug, Error)]
-pub(crate) enum GenerateError {
-    /// The output directory cannot be used.
-    #[error("Failed to open directory {dir}: {}", errno::strerror(*.errno))]
-    Directory {
-        /// The directory as given.
-        dir: String,
-        /// Why.
-        errno: i32,
-    },
-    /// The file cannot be created or written.
-    #[error("{}", errno::strerror(*.errno))]
-    File {
-        /// Why.
-        errno: i32,
-    },
-    /// No InfiniBand device was found (Debian's libibverbs message).
-    #[error("ibv_get_device_list - no devices present?")]
-    NoDevices,
-    /// The host name cannot be read.
-    #[error("gethostname failed: {}", errno::strerror(*.errno))]
-    HostName {
-        /// Why.
-        errno: i32,
-    },
-    /// sysfs holds a device that does not read as the kernel writes it (a missing or
-    /// malformed attribute); the message names the file. A system call's failure is
-    /// [`GenerateError::File`] instead, as Debian reports it.
-    #[error("{0}")]
-    Sysfs(DiscoveryError),
-}
-
-impl GenerateError {
-    /// The lines `ib_acme` prints for this failure of a `kind` file.
-    #[must_use]
-    pub(crate) fn text(&self, kind: FileKind) -> Vec<String> {
-        let open_failed = |errno: i32| {
-            format!(
-                "Failed to open {} configuration file: {}",
-                kind.word(),
-                errno::strerror(errno)
-            )
-        };
-        match self {
-            // Debian reports the directory, then the file it therefore could not open.
-            Self::Directory { errno, .. } => vec![self.to_string(), open_failed(*errno)],
-            Self::File { errno } => vec![open_failed(*errno)],
-            Self::NoDevices | Self::HostName { .. } | Self::Sysfs(_) => vec![self.to_string()],
-        }
-    }
-
-    /// The errno behind the failure, if any.
-    #[must_use]
-    pub(crate) const fn errno(&self) -> Option<i32> {
-        match self {
-            Self::Directory { errno, .. } | Self::File { errno } | Self::HostName { errno } => {
-                Some(*errno)
-            }
-            Self::NoDevices | Self::Sysfs(_) => None,
-        }
-    }
-}
 
 /// The comment block at the top of a generated address file.
 pub const ADDRESS_HEADER: &str = "\

@@ -112,6 +112,7 @@ mod endpoints;
 mod format;
 mod generate;
 mod getopt;
+mod outcome;
 mod perf;
 mod resolve;
 mod run;

@@ -6,86 +6,15 @@
 //! wins, and `-P` alone after `-e 2` asks for endpoint 2); [`Options::ep_index`] keeps
 //! that behaviour.
 
-use super::cli::{Options, PerfMode};
+use super::cli::Options;
 use super::format::Report;
+use crate::outcome::{PerfFailure, PerfMode};
 use acm_client::addr::{self, AddrFormat};
-use acm_client::errno;
 use acm_client::{self, ClientError, Connection};
 use acm_proto::client::{EpFlags, HeaderRepr, Opcode, PerfQueryRepr};
-use thiserror::Error;
 
 /// Highest endpoint index the one-byte field can name; `-P all` stops there at the latest.
 pub(crate) const MAX_INDEX: i32 = 255;
-
-/// Counter names, in the daemon's order (docs/daemon.md §12).
-pub(crate) const COUNTER_NAMES: [&str; 7] = [
-    "Error Count",
-    "Resolve Count",
-    "No Data",
-    "Addr Query Count",
-    "Addr Cache Count",
-    "Route Query Count",
-    "Route Cache Count",
-];
-
-/// Keys for JSON output, in the same order.
-pub(crate) const COUNTER_KEYS: [&str; 7] = [
-    "error_count",
-    "resolve_count",
-    "no_data",
-    "addr_query_count",
-    "addr_cache_count",
-    "route_query_count",
-    "route_cache_count",
-];
-
-/// The display name of counter `i`; counters past the known seven (which Debian's
-/// `ib_acme` crashes on) are "Unknown".
-#[must_use]
-pub(crate) fn counter_name(i: usize) -> &'static str {
-    COUNTER_NAMES.get(i).copied().unwrap_or("Unknown")
-}
-
-/// Why a perf query failed; `text` gives the lines `ib_acme` prints for it.
-#[derive(Debug, Error)]
-pub(crate) enum PerfFailure {
-    /// `-P s` with a source of a format that has no wire type (LID, GID).
-    #[error("Unsupported src_type {0}")]
-    UnsupportedSrcType(u8),
-    /// `-P s -f i` with a source that is not an IP address.
-    #[error("inet_pton error on src address ({0}): 0x0")]
-    BadSrcAddress(String),
-    /// The by-address query itself failed (reported twice by `ib_acme`).
-    #[error("ib_acm_query_perf failed: {}", errno::strerror(.0.errno()))]
-    ByAddress(ClientError),
-    /// A global or by-index query failed.
-    #[error("{}", errno::strerror(.0.errno()))]
-    Query(ClientError),
-}
-
-impl PerfFailure {
-    /// The errno `ib_acme` prints after "Failed to query perf data:".
-    #[must_use]
-    pub(crate) fn errno(&self) -> i32 {
-        match self {
-            Self::ByAddress(e) | Self::Query(e) => e.errno(),
-            Self::UnsupportedSrcType(_) | Self::BadSrcAddress(_) => errno::UNSET,
-        }
-    }
-
-    /// The lines `ib_acme` prints for this failure on service `svc`.
-    #[must_use]
-    pub(crate) fn text(&self, svc: &str) -> Vec<String> {
-        let last = format!(
-            "{svc}: Failed to query perf data: {}",
-            errno::strerror(self.errno())
-        );
-        match self {
-            Self::Query(_) => vec![last],
-            _ => vec![self.to_string(), last],
-        }
-    }
-}
 
 /// Runs `-P` on one service.
 pub(crate) fn run(conn: &mut Connection, svc: &str, opts: &Options, report: &mut dyn Report) {
@@ -221,6 +150,7 @@ pub(crate) fn query_by_source(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::outcome::counter_name;
 
     #[test]
     fn names_and_failure_lines() {

@@ -13,51 +13,14 @@
 
 use super::cli::Options;
 use super::format::Report;
+use crate::outcome::ResolveFailure;
 use acm_client::addr::{self, AddrFormat};
 use acm_client::brackets;
 use acm_client::cnum::atoi;
-use acm_client::errno;
 use acm_client::{self, ClientError, Connection, ResolveReply};
 use acm_proto::Gid;
 use acm_proto::client::{EpAddrRepr, EpFlags, HeaderRepr, Opcode, ResolveRepr};
 use acm_proto::path_record::PathRecordRepr;
-use thiserror::Error;
-
-/// Why one resolve attempt failed; `Display` is the line `ib_acme` prints.
-#[derive(Debug, Error)]
-pub(crate) enum ResolveFailure {
-    /// An address that does not parse for its format (`role` is Debian's word for it:
-    /// "source", "destination", or "dest" for GIDs).
-    #[error("inet_pton error on {role} address ({text}): 0x0")]
-    BadAddress {
-        /// Which address.
-        role: &'static str,
-        /// The text as given.
-        text: String,
-    },
-    /// `-f i` with an IPv4 source and an IPv6 destination or the reverse.
-    #[error("source and destination address families don't match")]
-    FamilyMismatch,
-    /// The request failed in the library or in the daemon.
-    #[error("{call} failed: {}", errno::strerror(.error.errno()))]
-    Request {
-        /// The libacm call `ib_acme` names (`ib_acm_resolve_ip`, `_name` or `_path`).
-        call: &'static str,
-        /// What went wrong.
-        error: ClientError,
-    },
-}
-
-impl ResolveFailure {
-    /// The errno behind the failure, when there is one.
-    #[must_use]
-    pub(crate) fn errno(&self) -> Option<i32> {
-        match self {
-            Self::Request { error, .. } => Some(error.errno()),
-            _ => None,
-        }
-    }
-}
 
 /// Resolves every destination of `-d` (times every source of `-s`) on one service and
 /// returns the status of the last one, which becomes `ib_acme`'s return status.

@@ -98,7 +98,7 @@ pub struct Args {
     /// `--log-level`.
     pub log_level: Option<i32>,
     /// `--socket-mode`: the unix socket's permission bits (`None`: the options file's
-    /// `server_socket_mode`, else [`DEFAULT_SOCKET_MODE`]).
+    /// `server_socket_mode`, else [`DEFAULT_SOCKET_MODE`](super::listen::DEFAULT_SOCKET_MODE)).
     pub socket_mode: Option<u32>,
     /// `--socket-group`: the unix socket's group, a name or gid.
     pub socket_group: Option<String>,
@@ -115,10 +115,6 @@ pub struct Args {
     /// `--max-connections-per-user`.
     pub max_connections_per_user: Option<u32>,
 }
-
-/// The unix socket's default permissions: librdmacm in every user's process connects to
-/// it, so any local user must be able to (the reference binds with umask 0).
-pub const DEFAULT_SOCKET_MODE: u32 = 0o777;
 
 /// What the command line asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -235,17 +231,18 @@ where
                 "metrics-file" => a.metrics_file = Some(PathBuf::from(value("--metrics-file")?)),
                 "metrics-interval" => {
                     let v = value("--metrics-interval")?;
-                    let n =
-                        super::settings::parse_interval(&v).map_err(|_| ArgError::BadValue {
+                    let n = super::option_values::parse_interval(&v).map_err(|_| {
+                        ArgError::BadValue {
                             option: "--metrics-interval".into(),
                             value: v.clone(),
                             why: "expected whole seconds from 1 to 86400",
-                        })?;
+                        }
+                    })?;
                     a.metrics_interval = Some(n);
                 }
                 "max-queued-reply-bytes" => {
                     let v = value("--max-queued-reply-bytes")?;
-                    let n = super::settings::parse_queued_bytes(&v).map_err(|_| {
+                    let n = super::option_values::parse_queued_bytes(&v).map_err(|_| {
                         ArgError::BadValue {
                             option: "--max-queued-reply-bytes".into(),
                             value: v.clone(),
@@ -256,12 +253,13 @@ where
                 }
                 "max-connections-per-user" => {
                     let v = value("--max-connections-per-user")?;
-                    let n =
-                        super::settings::parse_per_user(&v).map_err(|_| ArgError::BadValue {
+                    let n = super::option_values::parse_per_user(&v).map_err(|_| {
+                        ArgError::BadValue {
                             option: "--max-connections-per-user".into(),
                             value: v.clone(),
                             why: "expected whole connections from 1 to 1073741824",
-                        })?;
+                        }
+                    })?;
                     a.max_connections_per_user = Some(n);
                 }
                 "log-level" => {

@@ -35,6 +35,7 @@ mod listen;
 mod lock;
 mod log;
 mod metrics;
+mod option_values;
 mod options_source;
 mod paths;
 mod plugins;
@@ -64,7 +65,7 @@ pub mod option_bounds {
     pub use crate::conn_limits::{
         MAX_PER_USER as MAX_CONNECTIONS_PER_USER, MIN_PER_USER as MIN_CONNECTIONS_PER_USER,
     };
-    pub use crate::settings::{
+    pub use crate::option_values::{
         MAX_MAX_QUEUED_REPLY_BYTES, MAX_METRICS_INTERVAL, MIN_MAX_QUEUED_REPLY_BYTES,
     };
 }

@@ -8,7 +8,6 @@
 //! kernel's limit), which is the administrator's to set.
 
 use super::access::SocketAccess;
-use super::args::DEFAULT_SOCKET_MODE;
 use super::paths::RunPaths;
 use acm_engine::config::ServerMode;
 use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
@@ -17,6 +16,10 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
+
+/// The unix socket's default permissions: librdmacm in every user's process connects to
+/// it, so any local user must be able to (the reference binds with umask 0).
+pub(crate) const DEFAULT_SOCKET_MODE: u32 = 0o777;
 
 /// A listener that cannot be set up; the daemon exits.
 #[derive(Debug, Error)]

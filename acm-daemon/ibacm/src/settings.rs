@@ -25,6 +25,7 @@
 
 use super::access::{self, AccessConfig, Id, Kind};
 use super::args::Args;
+use super::option_values::{parse_interval, parse_per_user, parse_queued_bytes, parse_switch};
 use acm_engine::config::{OptionLine, ServerMode};
 use std::fmt;
 use std::path::PathBuf;
@@ -34,23 +35,12 @@ use std::time::Duration;
 /// interval, so that a scrape of node_exporter rarely sees the same values twice.
 pub(crate) const DEFAULT_METRICS_INTERVAL: u32 = 15;
 
-/// The longest interval accepted, in seconds (a day).
-pub const MAX_METRICS_INTERVAL: u32 = 86_400;
-
 /// `max_queued_reply_bytes`' default, 64 MiB: a thousand clients that stopped reading
 /// with a full per-connection backlog (64 KiB, [`super::conn::BACKLOG_LIMIT`]) each,
 /// far more than a healthy daemon ever queues (its clients read each reply as it
 /// comes: a few KiB in all), and little beside a server's memory. Without a bound,
 /// 8,000 such clients held 1.16 GB.
 pub(crate) const DEFAULT_MAX_QUEUED_REPLY_BYTES: u64 = 64 << 20;
-
-/// The smallest bound accepted: one connection's backlog, below which a single client
-/// with a full backlog would be closed for what the per-connection limit allows.
-pub const MIN_MAX_QUEUED_REPLY_BYTES: u64 = super::conn::BACKLOG_LIMIT as u64;
-
-/// The largest bound accepted, 1 TiB (a bound above the machine's memory bounds
-/// nothing, but a typing slip should not pass for one).
-pub const MAX_MAX_QUEUED_REPLY_BYTES: u64 = 1 << 40;
 
 /// Where and how often the metrics file is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -326,7 +316,7 @@ impl Settings {
     #[must_use]
     pub fn warnings(&self) -> Vec<String> {
         let socket = &self.access.socket;
-        let mode = socket.mode.unwrap_or(super::args::DEFAULT_SOCKET_MODE);
+        let mode = socket.mode.unwrap_or(super::listen::DEFAULT_SOCKET_MODE);
         match &socket.group {
             // Connecting needs write permission on the socket file.
             Some(g) if mode & 0o002 != 0 => vec![format!(
@@ -370,65 +360,6 @@ fn ids(kind: Kind, v: &str) -> Result<Vec<Id>, String> {
 
 fn lookup_all(kind: Kind, names: &[String]) -> Result<Vec<Id>, String> {
     names.iter().map(|n| access::lookup(kind, n)).collect()
-}
-
-/// `metrics_interval`'s value: whole seconds, 1 to a day.
-///
-/// # Errors
-/// Anything else.
-pub(crate) fn parse_interval(v: &str) -> Result<u32, String> {
-    v.parse::<u32>()
-        .ok()
-        .filter(|s| (1..=MAX_METRICS_INTERVAL).contains(s))
-        .ok_or_else(|| {
-            format!("expected whole seconds from 1 to {MAX_METRICS_INTERVAL}, not '{v}'")
-        })
-}
-
-/// A switch: `1`, `yes` or `true` for on, `0`, `no` or `false` for off.
-///
-/// # Errors
-/// Anything else.
-pub(crate) fn parse_switch(v: &str) -> Result<bool, String> {
-    match v.to_ascii_lowercase().as_str() {
-        "1" | "yes" | "true" => Ok(true),
-        "0" | "no" | "false" => Ok(false),
-        _ => Err(format!("expected 1 or 0 (yes or no), not '{v}'")),
-    }
-}
-
-/// `max_queued_reply_bytes`' value: whole bytes, from one connection's backlog to
-/// 1 TiB.
-///
-/// # Errors
-/// Anything else.
-pub(crate) fn parse_queued_bytes(v: &str) -> Result<u64, String> {
-    const RANGE: std::ops::RangeInclusive<u64> =
-        MIN_MAX_QUEUED_REPLY_BYTES..=MAX_MAX_QUEUED_REPLY_BYTES;
-    v.parse::<u64>()
-        .ok()
-        .filter(|n| RANGE.contains(n))
-        .ok_or_else(|| {
-            format!(
-                "expected whole bytes from {} to {}, not '{v}'",
-                RANGE.start(),
-                RANGE.end()
-            )
-        })
-}
-
-/// `max_connections_per_user`'s value: whole connections, 1 to 2^30.
-///
-/// # Errors
-/// Anything else.
-pub(crate) fn parse_per_user(v: &str) -> Result<u32, String> {
-    use super::conn_limits::{MAX_PER_USER, MIN_PER_USER};
-    v.parse::<u32>()
-        .ok()
-        .filter(|n| (MIN_PER_USER..=MAX_PER_USER).contains(n))
-        .ok_or_else(|| {
-            format!("expected whole connections from {MIN_PER_USER} to {MAX_PER_USER}, not '{v}'")
-        })
 }
 
 #[cfg(test)]

@@ -2,10 +2,10 @@
 //! written when the run ends. The schema is documented in the crate's root module.
 
 use super::{Report, endpoint_addresses, path_lines};
-use crate::cli::PerfMode;
-use crate::generate::{FileKind, GenerateError};
-use crate::perf::{COUNTER_KEYS, PerfFailure};
-use crate::resolve::ResolveFailure;
+use crate::outcome::PerfMode;
+use crate::outcome::ResolveFailure;
+use crate::outcome::{COUNTER_KEYS, PerfFailure};
+use crate::outcome::{FileKind, GenerateError};
 use acm_client::addr::{AddrFormat, ntop6};
 use acm_client::errno;
 use acm_client::{ClientError, ConnectError};

@@ -9,10 +9,10 @@ pub(crate) mod json;
 pub(crate) mod output;
 pub(crate) mod prometheus;
 
-use super::cli::PerfMode;
-use super::generate::{FileKind, GenerateError};
-use super::perf::PerfFailure;
-use super::resolve::ResolveFailure;
+use crate::outcome::PerfFailure;
+use crate::outcome::PerfMode;
+use crate::outcome::ResolveFailure;
+use crate::outcome::{FileKind, GenerateError};
 use acm_client::addr::AddrFormat;
 use acm_client::{ClientError, ConnectError};
 use acm_proto::client::EpConfigRepr;
@@ -129,7 +129,7 @@ pub(crate) fn perf_header(count: usize) -> String {
     let mut line = String::from("svc");
     for i in 0..count {
         line.push(',');
-        line.push_str(super::perf::counter_name(i));
+        line.push_str(crate::outcome::counter_name(i));
     }
     line
 }
@@ -149,7 +149,7 @@ pub(crate) fn perf_row(svc: &str, counters: &[u64]) -> String {
 pub(crate) fn perf_column(svc: &str, counters: &[u64]) -> Vec<String> {
     let mut lines = vec![svc.to_owned()];
     for (i, c) in counters.iter().enumerate() {
-        lines.push(format!("{} : {c}", super::perf::counter_name(i)));
+        lines.push(format!("{} : {c}", crate::outcome::counter_name(i)));
     }
     lines
 }

@@ -4,10 +4,10 @@
 use super::{
     ENDPOINT_HEADER, Report, endpoint_line, path_lines, perf_column, perf_header, perf_row,
 };
-use crate::cli::PerfMode;
-use crate::generate::{FileKind, GenerateError};
-use crate::perf::PerfFailure;
-use crate::resolve::ResolveFailure;
+use crate::outcome::PerfFailure;
+use crate::outcome::PerfMode;
+use crate::outcome::ResolveFailure;
+use crate::outcome::{FileKind, GenerateError};
 use acm_client::addr::AddrFormat;
 use acm_client::errno;
 use acm_client::{ClientError, ConnectError};

@@ -5,10 +5,10 @@
 //! reached has `acm_up 0`.
 
 use super::{Report, endpoint_addresses};
-use crate::cli::PerfMode;
-use crate::generate::{FileKind, GenerateError};
-use crate::perf::PerfFailure;
-use crate::resolve::ResolveFailure;
+use crate::outcome::PerfFailure;
+use crate::outcome::PerfMode;
+use crate::outcome::ResolveFailure;
+use crate::outcome::{FileKind, GenerateError};
 use acm_client::addr::AddrFormat;
 use acm_client::errno;
 use acm_client::metrics::{EndpointSample, Snapshot, render};
