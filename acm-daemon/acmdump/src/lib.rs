@@ -4,7 +4,7 @@
 //! Everything here is a thin layer over `acm-proto`: splitting an input into messages,
 //! choosing the parser for each, and rendering the `serde` form of the result.
 
-mod client;
+mod client_messages;
 mod hex;
 mod mad;
 mod netlink;
@@ -82,7 +82,7 @@ pub struct Options {
 pub fn dump(input: &[u8], opts: Options, roundtrip: bool) -> (Vec<Decoded>, Option<DumpError>) {
     let mut out = Vec::new();
     let items: Box<dyn Iterator<Item = Result<Item, DumpError>>> = match opts.kind {
-        Kind::Client => Box::new(client::decode(input, opts.direction)),
+        Kind::Client => Box::new(client_messages::decode(input, opts.direction)),
         Kind::Mad => Box::new(mad::decode(input, 0)),
         Kind::GrhMad => Box::new(mad::decode(input, acm_proto::grh::GRH_LEN)),
         Kind::Netlink => Box::new(netlink::decode(input)),

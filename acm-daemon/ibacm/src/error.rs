@@ -3,7 +3,11 @@
 //! part of the interface (tests and administrators read them), so each variant keeps the
 //! wording the daemon has always printed.
 
+use super::backend::hw::HardwareError;
+use super::config_file::FileError;
 use super::listen::ListenError;
+use super::lock::LockError;
+use super::options_source::OptionsError;
 use super::server::ServerError;
 use acm_io_sim::hub::HubError;
 use acm_io_sim::spec::SpecError;
@@ -18,10 +22,31 @@ pub(crate) enum StartError {
     /// detaching, cannot be read.
     #[error("cannot read the current directory: {0}")]
     CurrentDir(#[source] io::Error),
-    /// The hardware backend cannot run on this build or host; the backend's own
-    /// one-line explanation.
-    #[error("{0}")]
-    Hardware(String),
+    /// The stop signals cannot be blocked for the event loop to take them.
+    #[error("cannot watch signals: {0}")]
+    Signals(#[source] io::Error),
+    /// The options cannot be read, or one of the daemon's own is bad.
+    #[error(transparent)]
+    Options(#[from] OptionsError),
+    /// The address file `-A` names cannot be read.
+    #[error(transparent)]
+    AddrFile(#[from] FileError),
+    /// The hardware backend cannot run on this build or host.
+    #[error(transparent)]
+    Hardware(#[from] HardwareError),
+    /// `--run-dir` cannot be created.
+    #[error("cannot create {}: {source}", path.display())]
+    RunDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The lock file cannot be opened or written (one another instance holds is
+    /// reported with its own exit status instead).
+    #[error(transparent)]
+    Lock(#[from] LockError),
     /// The client listener (or the sockets systemd passed) cannot be set up.
     #[error(transparent)]
     Listen(#[from] ListenError),
@@ -97,6 +122,10 @@ mod tests {
             source: io::Error::from_raw_os_error(2),
         };
         assert!(e.to_string().starts_with("cannot read /x/f.toml: "), "{e}");
-        assert_eq!(StartError::Hardware("no HCA".into()).to_string(), "no HCA");
+        assert!(
+            StartError::from(HardwareError::NoVerbsBuild)
+                .to_string()
+                .starts_with("this ibacm was built without InfiniBand support; rebuild it with"),
+        );
     }
 }

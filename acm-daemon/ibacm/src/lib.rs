@@ -74,6 +74,7 @@ use acm_engine::log::Level;
 use args::{Args, FabricArg};
 use backend::Backend;
 use backend::hub::HubBackend;
+use backend::hw::HardwareError;
 use error::StartError;
 use lifecycle::{RunFiles, StopSignals};
 use options_source::{FabricHostOptions, OptionsSource};
@@ -144,8 +145,7 @@ struct SimFabric {
 /// Everything from the signals to the end of the event loop.
 fn start(args: &Args, life: &mut Life) -> Result<(), Failure> {
     // Before any file exists: a stop signal during start-up then waits for the loop.
-    life.signals =
-        Some(StopSignals::block().map_err(|e| Failure::new(format!("cannot watch signals: {e}")))?);
+    life.signals = Some(StopSignals::block().map_err(StartError::Signals)?);
     raise_fd_limit();
     let fabric = match &args.fabric {
         FabricArg::Sim { file, host } => Some(load_fabric(file.as_deref(), host.as_deref())?),
@@ -163,9 +163,10 @@ fn start(args: &Args, life: &mut Life) -> Result<(), Failure> {
             text: &h.options,
         }
     });
-    let (opts, source) = options_source::load(args, host_opts, &run_dir).map_err(Failure::new)?;
+    let (opts, source) =
+        options_source::load(args, host_opts, &run_dir).map_err(StartError::from)?;
     if let Some(path) = &args.addr_file {
-        addr_file::check_named(path).map_err(|e| Failure::new(e.to_string()))?;
+        addr_file::check_named(path).map_err(StartError::from)?;
     }
     if args.fabric == FabricArg::Hardware {
         // Never fall back to a simulation.
@@ -174,10 +175,11 @@ fn start(args: &Args, life: &mut Life) -> Result<(), Failure> {
     if args.run_dir.is_some()
         && let Err(e) = std::fs::create_dir_all(&run_dir)
     {
-        return Err(Failure::new(format!(
-            "cannot create {}: {e}",
-            run_dir.display()
-        )));
+        return Err(StartError::RunDir {
+            path: run_dir,
+            source: e,
+        }
+        .into());
     }
     let paths = RunPaths::new(&run_dir);
     let lock_path = paths.lock_file(&opts.options.lock_file);
@@ -192,7 +194,7 @@ fn start(args: &Args, life: &mut Life) -> Result<(), Failure> {
                 code: EXIT_LOCKED,
                 message: format!("{e}: another ibacm is running there"),
             },
-            other => Failure::new(other.to_string()),
+            other => StartError::from(other).into(),
         };
         // Standard error gets the message from the caller; a log there would repeat it.
         if !log.is_stderr() {
@@ -236,7 +238,7 @@ fn start(args: &Args, life: &mut Life) -> Result<(), Failure> {
     let plugins = plugins::Plugins::load(o, &opts_file, verbs, &mut |l| {
         log.log(Level::Basic, "acm_open_providers", &l);
     });
-    let ctx = Ctx {
+    let ctx = Started {
         args,
         paths: &paths,
         opts: &opts,
@@ -259,8 +261,9 @@ fn start(args: &Args, life: &mut Life) -> Result<(), Failure> {
     }
 }
 
-/// What [`serve`] needs from start-up.
-struct Ctx<'a> {
+/// What start-up settled that [`serve`] and the backends need: the command line, the
+/// run directory, the options and where they came from, the provider plugins.
+struct Started<'a> {
     args: &'a Args,
     paths: &'a RunPaths,
     opts: &'a LoadedOptions,
@@ -283,26 +286,26 @@ fn check_hardware(wait: bool) -> Result<(), StartError> {
         }
         backend::hw::probe(&acm_io_verbs::sysfs::root_from_env())
             .map(|_| ())
-            .map_err(StartError::Hardware)
+            .map_err(StartError::from)
     } else {
-        Err(StartError::Hardware(backend::hw::NO_VERBS_BUILD.to_owned()))
+        Err(HardwareError::NoVerbsBuild.into())
     }
 }
 
 #[cfg(not(feature = "verbs"))]
 fn hardware(
-    _ctx: &Ctx<'_>,
+    _ctx: &Started<'_>,
     _log: Logger,
     _epoch: std::time::Instant,
     _life: &mut Life,
 ) -> Result<(), Failure> {
-    Err(StartError::Hardware(backend::hw::NO_VERBS_BUILD.to_owned()).into())
+    Err(StartError::from(HardwareError::NoVerbsBuild).into())
 }
 
 /// This host's engine on its InfiniBand hardware.
 #[cfg(feature = "verbs")]
 fn hardware(
-    ctx: &Ctx<'_>,
+    ctx: &Started<'_>,
     mut log: Logger,
     epoch: std::time::Instant,
     life: &mut Life,
@@ -322,8 +325,8 @@ fn hardware(
     ) {
         Ok(hw) => hw,
         Err(e) => {
-            log.log(Level::Basic, "acm_open_devices", &e);
-            return Err(failed(&mut log, StartError::Hardware(e)));
+            log.log(Level::Basic, "acm_open_devices", &e.to_string());
+            return Err(failed(&mut log, e.into()));
         }
     };
     let addr_spec = addr_file::AddrFileSpec::from_arg(ctx.args.addr_file.as_deref());
@@ -371,7 +374,7 @@ fn hardware(
 /// Listens, reports start-up done, serves until a stop signal, then removes the
 /// daemon's files and logs the end.
 fn serve<B: Backend>(
-    ctx: &Ctx<'_>,
+    ctx: &Started<'_>,
     backend: B,
     mut log: Logger,
     epoch: std::time::Instant,

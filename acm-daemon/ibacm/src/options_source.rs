@@ -26,11 +26,12 @@
 //! names, or `--log-file`, always wins.
 
 use super::args::{Args, FabricArg};
-use super::config::{self, LoadedOptions};
-use super::settings::Settings;
+use super::config::{self, LoadError, LoadedOptions};
+use super::settings::{SettingError, Settings};
 use acm_engine::config::Options;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use thiserror::Error;
 
 /// Where the options came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,6 +88,21 @@ pub(crate) struct FabricHostOptions<'a> {
     pub text: &'a str,
 }
 
+/// Why the options cannot be had.
+#[derive(Debug, Error)]
+pub(crate) enum OptionsError {
+    /// The options file cannot be read, or a line of it is bad.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The file `-O` names does not exist: a mistyped name must not run the daemon on
+    /// every default unnoticed.
+    #[error("options file {} (-O) not found", .0.display())]
+    NamedFileMissing(PathBuf),
+    /// One of the daemon's own settings in a fabric host's options is bad.
+    #[error(transparent)]
+    Setting(#[from] SettingError),
+}
+
 /// The options by the precedence above, with the default log file placed for
 /// `run_dir`.
 ///
@@ -98,14 +114,14 @@ pub(crate) fn load(
     args: &Args,
     fabric: Option<FabricHostOptions<'_>>,
     run_dir: &Path,
-) -> Result<(LoadedOptions, OptionsSource), String> {
-    let read = |path: &Path| config::load_options(path, args).map_err(|e| e.to_string());
+) -> Result<(LoadedOptions, OptionsSource), OptionsError> {
+    let read = |path: &Path| config::load_options(path, args);
     let (mut loaded, source) = match (&args.opts_file, fabric) {
         (Some(path), _) => {
             let loaded = read(path)?;
             // A mistyped -O must not run the daemon on every default unnoticed.
             if loaded.text.is_none() {
-                return Err(format!("options file {} (-O) not found", path.display()));
+                return Err(OptionsError::NamedFileMissing(path.clone()));
             }
             (loaded, OptionsSource::CommandLine(path.clone()))
         }
@@ -115,8 +131,7 @@ pub(crate) fn load(
             config::apply_overrides(&mut options, args);
             // The daemon's own settings (access control, metrics) too, as from a file.
             let settings =
-                Settings::resolve(&options.daemon_options, &name, args, options.server_mode)
-                    .map_err(|e| e.to_string())?;
+                Settings::resolve(&options.daemon_options, &name, args, options.server_mode)?;
             let loaded = LoadedOptions {
                 options,
                 text: Some(f.text.as_bytes().to_vec()),
@@ -263,7 +278,7 @@ mod tests {
         let missing = dir.path().join("missing.cfg");
         let a = args(&["-O", missing.to_str().unwrap()]);
         assert_eq!(
-            load(&a, None, Path::new("/run")).unwrap_err(),
+            load(&a, None, Path::new("/run")).unwrap_err().to_string(),
             format!("options file {} (-O) not found", missing.display())
         );
     }

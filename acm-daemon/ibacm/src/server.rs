@@ -72,7 +72,7 @@ use super::rate_limit::{self, RateLimit};
 use super::reload::Reloader;
 use acm_client::metrics::{DaemonSample, ReloadCounts};
 use acm_engine::HostOutput;
-use acm_engine::{ClientOutput, ConnId, Instant};
+use acm_engine::{ClientOutput, ConnId, Input, Instant};
 use acm_io_verbs::poll_set::Ready;
 use mio::{Events, Interest, Poll, Token};
 use std::collections::HashMap;
@@ -412,7 +412,7 @@ impl<B: Backend> Server<B> {
                 self.close(id, "cannot watch client");
             }
             if providers {
-                self.backend.provider_wake(now);
+                self.backend.handle(now, Input::ProviderWake);
             }
             self.backend.advance(now, backend_ready)?;
             self.dispatch();
@@ -448,7 +448,7 @@ impl<B: Backend> Server<B> {
             // The log first, so that the engine's lines pass at the new level.
             self.log.set_max_level(super::log::max_level(a.log_level));
             let now = self.now();
-            self.backend.reconfigure(now, &a.reconfig);
+            self.backend.handle(now, Input::Reconfigure(&a.reconfig));
             if let Some(allow) = a.settings.allow {
                 self.allow = allow;
                 self.close_not_allowed();
@@ -834,7 +834,13 @@ impl<B: Backend> Server<B> {
         };
         let backend = &mut self.backend;
         let r = conn.read_requests(&mut self.read_buf, READ_BUDGET, |bytes| {
-            backend.client_request(now, ConnId(id), bytes);
+            backend.handle(
+                now,
+                Input::ClientRequest {
+                    conn: ConnId(id),
+                    bytes,
+                },
+            );
         });
         if !r.closed {
             self.waits.requested(self.poll.registry(), id, conn, now);
@@ -855,7 +861,7 @@ impl<B: Backend> Server<B> {
             let Some(bytes) = self.kernel.next_message(&mut self.log) else {
                 return;
             };
-            self.backend.netlink(now, bytes);
+            self.backend.handle(now, Input::Netlink(bytes));
             self.dispatch();
         }
     }
@@ -1032,7 +1038,7 @@ impl<B: Backend> Server<B> {
                 &format!("client {id}: {why}"),
             );
             let now = self.now();
-            self.backend.client_closed(now, ConnId(id));
+            self.backend.handle(now, Input::ClientClosed(ConnId(id)));
             self.closed_since_try = true;
         }
     }
@@ -1098,7 +1104,8 @@ impl<B: Backend> Server<B> {
                 // The engine times its answers by this wait only once the kernel has it.
                 if self.kernel.send(&message, &mut self.log) {
                     let now = self.now();
-                    self.backend.kernel_timeout_sent(now, wait_ms);
+                    self.backend
+                        .handle(now, Input::KernelTimeoutSent { wait_ms });
                 }
             }
             HostOutput::Log(ev) if ev.origin == MALFORMED_ORIGIN => self.log_malformed(&ev),

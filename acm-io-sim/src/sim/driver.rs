@@ -54,48 +54,41 @@ impl Sim {
         self.driver.as_ref().map(|d| d.host)
     }
 
-    /// A request read from driver connection `conn` (whose high bit must be clear),
-    /// handed to the driven host's engine now.
+    /// One of the host's inputs to the driven host's engine, now: what a daemon's event
+    /// loop hands its engine (client requests and closes, netlink requests, a sent
+    /// SET_TIMEOUT, a reload, a plugin's wake-up). The fabric's inputs are the
+    /// simulator's own.
     ///
     /// # Panics
-    /// Without a driven host, or if `conn` has [`SUBMIT_CONN_BIT`] set.
+    /// Without a driven host, if `input` is one of the fabric's, or if it is a client
+    /// request on a connection with [`SUBMIT_CONN_BIT`] set (those ids are the
+    /// simulator's own submitted requests').
+    pub fn driver_input(&mut self, input: Input<'_>) {
+        let h = self.driven();
+        match input {
+            Input::ClientRequest { conn, .. } | Input::ClientClosed(conn) => assert_eq!(
+                conn.0 & SUBMIT_CONN_BIT,
+                0,
+                "driver connection ids have the high bit clear"
+            ),
+            Input::Netlink(_)
+            | Input::KernelTimeoutSent { .. }
+            | Input::Reconfigure(_)
+            | Input::ProviderWake
+            | Input::Tick => {}
+            _ => panic!("the fabric's inputs are the simulator's own"),
+        }
+        self.input(h, input);
+    }
+
+    /// A request read from driver connection `conn` ([`Sim::driver_input`]).
     pub fn driver_request(&mut self, conn: ConnId, bytes: &[u8]) {
-        let h = self.driven();
-        assert_eq!(
-            conn.0 & SUBMIT_CONN_BIT,
-            0,
-            "driver connection ids have the high bit clear"
-        );
-        self.input(h, Input::ClientRequest { conn, bytes });
+        self.driver_input(Input::ClientRequest { conn, bytes });
     }
 
-    /// A provider of the driven host has work from outside the engine (a plugin's
-    /// thread answered): [`Input::ProviderWake`] to its engine now.
-    ///
-    /// # Panics
-    /// Without a driven host.
-    pub fn driver_wake(&mut self) {
-        let h = self.driven();
-        self.input(h, Input::ProviderWake);
-    }
-
-    /// The driven host's configuration files were read again (the daemon's SIGHUP):
-    /// [`Input::Reconfigure`] to its engine now.
-    ///
-    /// # Panics
-    /// Without a driven host.
-    pub fn driver_reconfigure(&mut self, config: &acm_engine::config::Reconfig) {
-        let h = self.driven();
-        self.input(h, Input::Reconfigure(config));
-    }
-
-    /// Driver connection `conn` is gone.
-    ///
-    /// # Panics
-    /// Without a driven host.
+    /// Driver connection `conn` is gone ([`Sim::driver_input`]).
     pub fn driver_closed(&mut self, conn: ConnId) {
-        let h = self.driven();
-        self.input(h, Input::ClientClosed(conn));
+        self.driver_input(Input::ClientClosed(conn));
     }
 
     /// The next reply, close or log line for the driver.

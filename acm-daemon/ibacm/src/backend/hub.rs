@@ -4,7 +4,7 @@
 
 use super::{Backend, BackendError};
 use acm_engine::HostOutput;
-use acm_engine::{ConnId, EngineConfig, Input, Instant};
+use acm_engine::{EngineConfig, Input, Instant};
 use acm_io_sim::ProviderFactory;
 use acm_io_sim::hub::{HostSetup, HubError, HubHost};
 use mio::unix::SourceFd;
@@ -96,28 +96,8 @@ impl Backend for HubBackend {
         registry.register(&mut SourceFd(&fd), token, Interest::READABLE)
     }
 
-    fn client_request(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) {
-        self.input(now, Input::ClientRequest { conn, bytes });
-    }
-
-    fn client_closed(&mut self, now: Instant, conn: ConnId) {
-        self.input(now, Input::ClientClosed(conn));
-    }
-
-    fn reconfigure(&mut self, now: Instant, config: &acm_engine::config::Reconfig) {
-        self.input(now, Input::Reconfigure(config));
-    }
-
-    fn netlink(&mut self, now: Instant, bytes: &[u8]) {
-        self.input(now, Input::Netlink(bytes));
-    }
-
-    fn kernel_timeout_sent(&mut self, now: Instant, wait_ms: u32) {
-        self.input(now, Input::KernelTimeoutSent { wait_ms });
-    }
-
-    fn provider_wake(&mut self, now: Instant) {
-        self.input(now, Input::ProviderWake);
+    fn handle(&mut self, now: Instant, input: Input<'_>) {
+        self.input(now, input);
     }
 
     fn advance(&mut self, now: Instant, io_ready: bool) -> Result<(), BackendError> {

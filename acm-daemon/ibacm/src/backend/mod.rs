@@ -17,7 +17,7 @@ pub(crate) mod hw;
 pub(crate) mod sim;
 
 use acm_engine::HostOutput;
-use acm_engine::{ConnId, Instant};
+use acm_engine::{Input, Instant};
 use mio::{Registry, Token};
 use std::collections::VecDeque;
 use std::io;
@@ -35,21 +35,15 @@ pub trait Backend {
     /// The poller refused it.
     fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()>;
 
-    /// A request read from client connection `conn`. Several may be handed over
+    /// One of the host's inputs for this host's engine: a client's request or close, a
+    /// kernel RDMA_NL_LS request, the SET_TIMEOUT of an
+    /// [`acm_engine::ClientOutput::KernelTimeout`] sent, a reload
+    /// ([`acm_engine::Input::Reconfigure`], after SIGHUP), a provider plugin's wake-up
+    /// (it handed work to the core from one of its threads). The fabric's inputs come
+    /// from the backend's own fabric, in [`Backend::advance`]. Several may be handed over
     /// before the outputs are drained with [`Backend::lend_outputs`], which the event
     /// loop does before it waits again.
-    fn client_request(&mut self, now: Instant, conn: ConnId, bytes: &[u8]);
-
-    /// Client connection `conn` is gone (closed by its peer or by us).
-    fn client_closed(&mut self, now: Instant, conn: ConnId);
-
-    /// A kernel RDMA_NL_LS request.
-    fn netlink(&mut self, now: Instant, bytes: &[u8]);
-
-    /// The SET_TIMEOUT of an [`acm_engine::ClientOutput::KernelTimeout`] reached the
-    /// kernel: feed the engine [`acm_engine::Input::KernelTimeoutSent`]. Backends that
-    /// do not serve the kernel never send one and ignore it.
-    fn kernel_timeout_sent(&mut self, _now: Instant, _wait_ms: u32) {}
+    fn handle(&mut self, now: Instant, input: Input<'_>);
 
     /// Runs everything due by `now`: timers, and, when `io_ready` (the poller reported
     /// the backend's descriptors since the last call, and on the first call), whatever
@@ -73,15 +67,6 @@ pub trait Backend {
 
     /// This host's engine, for the metrics file's counters and cache sizes.
     fn engine(&self) -> &acm_engine::Engine;
-
-    /// The configuration files were read again (SIGHUP, [`super::reload`]): feed the
-    /// engine [`acm_engine::Input::Reconfigure`].
-    fn reconfigure(&mut self, now: Instant, config: &acm_engine::config::Reconfig);
-
-    /// A C provider plugin handed work to the core from one of its threads (the event
-    /// loop's waker fired): feed the engine [`acm_engine::Input::ProviderWake`].
-    /// Backends that run no plugins ignore it.
-    fn provider_wake(&mut self, _now: Instant) {}
 
     /// Whether the kernel's RDMA_NL_LS path requests belong to this backend's engine:
     /// true only for real hardware, whose ports the kernel's requests name. The event

@@ -5,7 +5,7 @@
 
 use super::{Backend, BackendError};
 use acm_engine::HostOutput;
-use acm_engine::{ConnId, EngineConfig, Instant};
+use acm_engine::{EngineConfig, Input, Instant};
 use acm_io_sim::{FabricSpec, HostId, Sim};
 use mio::{Registry, Token};
 use std::collections::BTreeMap;
@@ -74,28 +74,9 @@ impl Backend for SimBackend {
         Ok(())
     }
 
-    fn client_request(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) {
+    fn handle(&mut self, now: Instant, input: Input<'_>) {
         self.sim.run_until(now);
-        self.sim.driver_request(conn, bytes);
-    }
-
-    fn client_closed(&mut self, now: Instant, conn: ConnId) {
-        self.sim.run_until(now);
-        self.sim.driver_closed(conn);
-    }
-
-    fn provider_wake(&mut self, now: Instant) {
-        self.sim.run_until(now);
-        self.sim.driver_wake();
-    }
-
-    fn reconfigure(&mut self, now: Instant, config: &acm_engine::config::Reconfig) {
-        self.sim.run_until(now);
-        self.sim.driver_reconfigure(config);
-    }
-
-    fn netlink(&mut self, _now: Instant, _bytes: &[u8]) {
-        // The kernel has no simulated devices, so it never asks about them.
+        self.sim.driver_input(input);
     }
 
     fn advance(&mut self, now: Instant, _io_ready: bool) -> Result<(), BackendError> {

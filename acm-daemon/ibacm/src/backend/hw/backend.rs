@@ -19,7 +19,7 @@ use crate::kernel::{addrs, ipoib, neigh, source};
 use acm_engine::HostOutput;
 use acm_engine::driver::{self, Fabric};
 use acm_engine::log::{Level, LogEvent};
-use acm_engine::{ConnId, DeviceId, EndpointId, Engine, Input, Instant, PortId};
+use acm_engine::{DeviceId, EndpointId, Engine, Input, Instant, PortId};
 use acm_engine::{
     FabricEvent, LocalIp, McastGroup, NeighQuery, NeighResult, OpenQp, RecvInfo, SaSend, SendToken,
     SourceQuery, UdSend,
@@ -602,28 +602,14 @@ impl Backend for HwBackend {
     /// [`Backend::lend_outputs`] before it waits again, which carries out the fabric's
     /// share in order, and a cache hit's reply goes to the client without a stop in
     /// this backend's queue.
-    fn client_request(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) {
-        driver::handle(self, now, Input::ClientRequest { conn, bytes });
-    }
-
-    fn client_closed(&mut self, now: Instant, conn: ConnId) {
-        self.input(now, Input::ClientClosed(conn));
-    }
-
-    fn reconfigure(&mut self, now: Instant, config: &acm_engine::config::Reconfig) {
-        self.input(now, Input::Reconfigure(config));
-    }
-
-    fn netlink(&mut self, now: Instant, bytes: &[u8]) {
-        self.input(now, Input::Netlink(bytes));
-    }
-
-    fn kernel_timeout_sent(&mut self, now: Instant, wait_ms: u32) {
-        self.input(now, Input::KernelTimeoutSent { wait_ms });
-    }
-
-    fn provider_wake(&mut self, now: Instant) {
-        self.input(now, Input::ProviderWake);
+    fn handle(&mut self, now: Instant, input: Input<'_>) {
+        if matches!(input, Input::ClientRequest { .. }) {
+            // The hot path: the replies stay in the engine's queue until
+            // `lend_outputs` lends them where they lie.
+            driver::handle(self, now, input);
+        } else {
+            self.input(now, input);
+        }
     }
 
     fn advance(&mut self, now: Instant, io_ready: bool) -> Result<(), BackendError> {

@@ -18,26 +18,45 @@ pub(crate) use backend::{HwBackend, ProviderContexts};
 #[cfg(feature = "verbs")]
 pub(crate) use open::open;
 
-use acm_io_verbs::sysfs::{self, Discovery};
-use acm_io_verbs::umad;
+use acm_io_verbs::sysfs::{self, Discovery, DiscoveryError};
+use acm_io_verbs::umad::{self, UmadError};
 use std::path::Path;
+use thiserror::Error;
 
-/// What `ibacm` built without the `verbs` feature says when asked for hardware.
-pub(crate) const NO_VERBS_BUILD: &str = "this ibacm was built without InfiniBand support; rebuild \
-     it with `cargo build --release -p ibacm --features verbs` (needs libibverbs-dev, \
-     librdmacm-dev, pkg-config and libclang-dev), or run on a simulated fabric with \
-     --fabric sim";
+/// Why the daemon cannot run on this host's InfiniBand hardware; each says what is
+/// missing in one line, as the start-up failure and the log report it.
+#[derive(Debug, Error)]
+pub(crate) enum HardwareError {
+    /// This `ibacm` was built without the `verbs` feature.
+    #[error(
+        "this ibacm was built without InfiniBand support; rebuild it with \
+         `cargo build --release -p ibacm --features verbs` (needs libibverbs-dev, \
+         librdmacm-dev, pkg-config and libclang-dev), or run on a simulated fabric with \
+         --fabric sim"
+    )]
+    NoVerbsBuild,
+    /// sysfs shows no usable InfiniBand device or umad class.
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    /// The umad class is missing, speaks another ABI, or a umad device cannot be opened.
+    #[error(transparent)]
+    Umad(#[from] UmadError),
+    /// A device cannot be opened or queried through verbs.
+    #[cfg(feature = "verbs")]
+    #[error(transparent)]
+    Verbs(#[from] acm_io_verbs::verbs::VerbsError),
+}
 
 /// Checks that the host can run the daemon at all, from sysfs under `sysfs_root`:
 /// InfiniBand devices exist, the umad class exists and speaks ABI 5.
 ///
 /// # Errors
-/// A one-line reason naming what is missing.
-pub(crate) fn probe(sysfs_root: &Path) -> Result<Discovery, String> {
-    let found = sysfs::discover(sysfs_root).map_err(|e| e.to_string())?;
-    found.require_infiniband().map_err(|e| e.to_string())?;
-    found.require_umad().map_err(|e| e.to_string())?;
-    umad::check_abi(found.umad_abi_version).map_err(|e| e.to_string())?;
+/// What is missing.
+pub(crate) fn probe(sysfs_root: &Path) -> Result<Discovery, HardwareError> {
+    let found = sysfs::discover(sysfs_root)?;
+    found.require_infiniband()?;
+    found.require_umad()?;
+    umad::check_abi(found.umad_abi_version)?;
     Ok(found)
 }
 
@@ -60,12 +79,12 @@ mod tests {
 
     #[test]
     fn each_missing_piece_is_named() {
-        let e = probe(&tree("no-class")).unwrap_err();
+        let e = probe(&tree("no-class")).unwrap_err().to_string();
         assert!(e.contains("class/infiniband does not exist"), "{e}");
         assert!(e.contains("ib_core"), "{e}");
-        let e = probe(&tree("roce-only")).unwrap_err();
+        let e = probe(&tree("roce-only")).unwrap_err().to_string();
         assert!(e.starts_with("no InfiniBand devices under "), "{e}");
-        let e = probe(&tree("no-umad")).unwrap_err();
+        let e = probe(&tree("no-umad")).unwrap_err().to_string();
         assert!(e.contains("ib_umad"), "{e}");
         assert!(!e.contains('\n'));
     }

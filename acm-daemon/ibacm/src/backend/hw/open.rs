@@ -3,7 +3,7 @@
 //! the start-up walk of the IPoIB addresses. [`open_device`] opens one device, at
 //! start and when one appears later (`hotplug.rs`).
 
-use super::{convert, probe};
+use super::{HardwareError, convert, probe};
 use crate::kernel::addrs;
 use crate::kernel::rtnl::RouteMonitor;
 use acm_engine::LocalIp;
@@ -66,11 +66,11 @@ pub(super) fn open_device(
     id: DeviceId,
     dev_root: &Path,
     sm_events: bool,
-) -> Result<OpenedDevice, String> {
-    let verbs = VerbsDevice::open(&dev.name).map_err(|e| e.to_string())?;
+) -> Result<OpenedDevice, HardwareError> {
+    let verbs = VerbsDevice::open(&dev.name)?;
     let mut ports = Vec::new();
     for n in 1..=verbs.port_count() {
-        ports.push(verbs.query_port(n).map_err(|e| e.to_string())?);
+        ports.push(verbs.query_port(n)?);
     }
     let mut umad = Vec::new();
     let mut warnings = Vec::new();
@@ -83,8 +83,7 @@ pub(super) fn open_device(
             Some(u) => {
                 let dev_path = u.dev_path(dev_root);
                 let opened = if sm_events {
-                    let (d, reports) =
-                        UmadDevice::open_with_reports(&dev_path).map_err(|e| e.to_string())?;
+                    let (d, reports) = UmadDevice::open_with_reports(&dev_path)?;
                     if !reports {
                         warnings.push(format!(
                             "{}: another agent receives the SA's Reports on {} port {}: \
@@ -96,7 +95,7 @@ pub(super) fn open_device(
                     }
                     d
                 } else {
-                    UmadDevice::open(&dev_path).map_err(|e| e.to_string())?
+                    UmadDevice::open(&dev_path)?
                 };
                 umad.push((port, opened));
             }
@@ -126,7 +125,7 @@ pub(crate) fn open(
     dev_root: &Path,
     wait: bool,
     sm_events: bool,
-) -> Result<OpenedHardware, String> {
+) -> Result<OpenedHardware, HardwareError> {
     let mut warnings = Vec::new();
     let mut devices = Vec::new();
     let mut umad = BTreeMap::new();

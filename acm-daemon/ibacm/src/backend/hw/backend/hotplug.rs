@@ -150,7 +150,7 @@ impl HwBackend {
         let opened = match open_device(dev, id, &self.dev_root, self.sm_events) {
             Ok(o) => o,
             Err(e) => {
-                self.say_failure(&dev.name, e);
+                self.say_failure(&dev.name, e.to_string());
                 return;
             }
         };
