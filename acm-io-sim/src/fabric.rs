@@ -191,6 +191,9 @@ pub fn mcast_attach(
     }
 }
 
+/// [`mcast_attach`] or [`mcast_detach`], for a caller that does either the same way.
+pub type MembershipChange = fn(&mut QpTable, &mut McastIndex, HostId, EndpointId, Gid);
+
 /// Detaches host `host`'s endpoint `ep` from group `mgid`.
 pub fn mcast_detach(
     qps: &mut QpTable,

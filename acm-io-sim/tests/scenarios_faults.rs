@@ -17,8 +17,8 @@ use acm_io_sim::topology::PortRef;
 use acm_proto::mgid::AcmMgid;
 use acm_proto::{Mtu, Rate};
 use scenario_support::{
-    ENODATA, ETIMEDOUT, STEPS, assert_path_between, boot, check, generated, ip, path,
-    resolve_ip_now, result, status, submit_ip,
+    ENODATA, ETIMEDOUT, STEPS, assert_path_between, boot, check, checked_hash, generated, ip, path,
+    resolve_ip_now, result, settled_hash, status, submit_ip, with_each_route,
 };
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -86,9 +86,7 @@ fn sa_down_then_back() {
         assert_path_between(&sim, &path(&sim, id), HostId(2), HostId(0));
         let id = resolve_ip_now(&mut sim, HostId(3), HostId(1));
         assert_path_between(&sim, &path(&sim, id), HostId(3), HostId(1));
-        sim.run_until_idle(STEPS);
-        check(&sim, "SA down then back");
-        sim.trace_hash()
+        settled_hash(&mut sim, "SA down then back")
     });
 }
 
@@ -141,8 +139,7 @@ fn sm_failover_mid_run() {
             seen, sent,
             "every query after the failover reached the new SM"
         );
-        check(&sim, "SM failover");
-        sim.trace_hash()
+        checked_hash(&sim, "SM failover")
     });
 }
 
@@ -156,8 +153,7 @@ fn sm_failover_mid_run() {
 #[test]
 fn sm_failover_does_not_revive_expired_addresses() {
     run_seeded(seed_from_env(), |seed| {
-        let mut hash = 0;
-        for route in ["acm", "sa"] {
+        with_each_route(|route| {
             let options = format!("route_prot {route}\naddr_timeout 1\n");
             let mut sim = boot(generated(3, &options), seed);
             let id = resolve_ip_now(&mut sim, HostId(0), HostId(1));
@@ -173,11 +169,8 @@ fn sm_failover_does_not_revive_expired_addresses() {
                 2,
                 "{route}: the expired address is resolved again"
             );
-            sim.run_until_idle(STEPS);
-            check(&sim, route);
-            hash ^= sim.trace_hash();
-        }
-        hash
+            sim
+        })
     });
 }
 
@@ -190,8 +183,7 @@ fn sm_failover_does_not_revive_expired_addresses() {
 #[test]
 fn port_flap() {
     run_seeded(seed_from_env(), |seed| {
-        let mut hash = 0;
-        for route in ["acm", "sa"] {
+        with_each_route(|route| {
             let mut sim = boot(generated(3, &format!("route_prot {route}\n")), seed);
             let port = PortRef::new(HostId(1), 0, 1);
             let id = submit_ip(&mut sim, HostId(1), HostId(2), false);
@@ -222,11 +214,8 @@ fn port_flap() {
                 let id = resolve_ip_now(&mut sim, from, to);
                 assert_path_between(&sim, &path(&sim, id), from, to);
             }
-            sim.run_until_idle(STEPS);
-            check(&sim, route);
-            hash ^= sim.trace_hash();
-        }
-        hash
+            sim
+        })
     });
 }
 
@@ -275,9 +264,7 @@ fn port_flap_with_an_sa_mad_outstanding() {
         assert_eq!(group0_members(&sim), BTreeSet::from([0, 1, 2]));
         let id = resolve_ip_now(&mut sim, HostId(1), HostId(2));
         assert_path_between(&sim, &path(&sim, id), HostId(1), HostId(2));
-        sim.run_until_idle(STEPS);
-        check(&sim, "port flap with an SA MAD outstanding");
-        sim.trace_hash()
+        settled_hash(&mut sim, "port flap with an SA MAD outstanding")
     });
 }
 
@@ -294,8 +281,7 @@ fn port_flap_with_an_sa_mad_outstanding() {
 #[test]
 fn pkey_change_moves_names_with_the_default_partition() {
     run_seeded(seed_from_env(), |seed| {
-        let mut hash = 0;
-        for route in ["acm", "sa"] {
+        with_each_route(|route| {
             let mut sim = boot(generated(3, &format!("route_prot {route}\n")), seed);
             let by_name = |a: usize, b: usize| {
                 requests::resolve_name(&format!("host{}", a + 1), &format!("host{}", b + 1), false)
@@ -327,11 +313,8 @@ fn pkey_change_moves_names_with_the_default_partition() {
             let p = path(&sim, id);
             assert_path_between(&sim, &p, HostId(1), HostId(2));
             assert_eq!(p.pkey, 0xFFFF, "{route}");
-            sim.run_until_idle(STEPS);
-            check(&sim, route);
-            hash ^= sim.trace_hash();
-        }
-        hash
+            sim
+        })
     });
 }
 
@@ -355,8 +338,7 @@ fn pkey_change_moves_names_with_the_default_partition() {
 #[test]
 fn host_restart_with_stale_qpn() {
     run_seeded(seed_from_env(), |seed| {
-        let mut hash = 0;
-        for route in ["acm", "sa"] {
+        with_each_route(|route| {
             let mut sim = boot(generated(4, &format!("route_prot {route}\n")), seed);
             let id = resolve_ip_now(&mut sim, HostId(0), HostId(1));
             assert_path_between(&sim, &path(&sim, id), HostId(0), HostId(1));
@@ -403,11 +385,8 @@ fn host_restart_with_stale_qpn() {
             sim.run_until_idle(STEPS);
             let id = resolve_ip_now(&mut sim, HostId(2), HostId(3));
             assert_path_between(&sim, &path(&sim, id), HostId(2), HostId(3));
-            sim.run_until_idle(STEPS);
-            check(&sim, route);
-            hash ^= sim.trace_hash();
-        }
-        hash
+            sim
+        })
     });
 }
 
@@ -452,8 +431,7 @@ fn thirty_percent_loss_resolves_through_retries() {
             }
         }
         assert!(ok >= 8, "only {ok} of {PAIRS} resolved through 30% loss");
-        check(&sim, "30% loss");
-        sim.trace_hash()
+        checked_hash(&sim, "30% loss")
     });
 }
 

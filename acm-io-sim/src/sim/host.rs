@@ -189,6 +189,22 @@ struct HostFabric<'a> {
     h: HostId,
 }
 
+impl HostFabric<'_> {
+    /// Attaches or detaches (`change`) one of the host's QPs; the receivers of every
+    /// group are worked out afresh afterwards.
+    fn change_membership(&mut self, change: fabric::MembershipChange, g: McastGroup) {
+        let (sim, h) = (&mut *self.sim, self.h);
+        sim.mcast_cache.clear();
+        change(
+            &mut sim.hosts[h.index()].qps,
+            &mut sim.mcast,
+            h,
+            g.ep,
+            g.mgid,
+        );
+    }
+}
+
 impl Fabric for HostFabric<'_> {
     fn engine(&mut self) -> &mut Engine {
         &mut self.sim.hosts[self.h.index()].engine
@@ -249,27 +265,11 @@ impl Fabric for HostFabric<'_> {
     }
 
     fn mcast_attach(&mut self, g: McastGroup) {
-        let (sim, h) = (&mut *self.sim, self.h);
-        sim.mcast_cache.clear();
-        fabric::mcast_attach(
-            &mut sim.hosts[h.index()].qps,
-            &mut sim.mcast,
-            h,
-            g.ep,
-            g.mgid,
-        );
+        self.change_membership(fabric::mcast_attach, g);
     }
 
     fn mcast_detach(&mut self, g: McastGroup) {
-        let (sim, h) = (&mut *self.sim, self.h);
-        sim.mcast_cache.clear();
-        fabric::mcast_detach(
-            &mut sim.hosts[h.index()].qps,
-            &mut sim.mcast,
-            h,
-            g.ep,
-            g.mgid,
-        );
+        self.change_membership(fabric::mcast_detach, g);
     }
 
     fn sa_send(&mut self, send: &SaSend) {

@@ -17,6 +17,7 @@ mod fasthash;
 mod faults;
 mod host;
 mod invariants;
+mod kept;
 mod mcast;
 mod nic;
 mod sa_server;
@@ -40,6 +41,7 @@ use acm_proto::notice::SmTrap;
 use faults::Faults;
 use host::SimHost;
 use invariants::Invariants;
+use kept::KeptByRun;
 use mcast::Fanout;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
@@ -185,10 +187,8 @@ pub struct Sim {
     /// millions of events on a few instants.
     queue: BTreeMap<(Instant, u64), VecDeque<Event>>,
     seq: u64,
-    /// While a batch runs ([`batch`]), the run the events scheduled go to, and those
-    /// kept, by run.
-    batch_run: Option<usize>,
-    batched: Vec<Vec<(Instant, Event)>>,
+    /// While a batch runs ([`batch`]), the events scheduled, by run.
+    batched: KeptByRun<(Instant, Event)>,
     timers: BTreeSet<(Instant, HostId)>,
     pub(crate) seed: u64,
     pub(crate) faults: Faults,
@@ -284,8 +284,7 @@ impl Sim {
             now: Instant::ZERO,
             queue: BTreeMap::new(),
             seq: 0,
-            batch_run: None,
-            batched: Vec::new(),
+            batched: KeptByRun::default(),
             timers: BTreeSet::new(),
             seed,
             faults: Faults::new(seed),
@@ -403,10 +402,9 @@ impl Sim {
     }
 
     pub(crate) fn schedule(&mut self, at: Instant, ev: Event) {
-        if let Some(run) = self.batch_run {
-            self.batched[run].push((at, ev));
+        let Some((at, ev)) = self.batched.keep((at, ev)) else {
             return;
-        }
+        };
         self.seq += 1;
         match self.queue.range_mut((at, 0)..=(at, u64::MAX)).next_back() {
             Some((_, bucket)) => bucket.push_back(ev),

@@ -118,3 +118,27 @@ pub fn check(sim: &Sim, what: &str) {
         panic!("{what}: invariants broken:\n{}", list.join("\n"))
     });
 }
+
+/// The end of a scenario: checks the invariants and gives the trace's hash, which
+/// [`acm_io_sim::sim::run_seeded`] compares between its two runs.
+pub fn checked_hash(sim: &Sim, what: &str) -> u64 {
+    check(sim, what);
+    sim.trace_hash()
+}
+
+/// [`checked_hash`] once everything in flight has settled: the invariants speak of an
+/// idle fabric.
+pub fn settled_hash(sim: &mut Sim, what: &str) -> u64 {
+    sim.run_until_idle(STEPS);
+    checked_hash(sim, what)
+}
+
+/// Runs `scenario` with `route_prot acm`, then with `route_prot sa`, settling and
+/// checking the simulation it hands back each time; the two trace hashes folded into
+/// one, for `run_seeded` to compare.
+pub fn with_each_route(mut scenario: impl FnMut(&'static str) -> Sim) -> u64 {
+    ["acm", "sa"].into_iter().fold(0, |hash, route| {
+        let mut sim = scenario(route);
+        hash ^ settled_hash(&mut sim, route)
+    })
+}
