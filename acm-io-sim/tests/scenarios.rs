@@ -15,8 +15,8 @@ use acm_io_sim::topology::PortRef;
 use acm_proto::mgid::AcmMgid;
 use acm_proto::{Mtu, Rate};
 use scenario_support::{
-    ETIMEDOUT, STEPS, assert_path_between, boot, check, checked_hash, generated, ip, ipv6, path,
-    resolve_ip_now, settled_hash, status, submit_ip, with_each_route,
+    ETIMEDOUT, STEPS, assert_path_between, assert_resolves, boot, check, checked_hash, generated,
+    ip, ipv6, path, resolve_ip_now, settled_hash, status, submit_ip, with_each_route,
 };
 use std::collections::BTreeSet;
 
@@ -172,8 +172,7 @@ fn loopback_sends_nothing() {
 fn third_host_caches_the_requester() {
     run_seeded(seed_from_env(), |seed| {
         let mut sim = boot(generated(3, "route_prot acm\n"), seed);
-        let id = resolve_ip_now(&mut sim, HostId(0), HostId(1));
-        assert_path_between(&sim, &path(&sim, id), HostId(0), HostId(1));
+        assert_resolves(&mut sim, HostId(0), HostId(1));
         sim.run_until_idle(STEPS);
 
         let before = sim.stats();
@@ -404,8 +403,7 @@ fn demo_fabric_resolves() {
         assert_eq!(hosts.len(), 3);
         for &from in &hosts {
             for &to in hosts.iter().filter(|&&t| t != from) {
-                let id = resolve_ip_now(&mut sim, from, to);
-                assert_path_between(&sim, &path(&sim, id), from, to);
+                assert_resolves(&mut sim, from, to);
                 let (a, b) = (
                     sim.spec().hosts[from.index()].name.clone(),
                     sim.spec().hosts[to.index()].name.clone(),

@@ -19,7 +19,7 @@ use acm_engine::{
     NeighQuery, NeighResult, OpenQp, SaSend, SourceQuery, UdSend,
 };
 use acm_engine::{ConnId, DeviceDesc, DeviceId, Engine, Instant};
-use acm_proto::mad::{AttrId, MadHeaderPacket};
+use acm_proto::mad::{AttrId, MAD_LEN, MadHeaderPacket};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::rc::Rc;
@@ -560,7 +560,7 @@ impl Sim {
     }
 
     /// A MAD the kernel sends once without waiting for an answer (a ReportResp).
-    fn sa_oneway(&mut self, h: HostId, port: PortRef, dlid: u16, mad: [u8; 256]) {
+    fn sa_oneway(&mut self, h: HostId, port: PortRef, dlid: u16, mad: [u8; MAD_LEN]) {
         let up = self.topo.port(port).is_some_and(|p| p.up);
         let Some((smh, _)) = self.sm_host() else {
             return;
@@ -596,7 +596,7 @@ impl Sim {
         }
     }
 
-    fn report_send(&mut self, tid: u64, to: PortRef, mad: [u8; 256]) {
+    fn report_send(&mut self, tid: u64, to: PortRef, mad: [u8; MAD_LEN]) {
         let Some((smh, _)) = self.sm_host() else {
             return;
         };
@@ -614,7 +614,7 @@ impl Sim {
     }
 
     /// A Report reaches its subscriber: the umad agent hands it to the engine.
-    pub(crate) fn report_arrival(&mut self, port: PortRef, mad: &[u8; 256]) {
+    pub(crate) fn report_arrival(&mut self, port: PortRef, mad: &[u8; MAD_LEN]) {
         if !self.topo.port(port).is_some_and(|p| p.up) {
             return;
         }
@@ -678,7 +678,7 @@ impl Sim {
         inc: u32,
         port: PortRef,
         dlid: u16,
-        mad: &[u8; 256],
+        mad: &[u8; MAD_LEN],
     ) {
         // A MAD addressed to a LID that is no longer the SM's goes nowhere.
         if dlid != self.sm_lid || self.sm_host().is_none() {
@@ -713,7 +713,7 @@ impl Sim {
     }
 
     /// The SA answers a request now (its turn has come, or it has no queue).
-    pub(crate) fn sa_serve(&mut self, h: HostId, inc: u32, port: PortRef, mad: &[u8; 256]) {
+    pub(crate) fn sa_serve(&mut self, h: HostId, inc: u32, port: PortRef, mad: &[u8; MAD_LEN]) {
         let answer = self.sa.answer(&self.topo, port, mad);
         // Groups the request created or deleted are reported to their subscribers.
         let traps = self.sa.take_traps();
@@ -726,7 +726,7 @@ impl Sim {
 
     /// The SA's answer leaves for host `h`: it arrives after `sm.response_us` and the
     /// link's latency.
-    fn sa_reply(&mut self, h: HostId, inc: u32, port: PortRef, resp: [u8; 256]) {
+    fn sa_reply(&mut self, h: HostId, inc: u32, port: PortRef, resp: [u8; MAD_LEN]) {
         let Some((smh, _)) = self.sm_host() else {
             return;
         };
@@ -744,7 +744,7 @@ impl Sim {
         }
     }
 
-    pub(crate) fn sa_back(&mut self, h: HostId, inc: u32, port: PortRef, mad: [u8; 256]) {
+    pub(crate) fn sa_back(&mut self, h: HostId, inc: u32, port: PortRef, mad: [u8; MAD_LEN]) {
         if self.hosts[h.index()].incarnation != inc {
             return;
         }

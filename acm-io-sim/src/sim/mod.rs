@@ -37,6 +37,7 @@ use crate::topology::{PortRef, Topology};
 use acm_engine::{ConnId, Instant};
 use acm_engine::{EndpointId, FabricEvent, PortEvent, RecvInfo};
 use acm_proto::Gid;
+use acm_proto::mad::MAD_LEN;
 use acm_proto::notice::SmTrap;
 use faults::Faults;
 use host::SimHost;
@@ -76,14 +77,14 @@ pub(crate) enum Event {
         inc: u32,
         port: PortRef,
         dlid: u16,
-        mad: Box<[u8; 256]>,
+        mad: Box<[u8; MAD_LEN]>,
     },
     /// A limited SA (`[sa]`) is done serving a request it queued: it answers now.
     SaServed {
         host: HostId,
         inc: u32,
         port: PortRef,
-        mad: Box<[u8; 256]>,
+        mad: Box<[u8; MAD_LEN]>,
     },
     /// A UD MAD its host has finished taking in (after the ones before it, `[nic]
     /// recv_ns`) reaches the engine.
@@ -99,7 +100,7 @@ pub(crate) enum Event {
         host: HostId,
         inc: u32,
         port: PortRef,
-        mad: Box<[u8; 256]>,
+        mad: Box<[u8; MAD_LEN]>,
     },
     /// The kernel's per-try timeout of a umad send.
     UmadTimeout {
@@ -119,7 +120,10 @@ pub(crate) enum Event {
         event: Box<FabricEvent>,
     },
     /// An SA Report (a trap, docs/protocol/sa.md §9) reaches a subscriber's umad agent.
-    Report { port: PortRef, mad: Box<[u8; 256]> },
+    Report {
+        port: PortRef,
+        mad: Box<[u8; MAD_LEN]>,
+    },
     /// The SM's wait for the ReportResp of Report `tid` ends.
     ReportTimeout { tid: u64 },
 }
@@ -129,7 +133,7 @@ pub(crate) enum Event {
 #[derive(Debug)]
 pub(crate) struct UdPayload {
     pub(crate) grh: [u8; 40],
-    pub(crate) mad: [u8; 256],
+    pub(crate) mad: [u8; MAD_LEN],
     pub(crate) digest: u64,
     /// For an ACM request, the number of the requester's address, which every receiver
     /// learns (see [`invariants::Invariants::requester`]).
@@ -672,12 +676,7 @@ impl Sim {
     /// The SM reports the port's GID out of service (trap 65), and the groups it leaves
     /// empty deleted (trap 67), to their subscribers.
     pub fn port_down(&mut self, p: PortRef) {
-        self.mcast_cache.clear();
-        let mut gid = None;
-        if let Some(lp) = self.topo.port_mut(p) {
-            lp.up = false;
-            gid = Some(lp.gid);
-        }
+        let gid = self.set_port_up(p, false);
         self.sa.port_down(p);
         self.trace.add(&[10, p.host.index() as u8]);
         self.input(
@@ -729,12 +728,7 @@ impl Sim {
 
     /// Brings a port back (PORT_ACTIVE). The SM reports its GID in service (trap 64).
     pub fn port_up(&mut self, p: PortRef) {
-        self.mcast_cache.clear();
-        let mut gid = None;
-        if let Some(lp) = self.topo.port_mut(p) {
-            lp.up = true;
-            gid = Some(lp.gid);
-        }
+        let gid = self.set_port_up(p, true);
         self.trace.add(&[11, p.host.index() as u8]);
         if let Some(attrs) = self.topo.attrs(p, self.sm_lid, self.sm_sl) {
             self.input(
@@ -746,6 +740,15 @@ impl Sim {
             );
         }
         self.send_traps(gid.map(SmTrap::GidInService).into_iter().collect());
+    }
+
+    /// Marks port `p` up or down in the topology (who receives multicast is worked out
+    /// afresh); its GID, for the SM's trap, if the port exists.
+    fn set_port_up(&mut self, p: PortRef, up: bool) -> Option<Gid> {
+        self.mcast_cache.clear();
+        let lp = self.topo.port_mut(p)?;
+        lp.up = up;
+        Some(lp.gid)
     }
 
     /// SM failover: the SM moves to the port with LID `new_lid`. The new SM knows no

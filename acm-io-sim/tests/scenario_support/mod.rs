@@ -111,6 +111,13 @@ pub fn assert_path_between(sim: &Sim, p: &PathRecordRepr, from: HostId, to: Host
     );
 }
 
+/// Resolves host `to`'s first address from host `from`, runs until answered, and checks
+/// that the path is the one between their ports.
+pub fn assert_resolves(sim: &mut Sim, from: HostId, to: HostId) {
+    let id = resolve_ip_now(sim, from, to);
+    assert_path_between(sim, &path(sim, id), from, to);
+}
+
 /// Panics with every violation if an invariant broke. Call when idle.
 pub fn check(sim: &Sim, what: &str) {
     sim.check_invariants().unwrap_or_else(|v| {
