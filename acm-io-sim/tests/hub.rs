@@ -70,6 +70,14 @@ impl RunningHub {
     }
 }
 
+/// A hub on the demo fabric, serving at `hub.sock` in `dir`, and a client attached to it
+/// as host `name`.
+fn hub_with(dir: &TempDir, name: &str) -> (RunningHub, HubClient) {
+    let hub = RunningHub::start(demo(), dir.path("hub.sock"));
+    let (client, _) = HubClient::attach(&hub.path, dir.path("a.sock"), name).unwrap();
+    (hub, client)
+}
+
 /// What the two drivers share: how many hosts are ready (their first multicast group
 /// is attached) and how many have their answer.
 #[derive(Default)]
@@ -353,8 +361,7 @@ fn unknown_hosts_are_refused_and_a_second_attachment_replaces_the_first() {
 fn a_qpn_reserved_before_the_port_is_known_is_kept_when_the_qp_opens() {
     use acm_engine::{DeviceId, EndpointId, FabricEvent, OpenQp, PortId};
     let dir = TempDir::new("create-qp");
-    let hub = RunningHub::start(demo(), dir.path("hub.sock"));
-    let (mut c, _) = HubClient::attach(&hub.path, dir.path("a.sock"), "node2").unwrap();
+    let (hub, mut c) = hub_with(&dir, "node2");
     let open = |ep| OpenQp {
         ep,
         port: PortId {
@@ -407,8 +414,7 @@ fn the_hub_answers_neighbour_questions_from_the_spec() {
     use acm_engine::{FabricEvent, NeighId, NeighQuery, NeighResult, PortId};
     let dir = TempDir::new("neigh");
     let spec = demo();
-    let hub = RunningHub::start(spec.clone(), dir.path("hub.sock"));
-    let (mut c, _) = HubClient::attach(&hub.path, dir.path("a.sock"), "node1").unwrap();
+    let (hub, mut c) = hub_with(&dir, "node1");
     let gid = spec.port_gid(HostId(0), 0, 1);
     let ask = |c: &mut HubClient, id, pkey, dest: &str| {
         c.neigh_query(&NeighQuery {
@@ -465,8 +471,7 @@ fn changes_asked_at_run_time_reach_the_host_with_the_new_attributes() {
     use acm_io_sim::hub::control;
     use acm_io_sim::hub::wire::{Control, PortChange, PortName, TopologyEvent};
     let dir = TempDir::new("changes");
-    let hub = RunningHub::start(demo(), dir.path("hub.sock"));
-    let (mut c, _) = HubClient::attach(&hub.path, dir.path("a.sock"), "node2").unwrap();
+    let (hub, mut c) = hub_with(&dir, "node2");
     let ctl = |change: Control| control::change(&hub.path, &dir.path("ctl.sock"), &change);
     let port = PortName {
         host: "node2".into(),

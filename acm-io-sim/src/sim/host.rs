@@ -226,18 +226,11 @@ impl Fabric for HostFabric<'_> {
                 mcast: Vec::new(),
             },
         );
-        let inc = host.incarnation;
-        sim.schedule(
-            sim.now,
-            Event::Fabric {
-                host: h,
-                inc,
-                event: Box::new(FabricEvent::QpOpened {
-                    ep: qp.ep,
-                    result: Ok(qpn),
-                }),
-            },
-        );
+        let event = FabricEvent::QpOpened {
+            ep: qp.ep,
+            result: Ok(qpn),
+        };
+        sim.schedule_fabric(sim.now, h, event);
     }
 
     fn close_qp(&mut self, ep: EndpointId) {
@@ -249,19 +242,12 @@ impl Fabric for HostFabric<'_> {
     fn ud_send(&mut self, send: &UdSend) {
         let (sim, h) = (&mut *self.sim, self.h);
         let depart = sim.ud_send(h, send.ep, &send.av, &send.mad);
-        let inc = sim.hosts[h.index()].incarnation;
-        sim.schedule(
-            sim.now + depart.max(Duration::from_micros(1)),
-            Event::Fabric {
-                host: h,
-                inc,
-                event: Box::new(FabricEvent::UdSendDone {
-                    ep: send.ep,
-                    token: send.token,
-                    ok: true,
-                }),
-            },
-        );
+        let done = FabricEvent::UdSendDone {
+            ep: send.ep,
+            token: send.token,
+            ok: true,
+        };
+        sim.schedule_fabric(sim.now + depart.max(Duration::from_micros(1)), h, done);
     }
 
     fn mcast_attach(&mut self, g: McastGroup) {
@@ -280,35 +266,33 @@ impl Fabric for HostFabric<'_> {
     fn source_query(&mut self, q: SourceQuery) {
         let (sim, h) = (&mut *self.sim, self.h);
         let result = sim.route(h, q.dest);
-        let inc = sim.hosts[h.index()].incarnation;
-        sim.schedule(
-            sim.now,
-            Event::Fabric {
-                host: h,
-                inc,
-                event: Box::new(FabricEvent::SourceAnswer { id: q.id, result }),
-            },
-        );
+        sim.schedule_fabric(sim.now, h, FabricEvent::SourceAnswer { id: q.id, result });
     }
 
     fn neigh_query(&mut self, q: NeighQuery) {
         let (sim, h) = (&mut *self.sim, self.h);
         let result = sim.neighbour(h, &q);
-        let host = &mut sim.hosts[h.index()];
-        host.neigh_asked.insert(q.id, q.dest);
-        let inc = host.incarnation;
-        sim.schedule(
-            sim.now,
-            Event::Fabric {
-                host: h,
-                inc,
-                event: Box::new(FabricEvent::NeighAnswer { id: q.id, result }),
-            },
-        );
+        sim.hosts[h.index()].neigh_asked.insert(q.id, q.dest);
+        sim.schedule_fabric(sim.now, h, FabricEvent::NeighAnswer { id: q.id, result });
     }
 }
 
 impl Sim {
+    /// Schedules `event` for host `h` at `at`, for the host as it is now: a restart in
+    /// between drops it, as the restarted host's driver would never hear of it.
+    pub(crate) fn schedule_fabric(&mut self, at: Instant, h: HostId, event: FabricEvent) {
+        let inc = self.hosts[h.index()].incarnation;
+        let event = Box::new(event);
+        self.schedule(
+            at,
+            Event::Fabric {
+                host: h,
+                inc,
+                event,
+            },
+        );
+    }
+
     /// Host `h`'s neighbour table asked for `q.dest` (docs/protocol/ipoib-neigh.md §4):
     /// an entry whose resolution has ended gives its result (a failed one is dropped,
     /// so the next question starts again, as the kernel forgets failed entries); one

@@ -679,13 +679,7 @@ impl Sim {
         let gid = self.set_port_up(p, false);
         self.sa.port_down(p);
         self.trace.add(&[10, p.host.index() as u8]);
-        self.input(
-            p.host,
-            acm_engine::Input::Port {
-                port: host::engine_port(p),
-                event: PortEvent::Down,
-            },
-        );
+        self.port_event(p, PortEvent::Down);
         let mut traps: Vec<SmTrap> = gid.map(SmTrap::GidOutOfService).into_iter().collect();
         traps.extend(self.sa.take_traps());
         self.send_traps(traps);
@@ -731,15 +725,15 @@ impl Sim {
         let gid = self.set_port_up(p, true);
         self.trace.add(&[11, p.host.index() as u8]);
         if let Some(attrs) = self.topo.attrs(p, self.sm_lid, self.sm_sl) {
-            self.input(
-                p.host,
-                acm_engine::Input::Port {
-                    port: host::engine_port(p),
-                    event: PortEvent::Active(attrs),
-                },
-            );
+            self.port_event(p, PortEvent::Active(attrs));
         }
         self.send_traps(gid.map(SmTrap::GidInService).into_iter().collect());
+    }
+
+    /// Tells port `p`'s host that `event` happened on the port.
+    fn port_event(&mut self, p: PortRef, event: PortEvent) {
+        let port = host::engine_port(p);
+        self.input(p.host, acm_engine::Input::Port { port, event });
     }
 
     /// Marks port `p` up or down in the topology (who receives multicast is worked out
@@ -760,21 +754,8 @@ impl Sim {
         self.trace.add(&[12, new_lid as u8]);
         for p in self.topo.ib_ports_up() {
             if let Some(attrs) = self.topo.attrs(p, self.sm_lid, self.sm_sl) {
-                let port = host::engine_port(p);
-                self.input(
-                    p.host,
-                    acm_engine::Input::Port {
-                        port,
-                        event: PortEvent::SmChange(attrs),
-                    },
-                );
-                self.input(
-                    p.host,
-                    acm_engine::Input::Port {
-                        port,
-                        event: PortEvent::ClientReregister,
-                    },
-                );
+                self.port_event(p, PortEvent::SmChange(attrs));
+                self.port_event(p, PortEvent::ClientReregister);
             }
         }
     }
@@ -782,13 +763,7 @@ impl Sim {
     /// CLIENT_REREGISTER on one port.
     pub fn client_reregister(&mut self, p: PortRef) {
         self.trace.add(&[13, p.host.index() as u8]);
-        self.input(
-            p.host,
-            acm_engine::Input::Port {
-                port: host::engine_port(p),
-                event: PortEvent::ClientReregister,
-            },
-        );
+        self.port_event(p, PortEvent::ClientReregister);
     }
 
     /// Replaces a port's pkey table (PKEY_CHANGE).
@@ -799,13 +774,7 @@ impl Sim {
         }
         self.trace.add(&[14, p.host.index() as u8]);
         if let Some(attrs) = self.topo.attrs(p, self.sm_lid, self.sm_sl) {
-            self.input(
-                p.host,
-                acm_engine::Input::Port {
-                    port: host::engine_port(p),
-                    event: PortEvent::PkeyChange(attrs),
-                },
-            );
+            self.port_event(p, PortEvent::PkeyChange(attrs));
         }
     }
 

@@ -1,4 +1,5 @@
-//! Helpers shared by the scenario tests (`scenarios.rs`, `scenarios_faults.rs`).
+//! Helpers shared by the simulator's tests (the `scenarios*.rs` files, `storm.rs`, `smoke.rs`,
+//! `driver.rs`).
 //!
 //! Every helper panics with the engine logs attached when something unexpected
 //! happens, so a failing scenario says why; scenarios turn logs on with
