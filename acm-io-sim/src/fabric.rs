@@ -16,7 +16,7 @@ use acm_engine::{AddressVector, EndpointId, LocalIp, NeighResult, RecvInfo};
 use acm_engine::{DeviceId, EngineConfig, PortId};
 use acm_proto::acm_mad::ACM_QKEY;
 use acm_proto::grh::{GRH_LEN, GrhRepr};
-use acm_proto::mad::MadHeaderPacket;
+use acm_proto::mad::{MAD_LEN, MadHeaderPacket};
 use acm_proto::{Gid, MULTICAST_LID_BASE};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -191,6 +191,9 @@ pub fn mcast_attach(
     }
 }
 
+/// [`mcast_attach`] or [`mcast_detach`], for a caller that does either the same way.
+pub type MembershipChange = fn(&mut QpTable, &mut McastIndex, HostId, EndpointId, Gid);
+
 /// Detaches host `host`'s endpoint `ep` from group `mgid`.
 pub fn mcast_detach(
     qps: &mut QpTable,
@@ -278,7 +281,7 @@ pub struct UmadSend {
     /// The destination LID (the SM's, when the engine sent it).
     pub dlid: u16,
     /// The MAD, TID already rewritten.
-    pub mad: Box<[u8; 256]>,
+    pub mad: Box<[u8; MAD_LEN]>,
     /// Retries left.
     pub tries_left: u32,
     /// The current try's number, counting from 0 or from where the caller starts it: a
@@ -311,7 +314,7 @@ impl UmadSend {
         dlid: u16,
         timeout_ms: u32,
         retries: u32,
-        mut mad: [u8; 256],
+        mut mad: [u8; MAD_LEN],
     ) -> (u64, Self) {
         let full = umad_tid(agent, tid);
         MadHeaderPacket::new_unchecked(&mut mad[..]).set_tid(full);
@@ -614,7 +617,7 @@ mod tests {
     fn umad_tid_rewrite_and_retries() {
         let agent = umad_agent(HostId(2), 1);
         assert_eq!(agent, 0x0100_0003);
-        let mut mad = [0u8; 256];
+        let mut mad = [0u8; MAD_LEN];
         MadHeaderPacket::new_unchecked(&mut mad[..]).set_tid(0xdead_beef_0000_0007);
         let (tid, mut u) = UmadSend::new(agent, PortRef::new(HostId(2), 0, 1), 7, 1, 0, 1, mad);
         assert_eq!(tid, 0x0100_0003_0000_0007);

@@ -97,7 +97,7 @@ pub const REPORT_TRIES: u32 = 3;
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct PendingReport {
     to: PortRef,
-    mad: [u8; 256],
+    mad: [u8; MAD_LEN],
     tries_left: u32,
 }
 
@@ -227,7 +227,7 @@ impl SubnetAdmin {
     /// it; shorter ones are read as if zero-padded). `None` when the SA does not answer:
     /// [`SaMode::Down`], or a MAD that is not an SA request. See the module docs for
     /// what each request gets.
-    pub fn answer(&mut self, topo: &Topology, from: PortRef, mad: &[u8]) -> Option<[u8; 256]> {
+    pub fn answer(&mut self, topo: &Topology, from: PortRef, mad: &[u8]) -> Option<[u8; MAD_LEN]> {
         if self.mode == SaMode::Down || mad.len() < SA_HEADER_LEN {
             self.stats.dropped += 1;
             return None;
@@ -294,7 +294,7 @@ impl SubnetAdmin {
     /// ([`MadStatus::BUSY`], no data) when `busy`, else nothing (the request is dropped).
     /// MADs that are not SA requests are dropped either way, as [`SubnetAdmin::answer`]
     /// drops them.
-    pub fn overflow(&mut self, mad: &[u8], busy: bool) -> Option<[u8; 256]> {
+    pub fn overflow(&mut self, mad: &[u8], busy: bool) -> Option<[u8; MAD_LEN]> {
         let Some((hdr, resp_method)) = request_header(mad) else {
             self.stats.dropped += 1;
             return None;
@@ -377,7 +377,7 @@ impl SubnetAdmin {
         sm_lid: u16,
         sm_gid: Gid,
         topo: &Topology,
-    ) -> Vec<(u64, PortRef, [u8; 256])> {
+    ) -> Vec<(u64, PortRef, [u8; MAD_LEN])> {
         if self.mode == SaMode::Down {
             return Vec::new();
         }
@@ -426,7 +426,7 @@ impl SubnetAdmin {
 
     /// The Report `tid` was not acknowledged in time: the MAD to send again, if it is
     /// still waiting and has tries left (otherwise it is given up).
-    pub fn report_again(&mut self, tid: u64) -> Option<(PortRef, [u8; 256])> {
+    pub fn report_again(&mut self, tid: u64) -> Option<(PortRef, [u8; MAD_LEN])> {
         let r = self.reports.get_mut(&tid)?;
         if r.tries_left == 0 {
             self.reports.remove(&tid);
@@ -610,7 +610,7 @@ impl SubnetAdmin {
 
 /// Builds the 256-byte response: the request's SA header with `method`, `status`, the
 /// RMPP header cleared, then `data` (zeros after it).
-fn response(req: &SaHeaderRepr, method: Method, status: MadStatus, data: &[u8]) -> [u8; 256] {
+fn response(req: &SaHeaderRepr, method: Method, status: MadStatus, data: &[u8]) -> [u8; MAD_LEN] {
     let mut hdr = *req;
     hdr.mad.method = method;
     hdr.mad.status = status;
@@ -778,6 +778,7 @@ mod tests {
     use super::*;
     use crate::spec::{FabricSpec, GenOptions, HostId};
     use acm_proto::acm_mad::ACM_QKEY;
+    use acm_proto::mad::MadHeaderPacket;
     use acm_proto::mcmember::McScope;
     use acm_proto::mgid::AcmMgid;
     use quickcheck::{QuickCheck, TestResult};
@@ -793,7 +794,7 @@ mod tests {
         Topology::new(spec)
     }
 
-    fn mad(hdr: SaHeaderRepr, data: &[u8]) -> [u8; 256] {
+    fn mad(hdr: SaHeaderRepr, data: &[u8]) -> [u8; MAD_LEN] {
         let mut m = [0u8; MAD_LEN];
         hdr.emit(&mut m);
         m[SA_HEADER_LEN..SA_HEADER_LEN + data.len()].copy_from_slice(data);
@@ -801,7 +802,7 @@ mod tests {
     }
 
     /// A query as ibacmp sends it (case A: SGID, DGID, PKEY).
-    fn path_mad(q: &PathRecordRepr) -> [u8; 256] {
+    fn path_mad(q: &PathRecordRepr) -> [u8; MAD_LEN] {
         mad(
             SaHeaderRepr::path_record_get(TID, q.sa_comp_mask()),
             &q.to_bytes(),
@@ -817,7 +818,16 @@ mod tests {
         }
     }
 
-    fn status(resp: &[u8; 256]) -> u16 {
+    /// The MAD header of `m`, to change in place.
+    fn header(m: &mut [u8]) -> MadHeaderPacket<&mut [u8]> {
+        MadHeaderPacket::new_unchecked(m)
+    }
+
+    fn method(resp: &[u8]) -> Method {
+        MadHeaderPacket::new_unchecked(resp).method()
+    }
+
+    fn status(resp: &[u8; MAD_LEN]) -> u16 {
         SaPacket::new_unchecked(&resp[..]).status().0
     }
 
@@ -828,9 +838,11 @@ mod tests {
         q: &PathRecordRepr,
     ) -> Result<PathRecordRepr, u16> {
         let r = sa.answer(t, from, &path_mad(q)).expect("answered");
-        assert_eq!(r[3], 0x81);
-        assert_eq!(u64::from_be_bytes(r[8..16].try_into().unwrap()), TID);
-        assert_eq!(&r[16..18], &[0x00, 0x35]);
+        let h = MadHeaderPacket::new_unchecked(&r[..]);
+        assert_eq!(
+            (h.method(), h.tid(), h.attr_id()),
+            (Method::GET_RESP, TID, AttrId::PATH_RECORD)
+        );
         match status(&r) {
             0 => Ok(PathRecordRepr::parse(&r[SA_HEADER_LEN..]).unwrap()),
             s => {
@@ -840,7 +852,7 @@ mod tests {
         }
     }
 
-    fn join_mad(t: &Topology, who: PortRef, pkey: u16, rate: Rate, mtu: Mtu) -> [u8; 256] {
+    fn join_mad(t: &Topology, who: PortRef, pkey: u16, rate: Rate, mtu: Mtu) -> [u8; MAD_LEN] {
         let mgid = AcmMgid::new(pkey, rate, mtu).to_gid();
         let rec = McMemberRecordRepr::ibacm_join(mgid, t.port(who).unwrap().gid, pkey, rate, mtu);
         mad(
@@ -860,15 +872,15 @@ mod tests {
         let r = sa
             .answer(t, who, &join_mad(t, who, pkey, rate, mtu))
             .expect("answered");
-        assert_eq!(r[3], 0x81);
+        assert_eq!(method(&r), Method::GET_RESP);
         match status(&r) {
             0 => Ok(McMemberRecordRepr::parse(&r[SA_HEADER_LEN..]).unwrap()),
             s => Err(s),
         }
     }
 
-    fn leave_mad(mut m: [u8; 256]) -> [u8; 256] {
-        m[3] = Method::DELETE.0;
+    fn leave_mad(mut m: [u8; MAD_LEN]) -> [u8; MAD_LEN] {
+        header(&mut m).set_method(Method::DELETE);
         m
     }
 
@@ -1197,7 +1209,7 @@ mod tests {
 
         let m = leave_mad(join_mad(&t, p(0), 0xFFFF, Rate::RATE_10, Mtu::MTU_2048));
         let r = sa.answer(&t, p(0), &m).unwrap();
-        assert_eq!((r[3], status(&r)), (0x95, 0));
+        assert_eq!((method(&r), status(&r)), (Method::DELETE_RESP, 0));
         let rec = McMemberRecordRepr::parse(&r[SA_HEADER_LEN..]).unwrap();
         assert_eq!((rec.mgid, rec.mlid), (mgid, 0xC001));
         assert_eq!(sa.group(&mgid).unwrap().members, BTreeSet::from([p(1)]));
@@ -1266,12 +1278,12 @@ mod tests {
             SaHeaderRepr::mcmember_join(TID, McCompMask::IBACM_JOIN),
             &rec.to_bytes(),
         );
-        m[3] = Method::DELETE.0;
+        header(&mut m).set_method(Method::DELETE);
         assert_eq!(status(&sa.answer(&t, p(0), &m).unwrap()), 0);
         assert_eq!(join_n(&mut sa, span + 1), (0, 0xC005));
     }
 
-    fn inform_mad(trap: u16, subscribe: u8) -> [u8; 256] {
+    fn inform_mad(trap: u16, subscribe: u8) -> [u8; MAD_LEN] {
         let mut rec = InformInfoRepr::subscribe(TrapNumber(trap));
         rec.subscribe = subscribe;
         mad(SaHeaderRepr::inform_info_set(TID), &rec.to_bytes())
@@ -1284,7 +1296,7 @@ mod tests {
         let mut sa = SubnetAdmin::new();
         for trap in [64, 65, 66, 67] {
             let r = sa.answer(&t, p(0), &inform_mad(trap, 1)).unwrap();
-            assert_eq!((r[3], status(&r)), (0x81, 0), "GetResp");
+            assert_eq!((method(&r), status(&r)), (Method::GET_RESP, 0));
             assert_eq!(
                 &r[SA_HEADER_LEN..SA_HEADER_LEN + 36],
                 &inform_mad(trap, 1)[56..92]
@@ -1317,7 +1329,7 @@ mod tests {
 
         // Acknowledged by its port: not repeated. Another port's ack does nothing.
         let mut ack = m;
-        ack[3] = Method::REPORT_RESP.0;
+        header(&mut ack).set_method(Method::REPORT_RESP);
         assert_eq!(sa.answer(&t, p(2), &ack), None);
         assert_eq!(sa.stats().reports_acked, 0);
         assert_eq!(sa.answer(&t, p(0), &ack), None);
@@ -1353,7 +1365,7 @@ mod tests {
         let q = path_mad(&query(&t, p(0), p(1), 0xFFFF));
         sa.mode = SaMode::Busy;
         let r = sa.answer(&t, p(0), &q).unwrap();
-        assert_eq!((r[3], status(&r)), (0x81, 0x0001));
+        assert_eq!((method(&r), status(&r)), (Method::GET_RESP, 0x0001));
         assert!(r[SA_HEADER_LEN..].iter().all(|&b| b == 0));
         let j = join_mad(&t, p(0), 0xFFFF, Rate::RATE_10, Mtu::MTU_2048);
         assert_eq!(status(&sa.answer(&t, p(0), &j).unwrap()), 0x0001);
@@ -1374,12 +1386,17 @@ mod tests {
         let mut sa = SubnetAdmin::new();
         let q = path_mad(&query(&t, p(0), p(1), 0xFFFF));
         let r = sa.overflow(&q, true).unwrap();
-        assert_eq!((r[3], status(&r)), (0x81, 0x0001));
-        assert_eq!(&r[8..16], &q[8..16], "the request's TID");
+        assert_eq!((method(&r), status(&r)), (Method::GET_RESP, 0x0001));
+        assert_eq!(
+            MadHeaderPacket::new_unchecked(&r[..]).tid(),
+            TID,
+            "the request's TID"
+        );
         assert!(r[SA_HEADER_LEN..].iter().all(|&b| b == 0));
         assert_eq!(sa.overflow(&q, false), None);
         let mut m = q;
-        m[3] = 0x81; // a response is no request: dropped either way
+        // A response is no request: dropped either way.
+        header(&mut m).set_method(Method::GET_RESP);
         assert_eq!(sa.overflow(&m, true), None);
         let s = sa.stats();
         assert_eq!(
@@ -1400,23 +1417,28 @@ mod tests {
         let mut sa = SubnetAdmin::new();
         let q = path_mad(&query(&t, p(0), p(1), 0xFFFF));
         let mut m = q;
-        m[17] = 0x11; // NodeRecord
+        header(&mut m).set_attr_id(AttrId::NODE_RECORD);
         let r = sa.answer(&t, p(0), &m).unwrap();
         assert_eq!(
-            (r[3], status(&r), &r[16..18]),
-            (0x81, 0x0200, &[0x00, 0x11][..])
+            (method(&r), status(&r)),
+            (Method::GET_RESP, 0x0200),
+            "unsupported"
+        );
+        assert_eq!(
+            MadHeaderPacket::new_unchecked(&r[..]).attr_id(),
+            AttrId::NODE_RECORD
         );
         let mut m = q;
-        m[3] = Method::GET_TABLE.0;
+        header(&mut m).set_method(Method::GET_TABLE);
         let r = sa.answer(&t, p(0), &m).unwrap();
-        assert_eq!((r[3], status(&r)), (0x92, 0x0200));
+        assert_eq!((method(&r), status(&r)), (Method::GET_TABLE_RESP, 0x0200));
         assert_eq!(sa.stats().unsupported, 2);
 
         let mut m = q;
-        m[1] = 0x2C; // an ACM MAD
+        header(&mut m).set_mgmt_class(MgmtClass::ACM);
         assert_eq!(sa.answer(&t, p(0), &m), None);
         let mut m = q;
-        m[3] = 0x81; // a response
+        header(&mut m).set_method(Method::GET_RESP);
         assert_eq!(sa.answer(&t, p(0), &m), None);
         assert_eq!(sa.answer(&t, p(0), &q[..40]), None);
         assert_eq!(sa.stats().dropped, 3);
@@ -1465,7 +1487,8 @@ mod tests {
             for mode in [SaMode::Up, SaMode::Busy, SaMode::Down] {
                 sa.mode = mode;
                 if let Some(r) = sa.answer(&t, from, &m)
-                    && (r[3] & 0x80 == 0 || r[1] != 0x03)
+                    && (!method(&r).is_response()
+                        || MadHeaderPacket::new_unchecked(&r[..]).mgmt_class() != MgmtClass::SA)
                 {
                     return TestResult::failed();
                 }
@@ -1488,13 +1511,13 @@ mod tests {
             let n = rec.len().min(MAD_LEN - SA_HEADER_LEN);
             m[SA_HEADER_LEN..SA_HEADER_LEN + n].copy_from_slice(&rec[..n]);
             if method {
-                m[3] = Method::DELETE.0;
+                header(&mut m).set_method(Method::DELETE);
             }
             let from = PortRef::new(HostId(usize::from(from % 3)), 0, 1);
             let _ = sa.answer(&t, from, &m);
             // Also as a path query with the same bytes.
-            m[3] = 0x01;
-            m[17] = 0x35;
+            header(&mut m).set_method(Method::GET);
+            header(&mut m).set_attr_id(AttrId::PATH_RECORD);
             let _ = sa.answer(&t, from, &m);
             sa.groups()
                 .all(|g| !g.members.is_empty() && g.mlid >= MLID_FIRST && g.mlid <= MLID_LAST)

@@ -2,12 +2,15 @@
 //! describe the reference captures' environment (`daemon = false` peers, a default
 //! route outside the IPoIB subnets).
 
+mod scenario_support;
+
 use acm_engine::HostOutput;
 use acm_engine::{ClientOutput, ConnId, Instant};
 use acm_io_sim::sim::requests;
 use acm_io_sim::spec::{FabricSpec, GenOptions};
 use acm_io_sim::{HostId, Sim};
 use acm_proto::client::{Direction, HeaderRepr, PerfQueryRepr, Status};
+use scenario_support::generated;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
@@ -63,13 +66,7 @@ fn a_driven_host_answers_its_clients_on_their_connections() {
 
 #[test]
 fn a_driven_host_gets_its_log_lines_and_closes() {
-    let spec = FabricSpec::generate(
-        2,
-        &GenOptions {
-            options: "log_level 2\n".into(),
-            ..GenOptions::default()
-        },
-    );
+    let spec = generated(2, "log_level 2\n");
     let mut sim = Sim::driving(spec, 1, BTreeMap::new(), HostId(1));
     sim.run_until(Instant::from_nanos(1_000_000_000));
     let mut origins = Vec::new();
@@ -122,13 +119,7 @@ fn a_driven_host_gets_its_log_lines_and_closes() {
 #[test]
 fn a_configured_host_runs_with_its_own_options() {
     // Every host routes over ACM, except host 0 when its own configuration says sa.
-    let spec = FabricSpec::generate(
-        2,
-        &GenOptions {
-            options: "route_prot acm\n".into(),
-            ..GenOptions::default()
-        },
-    );
+    let spec = generated(2, "route_prot acm\n");
     let (a, b) = (spec.hosts[0].ips[0].addr, spec.hosts[1].ips[0].addr);
     let queries = |configs| {
         let mut sim = Sim::with_configs(spec.clone(), 3, configs);

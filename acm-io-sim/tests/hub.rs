@@ -6,6 +6,8 @@
 //! their results from a channel with a timeout, so a broken hub fails the test instead
 //! of hanging it.
 
+mod hub_support;
+
 use acm_engine::HostOutput;
 use acm_engine::{ClientOutput, ConnId, Input, Instant};
 use acm_io_sim::fabric;
@@ -14,6 +16,7 @@ use acm_io_sim::sim::requests;
 use acm_io_sim::{FabricSpec, HostId};
 use acm_proto::client::{Direction, EpAddrRepr, EpAddress, ResolveRepr, Status};
 use acm_proto::path_record::PathRecordRepr;
+use hub_support::{TempDir, next_change, next_event};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -25,31 +28,6 @@ use std::time::{Duration, Instant as WallInstant};
 
 /// The longest any part of a test may take.
 const DEADLINE: Duration = Duration::from_secs(10);
-
-/// A directory for the test's sockets, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let dir =
-            std::env::temp_dir().join(format!("acm-hub-{tag}-{}-{nanos:x}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        Self(dir)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn demo() -> FabricSpec {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/fabrics/demo.toml");
@@ -90,6 +68,14 @@ impl RunningHub {
         assert!(!self.path.exists(), "the hub removes its socket file");
         stats
     }
+}
+
+/// A hub on the demo fabric, serving at `hub.sock` in `dir`, and a client attached to it
+/// as host `name`.
+fn hub_with(dir: &TempDir, name: &str) -> (RunningHub, HubClient) {
+    let hub = RunningHub::start(demo(), dir.path("hub.sock"));
+    let (client, _) = HubClient::attach(&hub.path, dir.path("a.sock"), name).unwrap();
+    (hub, client)
 }
 
 /// What the two drivers share: how many hosts are ready (their first multicast group
@@ -371,20 +357,11 @@ fn unknown_hosts_are_refused_and_a_second_attachment_replaces_the_first() {
     assert_eq!(stats.attaches, 2, "{stats:?}");
 }
 
-/// The next event from `client`, waiting at most 5 s.
-fn next_event(client: &mut HubClient) -> acm_engine::FabricEvent {
-    client
-        .recv_event(Duration::from_secs(5))
-        .expect("the hub answers")
-        .expect("within 5 s")
-}
-
 #[test]
 fn a_qpn_reserved_before_the_port_is_known_is_kept_when_the_qp_opens() {
     use acm_engine::{DeviceId, EndpointId, FabricEvent, OpenQp, PortId};
     let dir = TempDir::new("create-qp");
-    let hub = RunningHub::start(demo(), dir.path("hub.sock"));
-    let (mut c, _) = HubClient::attach(&hub.path, dir.path("a.sock"), "node2").unwrap();
+    let (hub, mut c) = hub_with(&dir, "node2");
     let open = |ep| OpenQp {
         ep,
         port: PortId {
@@ -437,8 +414,7 @@ fn the_hub_answers_neighbour_questions_from_the_spec() {
     use acm_engine::{FabricEvent, NeighId, NeighQuery, NeighResult, PortId};
     let dir = TempDir::new("neigh");
     let spec = demo();
-    let hub = RunningHub::start(spec.clone(), dir.path("hub.sock"));
-    let (mut c, _) = HubClient::attach(&hub.path, dir.path("a.sock"), "node1").unwrap();
+    let (hub, mut c) = hub_with(&dir, "node1");
     let gid = spec.port_gid(HostId(0), 0, 1);
     let ask = |c: &mut HubClient, id, pkey, dest: &str| {
         c.neigh_query(&NeighQuery {
@@ -484,14 +460,6 @@ fn the_hub_answers_neighbour_questions_from_the_spec() {
     assert_eq!(stats.rejected, 0, "{stats:?}");
 }
 
-/// The next topology change the hub tells `client`, within 5 s.
-fn next_change(client: &mut HubClient) -> acm_io_sim::hub::wire::TopologyEvent {
-    client
-        .recv_topology(Duration::from_secs(5))
-        .expect("the hub answers")
-        .expect("a change within 5 s")
-}
-
 /// Changes asked by a control socket reach the attached host as its HCA would report
 /// them: the event and the port's attributes after it; a removed HCA takes its QPs
 /// with it and refuses new ones until it is back; a host that attaches while its HCA
@@ -503,8 +471,7 @@ fn changes_asked_at_run_time_reach_the_host_with_the_new_attributes() {
     use acm_io_sim::hub::control;
     use acm_io_sim::hub::wire::{Control, PortChange, PortName, TopologyEvent};
     let dir = TempDir::new("changes");
-    let hub = RunningHub::start(demo(), dir.path("hub.sock"));
-    let (mut c, _) = HubClient::attach(&hub.path, dir.path("a.sock"), "node2").unwrap();
+    let (hub, mut c) = hub_with(&dir, "node2");
     let ctl = |change: Control| control::change(&hub.path, &dir.path("ctl.sock"), &change);
     let port = PortName {
         host: "node2".into(),

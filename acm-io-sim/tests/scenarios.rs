@@ -15,8 +15,8 @@ use acm_io_sim::topology::PortRef;
 use acm_proto::mgid::AcmMgid;
 use acm_proto::{Mtu, Rate};
 use scenario_support::{
-    ETIMEDOUT, STEPS, assert_path_between, boot, check, generated, ip, ipv6, path, resolve_ip_now,
-    status, submit_ip,
+    ETIMEDOUT, STEPS, assert_path_between, assert_resolves, boot, check, checked_hash, generated,
+    ip, ipv6, path, resolve_ip_now, settled_hash, status, submit_ip, with_each_route,
 };
 use std::collections::BTreeSet;
 
@@ -93,8 +93,7 @@ fn two_hosts(route: &'static str, by: By) {
             (one.acm_mads, one.sa_path_queries),
             "{what}: the reverse resolve comes from host 2's cache"
         );
-        check(&sim, &what);
-        sim.trace_hash()
+        checked_hash(&sim, &what)
     });
 }
 
@@ -136,8 +135,7 @@ fn two_hosts_by_name_route_sa() {
 #[test]
 fn loopback_sends_nothing() {
     run_seeded(seed_from_env(), |seed| {
-        let mut hash = 0;
-        for route in ["acm", "sa"] {
+        with_each_route(|route| {
             let mut sim = boot(generated(3, &format!("route_prot {route}\n")), seed);
             let before = sim.stats();
             let me = ip(&sim, HostId(1));
@@ -155,10 +153,8 @@ fn loopback_sends_nothing() {
                 (before.sa_path_queries, before.sa_joins),
                 "{route}: no SA MAD"
             );
-            check(&sim, route);
-            hash ^= sim.trace_hash();
-        }
-        hash
+            sim
+        })
     });
 }
 
@@ -176,8 +172,7 @@ fn loopback_sends_nothing() {
 fn third_host_caches_the_requester() {
     run_seeded(seed_from_env(), |seed| {
         let mut sim = boot(generated(3, "route_prot acm\n"), seed);
-        let id = resolve_ip_now(&mut sim, HostId(0), HostId(1));
-        assert_path_between(&sim, &path(&sim, id), HostId(0), HostId(1));
+        assert_resolves(&mut sim, HostId(0), HostId(1));
         sim.run_until_idle(STEPS);
 
         let before = sim.stats();
@@ -207,8 +202,7 @@ fn third_host_caches_the_requester() {
         let id = submit_ip(&mut sim, HostId(2), HostId(1), true);
         sim.run_until_idle(STEPS);
         assert_path_between(&sim, &path(&sim, id), HostId(2), HostId(1));
-        check(&sim, "requester caching");
-        sim.trace_hash()
+        checked_hash(&sim, "requester caching")
     });
 }
 
@@ -248,8 +242,7 @@ pkey = "{pkey}"
 #[test]
 fn partitions_isolate_hosts() {
     run_seeded(seed_from_env(), |seed| {
-        let mut hash = 0;
-        for route in ["acm", "sa"] {
+        with_each_route(|route| {
             let mut sim = boot(partitioned_fabric(route), seed);
             let mgids: BTreeSet<_> = sim.sa().groups().map(|g| g.mgid).collect();
             let want: BTreeSet<_> = [0x8001, 0x8002]
@@ -274,11 +267,8 @@ fn partitions_isolate_hosts() {
             }
             let id = sim.request_now(HostId(2), requests::resolve_name("host3", "host1", false));
             assert_path_between(&sim, &path(&sim, id), HostId(2), HostId(0));
-            sim.run_until_idle(STEPS);
-            check(&sim, route);
-            hash ^= sim.trace_hash();
-        }
-        hash
+            sim
+        })
     });
 }
 
@@ -393,8 +383,7 @@ fn all_to_all_64_hosts() {
         );
         assert_eq!(after.sa_path_queries, before.sa_path_queries);
         assert_eq!(after.replies - before.replies, ids.len() as u64);
-        check(&sim, "all to all");
-        sim.trace_hash()
+        checked_hash(&sim, "all to all")
     });
 }
 
@@ -414,8 +403,7 @@ fn demo_fabric_resolves() {
         assert_eq!(hosts.len(), 3);
         for &from in &hosts {
             for &to in hosts.iter().filter(|&&t| t != from) {
-                let id = resolve_ip_now(&mut sim, from, to);
-                assert_path_between(&sim, &path(&sim, id), from, to);
+                assert_resolves(&mut sim, from, to);
                 let (a, b) = (
                     sim.spec().hosts[from.index()].name.clone(),
                     sim.spec().hosts[to.index()].name.clone(),
@@ -427,8 +415,6 @@ fn demo_fabric_resolves() {
         assert!(sim.stats().sa_path_queries > 0, "route_prot sa");
         let sm = sim.topology().by_lid(1).expect("the SM's port");
         assert_eq!(sm, PortRef::new(HostId(0), 0, 1), "the SM runs on node1");
-        sim.run_until_idle(STEPS);
-        check(&sim, "demo");
-        sim.trace_hash()
+        settled_hash(&mut sim, "demo")
     });
 }

@@ -9,7 +9,7 @@ use acm_engine::HostOutput;
 use acm_engine::{ClientOutput, ConnId};
 use acm_io_sim::sim::{requests, run_seeded, seed_from_env};
 use acm_io_sim::{HostId, Sim};
-use scenario_support::{ENODATA, ETIMEDOUT, STEPS, boot, check, generated, ip};
+use scenario_support::{ENODATA, ETIMEDOUT, STEPS, boot, checked_hash, generated, ip};
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
@@ -92,8 +92,7 @@ fn a_miss_flood_from_one_connection_leaves_others_one_lookup_behind_and_closing_
             sim.stats().acm_mads - mads
         );
         assert!(replies(&mut sim).is_empty());
-        check(&sim, "miss flood");
-        sim.trace_hash()
+        checked_hash(&sim, "miss flood")
     });
 }
 
@@ -119,8 +118,7 @@ fn a_nodelay_flood_is_bounded_and_does_not_hold_up_a_waited_lookup() {
         // 64 background lookups of two transmissions each, and connection 2's exchange.
         let sent = sim.stats().acm_mads - mads;
         assert!(sent <= 64 * 2 + 2, "{sent} ACM MADs");
-        check(&sim, "NODELAY flood");
-        sim.trace_hash()
+        checked_hash(&sim, "NODELAY flood")
     });
 }
 
@@ -147,7 +145,6 @@ fn two_flooding_connections_take_turns() {
         assert!(got.iter().all(|&(_, s)| s == ETIMEDOUT), "{got:?}");
         let order: Vec<u64> = got.iter().map(|&(c, _)| c).collect();
         assert_eq!(order, [1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2]);
-        check(&sim, "two floods");
-        sim.trace_hash()
+        checked_hash(&sim, "two floods")
     });
 }

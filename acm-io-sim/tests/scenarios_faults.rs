@@ -17,8 +17,8 @@ use acm_io_sim::topology::PortRef;
 use acm_proto::mgid::AcmMgid;
 use acm_proto::{Mtu, Rate};
 use scenario_support::{
-    ENODATA, ETIMEDOUT, STEPS, assert_path_between, boot, check, generated, ip, path,
-    resolve_ip_now, result, status, submit_ip,
+    ENODATA, ETIMEDOUT, STEPS, assert_path_between, assert_resolves, boot, check, checked_hash,
+    generated, ip, path, resolve_ip_now, result, settled_hash, status, submit_ip, with_each_route,
 };
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -57,13 +57,11 @@ fn answered_at(sim: &acm_io_sim::Sim, id: acm_io_sim::sim::RequestId) -> acm_eng
 fn sa_down_then_back() {
     run_seeded(seed_from_env(), |seed| {
         let mut sim = boot(generated(4, "route_prot sa\n"), seed);
-        let id = resolve_ip_now(&mut sim, HostId(0), HostId(1));
-        assert_path_between(&sim, &path(&sim, id), HostId(0), HostId(1));
+        assert_resolves(&mut sim, HostId(0), HostId(1));
         sim.run_until_idle(STEPS);
 
         sim.set_sa_mode(SaMode::Down);
-        let id = resolve_ip_now(&mut sim, HostId(0), HostId(1));
-        assert_path_between(&sim, &path(&sim, id), HostId(0), HostId(1));
+        assert_resolves(&mut sim, HostId(0), HostId(1));
 
         let (queries, dropped) = (sim.stats().sa_path_queries, sim.sa().stats().dropped);
         let asked = sim.now();
@@ -82,13 +80,9 @@ fn sa_down_then_back() {
         sim.run_until_idle(STEPS);
 
         sim.set_sa_mode(SaMode::Up);
-        let id = resolve_ip_now(&mut sim, HostId(2), HostId(0));
-        assert_path_between(&sim, &path(&sim, id), HostId(2), HostId(0));
-        let id = resolve_ip_now(&mut sim, HostId(3), HostId(1));
-        assert_path_between(&sim, &path(&sim, id), HostId(3), HostId(1));
-        sim.run_until_idle(STEPS);
-        check(&sim, "SA down then back");
-        sim.trace_hash()
+        assert_resolves(&mut sim, HostId(2), HostId(0));
+        assert_resolves(&mut sim, HostId(3), HostId(1));
+        settled_hash(&mut sim, "SA down then back")
     });
 }
 
@@ -110,8 +104,7 @@ fn sm_failover_mid_run() {
     run_seeded(seed_from_env(), |seed| {
         let mut sim = boot(generated(4, "route_prot sa\n"), seed);
         assert_eq!(group0_members(&sim), BTreeSet::from([0, 1, 2, 3]));
-        let id = resolve_ip_now(&mut sim, HostId(1), HostId(2));
-        assert_path_between(&sim, &path(&sim, id), HostId(1), HostId(2));
+        assert_resolves(&mut sim, HostId(1), HostId(2));
         sim.run_until_idle(STEPS);
 
         let in_flight = submit_ip(&mut sim, HostId(0), HostId(3), false);
@@ -130,8 +123,7 @@ fn sm_failover_mid_run() {
 
         for (from, to) in [(1, 2), (0, 3), (3, 1)] {
             let (from, to) = (HostId(from), HostId(to));
-            let id = resolve_ip_now(&mut sim, from, to);
-            assert_path_between(&sim, &path(&sim, id), from, to);
+            assert_resolves(&mut sim, from, to);
         }
         sim.run_until_idle(STEPS);
         let sent = sim.stats().sa_path_queries - queries;
@@ -141,8 +133,7 @@ fn sm_failover_mid_run() {
             seen, sent,
             "every query after the failover reached the new SM"
         );
-        check(&sim, "SM failover");
-        sim.trace_hash()
+        checked_hash(&sim, "SM failover")
     });
 }
 
@@ -156,28 +147,22 @@ fn sm_failover_mid_run() {
 #[test]
 fn sm_failover_does_not_revive_expired_addresses() {
     run_seeded(seed_from_env(), |seed| {
-        let mut hash = 0;
-        for route in ["acm", "sa"] {
+        with_each_route(|route| {
             let options = format!("route_prot {route}\naddr_timeout 1\n");
             let mut sim = boot(generated(3, &options), seed);
-            let id = resolve_ip_now(&mut sim, HostId(0), HostId(1));
-            assert_path_between(&sim, &path(&sim, id), HostId(0), HostId(1));
+            assert_resolves(&mut sim, HostId(0), HostId(1));
             sim.run_until(acm_engine::Instant::ZERO + Duration::from_secs(150));
             sim.sm_failover(3);
             sim.run_until_idle(STEPS);
             let before = sim.stats().acm_mads;
-            let id = resolve_ip_now(&mut sim, HostId(0), HostId(1));
-            assert_path_between(&sim, &path(&sim, id), HostId(0), HostId(1));
+            assert_resolves(&mut sim, HostId(0), HostId(1));
             assert_eq!(
                 sim.stats().acm_mads - before,
                 2,
                 "{route}: the expired address is resolved again"
             );
-            sim.run_until_idle(STEPS);
-            check(&sim, route);
-            hash ^= sim.trace_hash();
-        }
-        hash
+            sim
+        })
     });
 }
 
@@ -190,8 +175,7 @@ fn sm_failover_does_not_revive_expired_addresses() {
 #[test]
 fn port_flap() {
     run_seeded(seed_from_env(), |seed| {
-        let mut hash = 0;
-        for route in ["acm", "sa"] {
+        with_each_route(|route| {
             let mut sim = boot(generated(3, &format!("route_prot {route}\n")), seed);
             let port = PortRef::new(HostId(1), 0, 1);
             let id = submit_ip(&mut sim, HostId(1), HostId(2), false);
@@ -219,14 +203,10 @@ fn port_flap() {
             assert_eq!(group0_members(&sim), BTreeSet::from([0, 1, 2]), "{route}");
             for (from, to) in [(1, 2), (0, 1), (1, 0)] {
                 let (from, to) = (HostId(from), HostId(to));
-                let id = resolve_ip_now(&mut sim, from, to);
-                assert_path_between(&sim, &path(&sim, id), from, to);
+                assert_resolves(&mut sim, from, to);
             }
-            sim.run_until_idle(STEPS);
-            check(&sim, route);
-            hash ^= sim.trace_hash();
-        }
-        hash
+            sim
+        })
     });
 }
 
@@ -246,8 +226,7 @@ fn port_flap_with_an_sa_mad_outstanding() {
         let mut sim = boot(generated(3, "route_prot sa\n"), seed);
         let port = PortRef::new(HostId(1), 0, 1);
         // Host 2 overhears host 3's request: it knows host 3's address, not its route.
-        let id = resolve_ip_now(&mut sim, HostId(2), HostId(0));
-        assert_path_between(&sim, &path(&sim, id), HostId(2), HostId(0));
+        assert_resolves(&mut sim, HostId(2), HostId(0));
         sim.run_until_idle(STEPS);
         sim.set_sa_mode(SaMode::Down);
         let queries = sim.stats().sa_path_queries;
@@ -273,11 +252,8 @@ fn port_flap_with_an_sa_mad_outstanding() {
         sim.run_until_idle(STEPS);
         assert_eq!(sim.stats().sa_joins, joins + 1);
         assert_eq!(group0_members(&sim), BTreeSet::from([0, 1, 2]));
-        let id = resolve_ip_now(&mut sim, HostId(1), HostId(2));
-        assert_path_between(&sim, &path(&sim, id), HostId(1), HostId(2));
-        sim.run_until_idle(STEPS);
-        check(&sim, "port flap with an SA MAD outstanding");
-        sim.trace_hash()
+        assert_resolves(&mut sim, HostId(1), HostId(2));
+        settled_hash(&mut sim, "port flap with an SA MAD outstanding")
     });
 }
 
@@ -294,8 +270,7 @@ fn port_flap_with_an_sa_mad_outstanding() {
 #[test]
 fn pkey_change_moves_names_with_the_default_partition() {
     run_seeded(seed_from_env(), |seed| {
-        let mut hash = 0;
-        for route in ["acm", "sa"] {
+        with_each_route(|route| {
             let mut sim = boot(generated(3, &format!("route_prot {route}\n")), seed);
             let by_name = |a: usize, b: usize| {
                 requests::resolve_name(&format!("host{}", a + 1), &format!("host{}", b + 1), false)
@@ -314,8 +289,7 @@ fn pkey_change_moves_names_with_the_default_partition() {
             let p = path(&sim, id);
             assert_path_between(&sim, &p, HostId(2), HostId(1));
             assert_eq!(p.pkey, 0x8001, "{route}");
-            let id = resolve_ip_now(&mut sim, HostId(0), HostId(1));
-            assert_path_between(&sim, &path(&sim, id), HostId(0), HostId(1));
+            assert_resolves(&mut sim, HostId(0), HostId(1));
 
             for h in [1, 2] {
                 sim.set_pkeys(PortRef::new(HostId(h), 0, 1), vec![0xFFFF]);
@@ -327,11 +301,8 @@ fn pkey_change_moves_names_with_the_default_partition() {
             let p = path(&sim, id);
             assert_path_between(&sim, &p, HostId(1), HostId(2));
             assert_eq!(p.pkey, 0xFFFF, "{route}");
-            sim.run_until_idle(STEPS);
-            check(&sim, route);
-            hash ^= sim.trace_hash();
-        }
-        hash
+            sim
+        })
     });
 }
 
@@ -355,11 +326,9 @@ fn pkey_change_moves_names_with_the_default_partition() {
 #[test]
 fn host_restart_with_stale_qpn() {
     run_seeded(seed_from_env(), |seed| {
-        let mut hash = 0;
-        for route in ["acm", "sa"] {
+        with_each_route(|route| {
             let mut sim = boot(generated(4, &format!("route_prot {route}\n")), seed);
-            let id = resolve_ip_now(&mut sim, HostId(0), HostId(1));
-            assert_path_between(&sim, &path(&sim, id), HostId(0), HostId(1));
+            assert_resolves(&mut sim, HostId(0), HostId(1));
             sim.run_until_idle(STEPS);
 
             sim.restart_host(HostId(1));
@@ -370,16 +339,14 @@ fn host_restart_with_stale_qpn() {
                 "{route}"
             );
             let before = sim.stats();
-            let id = resolve_ip_now(&mut sim, HostId(0), HostId(1));
-            assert_path_between(&sim, &path(&sim, id), HostId(0), HostId(1));
+            assert_resolves(&mut sim, HostId(0), HostId(1));
             assert_eq!(
                 sim.stats().acm_mads,
                 before.acm_mads,
                 "{route}: from the cache"
             );
 
-            let id = resolve_ip_now(&mut sim, HostId(1), HostId(0));
-            assert_path_between(&sim, &path(&sim, id), HostId(1), HostId(0));
+            assert_resolves(&mut sim, HostId(1), HostId(0));
             sim.run_until_idle(STEPS);
             let after = sim.stats();
             assert_eq!(after.acm_mads - before.acm_mads, 2, "{route}");
@@ -391,8 +358,7 @@ fn host_restart_with_stale_qpn() {
             );
             for (from, to) in [(0, 1), (1, 0)] {
                 let (from, to) = (HostId(from), HostId(to));
-                let id = resolve_ip_now(&mut sim, from, to);
-                assert_path_between(&sim, &path(&sim, id), from, to);
+                assert_resolves(&mut sim, from, to);
             }
             assert_eq!(sim.stats().acm_mads, after.acm_mads, "{route}: cached");
 
@@ -401,13 +367,9 @@ fn host_restart_with_stale_qpn() {
             sim.restart_host(HostId(2));
             assert_eq!(sim.outcome(id), &Outcome::Reset, "{route}");
             sim.run_until_idle(STEPS);
-            let id = resolve_ip_now(&mut sim, HostId(2), HostId(3));
-            assert_path_between(&sim, &path(&sim, id), HostId(2), HostId(3));
-            sim.run_until_idle(STEPS);
-            check(&sim, route);
-            hash ^= sim.trace_hash();
-        }
-        hash
+            assert_resolves(&mut sim, HostId(2), HostId(3));
+            sim
+        })
     });
 }
 
@@ -452,8 +414,7 @@ fn thirty_percent_loss_resolves_through_retries() {
             }
         }
         assert!(ok >= 8, "only {ok} of {PAIRS} resolved through 30% loss");
-        check(&sim, "30% loss");
-        sim.trace_hash()
+        checked_hash(&sim, "30% loss")
     });
 }
 

@@ -14,7 +14,8 @@ use acm_io_sim::sim::{requests, run_seeded, seed_from_env};
 use acm_io_sim::spec::{FabricSpec, GenOptions};
 use acm_io_sim::{HostId, Sim};
 use scenario_support::{
-    ENODATA, ETIMEDOUT, STEPS, assert_path_between, boot, check, generated, ip, ipv6, path, status,
+    ENODATA, ETIMEDOUT, STEPS, assert_path_between, boot, checked_hash, generated, ip, ipv6, path,
+    settled_hash, status,
 };
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
@@ -82,8 +83,7 @@ fn neigh_resolves_a_host_without_a_daemon() {
         let (id, took) = timed(&mut sim, to);
         assert_eq!(status(&sim, id), 0);
         assert_eq!(took, Duration::ZERO);
-        check(&sim, "neigh");
-        sim.trace_hash()
+        checked_hash(&sim, "neigh")
     });
 }
 
@@ -104,9 +104,7 @@ fn neigh_resolves_an_ipv6_address_of_a_host_without_a_daemon() {
         let (src, dst) = (ipv6(&sim, HostId(0)), ipv6(&sim, BARE));
         let id = sim.request_now(HostId(0), requests::resolve_ip(Some(src), dst, false));
         assert_path_between(&sim, &path(&sim, id), HostId(0), BARE);
-        sim.run_until_idle(STEPS);
-        check(&sim, "neigh, IPv6");
-        sim.trace_hash()
+        settled_hash(&mut sim, "neigh, IPv6")
     });
 }
 
@@ -142,8 +140,7 @@ fn acm_then_neigh_finds_daemons_by_acm_and_the_others_after_its_timeout() {
             3,
             "three transmissions nobody answers"
         );
-        check(&sim, "acm,neigh");
-        sim.trace_hash()
+        checked_hash(&sim, "acm,neigh")
     });
 }
 
@@ -161,9 +158,7 @@ fn the_reference_setting_times_out_on_a_host_without_a_daemon() {
         let (id, took) = timed(&mut sim, to);
         assert_eq!(status(&sim, id), ETIMEDOUT);
         assert!(about(took, acm_timeout(&sim)), "{took:?}");
-        sim.run_until_idle(STEPS);
-        check(&sim, "acm");
-        sim.trace_hash()
+        settled_hash(&mut sim, "acm")
     });
 }
 
@@ -192,9 +187,7 @@ fn an_address_nobody_has_fails_when_arp_gives_up() {
         // (at most 500 ms later).
         assert!(took >= ARP_FAILURE, "{took:?}");
         assert!(took <= ARP_FAILURE + Duration::from_millis(500), "{took:?}");
-        sim.run_until_idle(STEPS);
-        check(&sim, "nobody");
-        sim.trace_hash()
+        settled_hash(&mut sim, "nobody")
     });
 }
 
@@ -210,9 +203,7 @@ fn a_host_in_another_partition_is_not_found() {
         let to = ip(&sim, BARE);
         let (id, _) = timed(&mut sim, to);
         assert_eq!(status(&sim, id), ENODATA);
-        sim.run_until_idle(STEPS);
-        check(&sim, "partition");
-        sim.trace_hash()
+        settled_hash(&mut sim, "partition")
     });
 }
 

@@ -16,7 +16,9 @@ use acm_io_sim::sa::{REPORT_TRIES, SaMode};
 use acm_io_sim::sim::{requests, run_seeded, seed_from_env};
 use acm_io_sim::topology::PortRef;
 use acm_proto::Gid;
-use scenario_support::{STEPS, assert_path_between, boot, check, generated, ip, path, status};
+use scenario_support::{
+    STEPS, assert_path_between, boot, generated, ip, path, settled_hash, status,
+};
 use std::time::Duration;
 
 const ENODATA: u8 = 3;
@@ -186,9 +188,7 @@ fn sm_failover_renews_the_subscriptions() {
         sim.run_until_idle(STEPS);
         let id = resolve_1_to_2(&mut sim, false);
         assert_path_between(&sim, &path(&sim, id), HostId(0), HostId(1));
-        sim.run_until_idle(STEPS);
-        check(&sim, "SM failover");
-        sim.trace_hash()
+        settled_hash(&mut sim, "SM failover")
     });
 }
 
@@ -214,8 +214,6 @@ fn an_unacknowledged_report_is_repeated() {
         );
         sim.set_sa_mode(SaMode::Up);
         sim.port_up(port1());
-        sim.run_until_idle(STEPS);
-        check(&sim, "repeated Report");
-        sim.trace_hash()
+        settled_hash(&mut sim, "repeated Report")
     });
 }

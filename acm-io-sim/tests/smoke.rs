@@ -1,19 +1,15 @@
 //! First light: hosts on a generated fabric resolve each other.
 
+mod scenario_support;
+
 use acm_io_sim::sim::requests;
-use acm_io_sim::spec::{FabricSpec, GenOptions};
 use acm_io_sim::{HostId, Sim};
+use scenario_support::generated;
 
 #[test]
 fn two_hosts_resolve_by_ipv4_over_acm_and_sa() {
     for opts in ["route_prot sa\n", "route_prot acm\n"] {
-        let spec = FabricSpec::generate(
-            3,
-            &GenOptions {
-                options: opts.into(),
-                ..GenOptions::default()
-            },
-        );
+        let spec = generated(3, opts);
         let a = &spec.hosts[0].ips[0].addr.clone();
         let b = &spec.hosts[1].ips[0].addr.clone();
         let mut sim = Sim::new(spec, 1);
@@ -39,13 +35,7 @@ fn a_slow_sa_times_out_and_a_fast_one_answers() {
     run_seeded(seed_from_env(), |seed| {
         // umad timeout 1000 ms, 1 retry; the route comes from the SA.
         let opts = "route_prot sa\ntimeout 1000\nretries 1\n";
-        let spec = FabricSpec::generate(
-            2,
-            &GenOptions {
-                options: opts.into(),
-                ..GenOptions::default()
-            },
-        );
+        let spec = generated(2, opts);
         let (a, b) = (spec.hosts[0].ips[0].addr, spec.hosts[1].ips[0].addr);
         let mut sim = Sim::new(spec, seed);
         sim.run_until_idle(1_000_000);

@@ -11,7 +11,7 @@ use acm_engine::Instant;
 use acm_io_sim::sim::{Outcome, requests, run_seeded, seed_from_env};
 use acm_io_sim::spec::{FabricSpec, GenOptions, NicSpec, SaSpec};
 use acm_io_sim::{HostId, Sim};
-use scenario_support::STEPS;
+use scenario_support::{STEPS, generated};
 use std::time::Duration;
 
 /// How the simulation is driven.
@@ -167,13 +167,7 @@ fn storm_with_restarts_batched_as_one_by_one() {
 #[test]
 fn step_batch_counts_every_event() {
     let opts = "route_prot acm\nresolve_depth 1\n";
-    let spec = FabricSpec::generate(
-        32,
-        &GenOptions {
-            options: opts.into(),
-            ..GenOptions::default()
-        },
-    );
+    let spec = generated(32, opts);
     let mut one = Sim::new(spec.clone(), 1);
     let mut many = Sim::new(spec, 1);
     for sim in [&mut one, &mut many] {

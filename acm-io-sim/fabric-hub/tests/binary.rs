@@ -2,60 +2,44 @@
 //! host to a `HubClient` and logs the attach and detach. (The hub itself is tested in
 //! `acm-io-sim/tests/hub.rs`; this checks only the command line around it.)
 
+#[path = "../../tests/hub_support/mod.rs"]
+mod hub_support;
+
 use acm_io_sim::hub::HubClient;
+use hub_support::{TempDir, next_change};
 use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant as WallInstant};
 
-/// A directory for the test's sockets, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let dir = std::env::temp_dir().join(format!(
-            "acm-hub-bin-{tag}-{}-{nanos:x}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        Self(dir)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-#[test]
-fn the_binary_serves_a_fabric_file() {
-    use std::io::Read;
-    use std::process::{Command, Stdio};
-    let dir = TempDir::new("bin");
+/// Starts the binary on `testdata/fabrics/demo.toml`, serving at `hub.sock` in `dir`,
+/// and waits (at most 5 s) for the socket to appear; the child and the socket's path.
+fn spawn_hub(dir: &TempDir, stderr: Stdio) -> (Child, PathBuf) {
     let hub_path = dir.path("hub.sock");
     let fabric = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../testdata/fabrics/demo.toml"
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_acm-fabric-hub"))
+    let child = Command::new(env!("CARGO_BIN_EXE_acm-fabric-hub"))
         .arg("--fabric")
         .arg(fabric)
         .arg("--socket")
         .arg(&hub_path)
-        .stderr(Stdio::piped())
+        .stderr(stderr)
         .spawn()
         .expect("start acm-fabric-hub");
     let started = WallInstant::now();
     while !hub_path.exists() && started.elapsed() < Duration::from_secs(5) {
         thread::sleep(Duration::from_millis(10));
     }
+    (child, hub_path)
+}
+
+#[test]
+fn the_binary_serves_a_fabric_file() {
+    use std::io::Read;
+    let dir = TempDir::new("bin");
+    let (mut child, hub_path) = spawn_hub(&dir, Stdio::piped());
     let attached = HubClient::attach(&hub_path, dir.path("n2.sock"), "node2");
     let (client, setup) = match attached {
         Ok(x) => x,
@@ -83,39 +67,14 @@ fn the_binary_serves_a_fabric_file() {
     assert!(log.contains("host node2 detached"), "{log}");
 }
 
-/// The next topology change the hub tells `client`, within 5 s.
-fn next_change(client: &mut HubClient) -> acm_io_sim::hub::wire::TopologyEvent {
-    client
-        .recv_topology(Duration::from_secs(5))
-        .expect("the hub answers")
-        .expect("a change within 5 s")
-}
-
 /// `acm-fabric-hub change` asks a running hub for a change, which reaches the attached
 /// host; one naming nothing is refused with the hub's reason and exit status 1.
 #[test]
 fn the_change_subcommand_changes_a_running_hubs_fabric() {
     use acm_io_sim::hub::wire::{PortChange, TopologyEvent};
-    use std::process::{Command, Stdio};
     let dir = TempDir::new("change");
-    let hub_path = dir.path("hub.sock");
-    let fabric = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../testdata/fabrics/demo.toml"
-    );
+    let (mut child, hub_path) = spawn_hub(&dir, Stdio::null());
     let bin = env!("CARGO_BIN_EXE_acm-fabric-hub");
-    let mut child = Command::new(bin)
-        .arg("--fabric")
-        .arg(fabric)
-        .arg("--socket")
-        .arg(&hub_path)
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start acm-fabric-hub");
-    let started = WallInstant::now();
-    while !hub_path.exists() && started.elapsed() < Duration::from_secs(5) {
-        thread::sleep(Duration::from_millis(10));
-    }
     let change = |args: &[&str]| {
         Command::new(bin)
             .arg("change")

@@ -189,6 +189,16 @@ pub(super) fn bind_fresh(path: &Path) -> Result<UnixDatagram, HubError> {
     }
 }
 
+/// Whether a receive or send failed only because the socket had nothing to give or no
+/// room to take right now (or a signal came first): the loop tries again later, where
+/// any other error is the hub's or the host's end.
+fn nothing_now(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
 impl Hub {
     /// A hub for `spec` listening at `socket_path` (a stale socket file left by a dead
     /// hub is replaced; a live one is an error). Nothing is served until
@@ -310,13 +320,7 @@ impl Hub {
                     }
                     self.datagram(&buf[..n], &from);
                 }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) => {}
+                Err(e) if nothing_now(&e) => {}
                 Err(e) => return Err(HubError::Io(e)),
             }
         }
@@ -922,16 +926,7 @@ impl Hub {
                 Ok(_) => {
                     self.hosts[h.index()].outbox.pop_front();
                 }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    return;
-                }
+                Err(e) if nothing_now(&e) => return,
                 Err(e) => {
                     self.log(format_args!(
                         "host {} is gone ({}: {e})",

@@ -14,7 +14,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 mod change;
 mod fabric;
-pub use change::{Control, PortChange, PortName, TopologyEvent, control_type};
+pub use change::{Control, PortChange, PortName, TopologyEvent};
 
 /// The protocol version every header carries.
 pub const VERSION: u8 = 2;
@@ -25,7 +25,8 @@ pub const HEADER_LEN: usize = 8;
 /// The largest datagram either side sends or accepts (header included).
 pub const MAX_DATAGRAM: usize = 64 * 1024;
 
-/// Message type codes (byte 0 of every datagram).
+/// Message type codes (byte 0 of every datagram), every direction's in one table so
+/// that no two share a code.
 pub mod msg_type {
     /// Host → hub: attach as a host of the spec.
     pub const ATTACH: u8 = 0x01;
@@ -49,12 +50,36 @@ pub mod msg_type {
     pub const NEIGH_QUERY: u8 = 0x17;
     /// Host → hub: `FabricOp::SourceQuery`.
     pub const SOURCE_QUERY: u8 = 0x18;
+    /// Control (any socket → hub, answered by DONE or ERROR): take a port down.
+    pub const PORT_DOWN: u8 = 0x20;
+    /// Control: bring a port back up.
+    pub const PORT_UP: u8 = 0x21;
+    /// Control: give a port another LID (and LMC).
+    pub const SET_LID: u8 = 0x22;
+    /// Control: replace a port's pkey table.
+    pub const SET_PKEYS: u8 = 0x23;
+    /// Control: replace a port's GID 0 (subnet prefix and interface id).
+    pub const SET_GID: u8 = 0x24;
+    /// Control: move the SM to another LID (a failover: the new SM knows no group
+    /// members).
+    pub const SM_MOVE: u8 = 0x25;
+    /// Control: ask a port's clients to register again.
+    pub const CLIENT_REREGISTER: u8 = 0x26;
+    /// Control: remove a device from its host (hot unplug), or kill it (a fatal error).
+    pub const DEVICE_REMOVE: u8 = 0x27;
+    /// Control: bring a removed or dead device back (hot plug, driver reload, reset
+    /// done).
+    pub const DEVICE_ADD: u8 = 0x28;
+    /// Control: break every QP of a host on a port (a fatal QP error).
+    pub const QP_ERROR: u8 = 0x29;
     /// Hub → host: the attachment is made; the host's setup.
     pub const ATTACHED: u8 = 0x81;
-    /// Hub → host: a request was refused.
+    /// Hub → host or control sender: a request was refused.
     pub const ERROR: u8 = 0x82;
     /// Hub → host: the attachment is over (hub shutdown, or replaced).
     pub const BYE: u8 = 0x83;
+    /// Hub → the control's sender: the change is made.
+    pub const DONE: u8 = 0x84;
     /// Hub → host: `Input::QpOpened`.
     pub const QP_OPENED: u8 = 0x90;
     /// Hub → host: `Input::UdReceive`.
@@ -65,6 +90,14 @@ pub mod msg_type {
     pub const SA_RESPONSE: u8 = 0x93;
     /// Hub → host: `Input::SaSendFailed`.
     pub const SA_SEND_FAILED: u8 = 0x94;
+    /// Hub → host: a port changed ([`super::TopologyEvent::Port`]).
+    pub const PORT_CHANGED: u8 = 0x95;
+    /// Hub → host: a device was removed or died.
+    pub const DEVICE_GONE: u8 = 0x96;
+    /// Hub → host: a device is back.
+    pub const DEVICE_BACK: u8 = 0x97;
+    /// Hub → host: one of its QPs broke.
+    pub const QP_FATAL: u8 = 0x98;
     /// Hub → host: `Input::NeighAnswer`.
     pub const NEIGH_ANSWER: u8 = 0x99;
     /// Hub → host: `Input::SourceAnswer`.
@@ -287,7 +320,7 @@ pub enum HostMsg {
     },
     /// One of the engine's fabric operations, as the engine gave it.
     Op(FabricOp),
-    /// A change of the fabric ([`control_type`]), from any socket, attached or not.
+    /// A change of the fabric (the control codes of [`msg_type`]), from any socket, attached or not.
     Control(Control),
 }
 
@@ -535,7 +568,7 @@ impl HubMsg {
                 w.finish()
             }
             Self::Event(ev) => fabric::put_event(ev),
-            Self::Done => W::new(control_type::DONE).finish(),
+            Self::Done => W::new(msg_type::DONE).finish(),
             Self::Topology(ev) => ev.encode(),
         }
     }
@@ -578,7 +611,7 @@ impl HubMsg {
             t::BYE => Self::Bye {
                 reason: r.str("reason")?,
             },
-            control_type::DONE => Self::Done,
+            msg_type::DONE => Self::Done,
             other => match fabric::get_event(other, &mut r)? {
                 Some(ev) => Self::Event(ev),
                 None => match TopologyEvent::decode(other, &mut r)? {

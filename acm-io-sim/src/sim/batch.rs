@@ -107,23 +107,16 @@ impl Sim {
     fn capture(&mut self, f: usize) {
         self.trace.capture(f);
         self.inv.capture(f);
-        if self.batched.len() <= f {
-            self.batched.resize_with(f + 1, Vec::new);
-        }
-        self.batch_run = Some(f);
+        self.batched.capture(f);
     }
 
     /// Does what was kept, fan-out after fan-out: schedule order.
     fn release(&mut self) {
         self.trace.release();
         self.inv.release();
-        self.batch_run = None;
-        let mut kept = std::mem::take(&mut self.batched);
-        for run in &mut kept {
-            for (at, ev) in run.drain(..) {
-                self.schedule(at, ev);
-            }
-        }
-        self.batched = kept;
+        // Taken out while they are scheduled, so that `schedule` finds no batch running.
+        let mut batched = std::mem::take(&mut self.batched);
+        batched.release(|(at, ev)| self.schedule(at, ev));
+        self.batched = batched;
     }
 }

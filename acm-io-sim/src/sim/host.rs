@@ -19,7 +19,7 @@ use acm_engine::{
     NeighQuery, NeighResult, OpenQp, SaSend, SourceQuery, UdSend,
 };
 use acm_engine::{ConnId, DeviceDesc, DeviceId, Engine, Instant};
-use acm_proto::mad::{AttrId, MadHeaderPacket};
+use acm_proto::mad::{AttrId, MAD_LEN, MadHeaderPacket};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::rc::Rc;
@@ -189,6 +189,22 @@ struct HostFabric<'a> {
     h: HostId,
 }
 
+impl HostFabric<'_> {
+    /// Attaches or detaches (`change`) one of the host's QPs; the receivers of every
+    /// group are worked out afresh afterwards.
+    fn change_membership(&mut self, change: fabric::MembershipChange, g: McastGroup) {
+        let (sim, h) = (&mut *self.sim, self.h);
+        sim.mcast_cache.clear();
+        change(
+            &mut sim.hosts[h.index()].qps,
+            &mut sim.mcast,
+            h,
+            g.ep,
+            g.mgid,
+        );
+    }
+}
+
 impl Fabric for HostFabric<'_> {
     fn engine(&mut self) -> &mut Engine {
         &mut self.sim.hosts[self.h.index()].engine
@@ -210,18 +226,11 @@ impl Fabric for HostFabric<'_> {
                 mcast: Vec::new(),
             },
         );
-        let inc = host.incarnation;
-        sim.schedule(
-            sim.now,
-            Event::Fabric {
-                host: h,
-                inc,
-                event: Box::new(FabricEvent::QpOpened {
-                    ep: qp.ep,
-                    result: Ok(qpn),
-                }),
-            },
-        );
+        let event = FabricEvent::QpOpened {
+            ep: qp.ep,
+            result: Ok(qpn),
+        };
+        sim.schedule_fabric(sim.now, h, event);
     }
 
     fn close_qp(&mut self, ep: EndpointId) {
@@ -233,43 +242,20 @@ impl Fabric for HostFabric<'_> {
     fn ud_send(&mut self, send: &UdSend) {
         let (sim, h) = (&mut *self.sim, self.h);
         let depart = sim.ud_send(h, send.ep, &send.av, &send.mad);
-        let inc = sim.hosts[h.index()].incarnation;
-        sim.schedule(
-            sim.now + depart.max(Duration::from_micros(1)),
-            Event::Fabric {
-                host: h,
-                inc,
-                event: Box::new(FabricEvent::UdSendDone {
-                    ep: send.ep,
-                    token: send.token,
-                    ok: true,
-                }),
-            },
-        );
+        let done = FabricEvent::UdSendDone {
+            ep: send.ep,
+            token: send.token,
+            ok: true,
+        };
+        sim.schedule_fabric(sim.now + depart.max(Duration::from_micros(1)), h, done);
     }
 
     fn mcast_attach(&mut self, g: McastGroup) {
-        let (sim, h) = (&mut *self.sim, self.h);
-        sim.mcast_cache.clear();
-        fabric::mcast_attach(
-            &mut sim.hosts[h.index()].qps,
-            &mut sim.mcast,
-            h,
-            g.ep,
-            g.mgid,
-        );
+        self.change_membership(fabric::mcast_attach, g);
     }
 
     fn mcast_detach(&mut self, g: McastGroup) {
-        let (sim, h) = (&mut *self.sim, self.h);
-        sim.mcast_cache.clear();
-        fabric::mcast_detach(
-            &mut sim.hosts[h.index()].qps,
-            &mut sim.mcast,
-            h,
-            g.ep,
-            g.mgid,
-        );
+        self.change_membership(fabric::mcast_detach, g);
     }
 
     fn sa_send(&mut self, send: &SaSend) {
@@ -280,35 +266,33 @@ impl Fabric for HostFabric<'_> {
     fn source_query(&mut self, q: SourceQuery) {
         let (sim, h) = (&mut *self.sim, self.h);
         let result = sim.route(h, q.dest);
-        let inc = sim.hosts[h.index()].incarnation;
-        sim.schedule(
-            sim.now,
-            Event::Fabric {
-                host: h,
-                inc,
-                event: Box::new(FabricEvent::SourceAnswer { id: q.id, result }),
-            },
-        );
+        sim.schedule_fabric(sim.now, h, FabricEvent::SourceAnswer { id: q.id, result });
     }
 
     fn neigh_query(&mut self, q: NeighQuery) {
         let (sim, h) = (&mut *self.sim, self.h);
         let result = sim.neighbour(h, &q);
-        let host = &mut sim.hosts[h.index()];
-        host.neigh_asked.insert(q.id, q.dest);
-        let inc = host.incarnation;
-        sim.schedule(
-            sim.now,
-            Event::Fabric {
-                host: h,
-                inc,
-                event: Box::new(FabricEvent::NeighAnswer { id: q.id, result }),
-            },
-        );
+        sim.hosts[h.index()].neigh_asked.insert(q.id, q.dest);
+        sim.schedule_fabric(sim.now, h, FabricEvent::NeighAnswer { id: q.id, result });
     }
 }
 
 impl Sim {
+    /// Schedules `event` for host `h` at `at`, for the host as it is now: a restart in
+    /// between drops it, as the restarted host's driver would never hear of it.
+    pub(crate) fn schedule_fabric(&mut self, at: Instant, h: HostId, event: FabricEvent) {
+        let inc = self.hosts[h.index()].incarnation;
+        let event = Box::new(event);
+        self.schedule(
+            at,
+            Event::Fabric {
+                host: h,
+                inc,
+                event,
+            },
+        );
+    }
+
     /// Host `h`'s neighbour table asked for `q.dest` (docs/protocol/ipoib-neigh.md §4):
     /// an entry whose resolution has ended gives its result (a failed one is dropped,
     /// so the next question starts again, as the kernel forgets failed entries); one
@@ -560,7 +544,7 @@ impl Sim {
     }
 
     /// A MAD the kernel sends once without waiting for an answer (a ReportResp).
-    fn sa_oneway(&mut self, h: HostId, port: PortRef, dlid: u16, mad: [u8; 256]) {
+    fn sa_oneway(&mut self, h: HostId, port: PortRef, dlid: u16, mad: [u8; MAD_LEN]) {
         let up = self.topo.port(port).is_some_and(|p| p.up);
         let Some((smh, _)) = self.sm_host() else {
             return;
@@ -596,7 +580,7 @@ impl Sim {
         }
     }
 
-    fn report_send(&mut self, tid: u64, to: PortRef, mad: [u8; 256]) {
+    fn report_send(&mut self, tid: u64, to: PortRef, mad: [u8; MAD_LEN]) {
         let Some((smh, _)) = self.sm_host() else {
             return;
         };
@@ -614,7 +598,7 @@ impl Sim {
     }
 
     /// A Report reaches its subscriber: the umad agent hands it to the engine.
-    pub(crate) fn report_arrival(&mut self, port: PortRef, mad: &[u8; 256]) {
+    pub(crate) fn report_arrival(&mut self, port: PortRef, mad: &[u8; MAD_LEN]) {
         if !self.topo.port(port).is_some_and(|p| p.up) {
             return;
         }
@@ -678,7 +662,7 @@ impl Sim {
         inc: u32,
         port: PortRef,
         dlid: u16,
-        mad: &[u8; 256],
+        mad: &[u8; MAD_LEN],
     ) {
         // A MAD addressed to a LID that is no longer the SM's goes nowhere.
         if dlid != self.sm_lid || self.sm_host().is_none() {
@@ -713,7 +697,7 @@ impl Sim {
     }
 
     /// The SA answers a request now (its turn has come, or it has no queue).
-    pub(crate) fn sa_serve(&mut self, h: HostId, inc: u32, port: PortRef, mad: &[u8; 256]) {
+    pub(crate) fn sa_serve(&mut self, h: HostId, inc: u32, port: PortRef, mad: &[u8; MAD_LEN]) {
         let answer = self.sa.answer(&self.topo, port, mad);
         // Groups the request created or deleted are reported to their subscribers.
         let traps = self.sa.take_traps();
@@ -726,7 +710,7 @@ impl Sim {
 
     /// The SA's answer leaves for host `h`: it arrives after `sm.response_us` and the
     /// link's latency.
-    fn sa_reply(&mut self, h: HostId, inc: u32, port: PortRef, resp: [u8; 256]) {
+    fn sa_reply(&mut self, h: HostId, inc: u32, port: PortRef, resp: [u8; MAD_LEN]) {
         let Some((smh, _)) = self.sm_host() else {
             return;
         };
@@ -744,7 +728,7 @@ impl Sim {
         }
     }
 
-    pub(crate) fn sa_back(&mut self, h: HostId, inc: u32, port: PortRef, mad: [u8; 256]) {
+    pub(crate) fn sa_back(&mut self, h: HostId, inc: u32, port: PortRef, mad: [u8; MAD_LEN]) {
         if self.hosts[h.index()].incarnation != inc {
             return;
         }

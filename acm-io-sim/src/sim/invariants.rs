@@ -5,6 +5,7 @@
 
 use super::Sim;
 use super::fasthash::FastMap;
+use super::kept::KeptByRun;
 use crate::spec::HostId;
 use acm_engine::{Address, Instant};
 use acm_proto::Bytes64;
@@ -38,10 +39,8 @@ const TID_WINDOW: Duration = Duration::from_secs(60);
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Invariants {
     violations: Vec<Violation>,
-    /// While a batch runs ([`super::batch`]), the run the violations found go to, and
-    /// those kept, by run.
-    run: Option<usize>,
-    kept: Vec<Vec<Violation>>,
+    /// While a batch runs ([`super::batch`]), the violations found, by run.
+    kept: KeptByRun<Violation>,
     /// ACM requests by (requester, TID): content hash, destination, first sent.
     /// (Hash maps: never iterated in an order that matters, only looked up.)
     requests: FastMap<(HostId, u32), (u64, Address, Instant)>,
@@ -94,27 +93,19 @@ fn low_tid(p: &AcmMadPacket<&[u8]>) -> u32 {
 
 impl Invariants {
     pub(crate) fn violate(&mut self, at: Instant, what: String) {
-        let v = Violation { at, what };
-        match self.run {
-            Some(run) => self.kept[run].push(v),
-            None => self.violations.push(v),
+        if let Some(v) = self.kept.keep(Violation { at, what }) {
+            self.violations.push(v);
         }
     }
 
     /// Keeps the violations found from now on in run `run`.
     pub(crate) fn capture(&mut self, run: usize) {
-        if self.kept.len() <= run {
-            self.kept.resize_with(run + 1, Vec::new);
-        }
-        self.run = Some(run);
+        self.kept.capture(run);
     }
 
     /// Stops keeping violations, and records those kept run after run.
     pub(crate) fn release(&mut self) {
-        self.run = None;
-        for run in &mut self.kept {
-            self.violations.append(run);
-        }
+        self.kept.release(|v| self.violations.push(v));
     }
 
     /// Host `h` sends an ACM MAD.

@@ -17,6 +17,7 @@ mod fasthash;
 mod faults;
 mod host;
 mod invariants;
+mod kept;
 mod mcast;
 mod nic;
 mod sa_server;
@@ -36,10 +37,12 @@ use crate::topology::{PortRef, Topology};
 use acm_engine::{ConnId, Instant};
 use acm_engine::{EndpointId, FabricEvent, PortEvent, RecvInfo};
 use acm_proto::Gid;
+use acm_proto::mad::MAD_LEN;
 use acm_proto::notice::SmTrap;
 use faults::Faults;
 use host::SimHost;
 use invariants::Invariants;
+use kept::KeptByRun;
 use mcast::Fanout;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
@@ -74,14 +77,14 @@ pub(crate) enum Event {
         inc: u32,
         port: PortRef,
         dlid: u16,
-        mad: Box<[u8; 256]>,
+        mad: Box<[u8; MAD_LEN]>,
     },
     /// A limited SA (`[sa]`) is done serving a request it queued: it answers now.
     SaServed {
         host: HostId,
         inc: u32,
         port: PortRef,
-        mad: Box<[u8; 256]>,
+        mad: Box<[u8; MAD_LEN]>,
     },
     /// A UD MAD its host has finished taking in (after the ones before it, `[nic]
     /// recv_ns`) reaches the engine.
@@ -97,7 +100,7 @@ pub(crate) enum Event {
         host: HostId,
         inc: u32,
         port: PortRef,
-        mad: Box<[u8; 256]>,
+        mad: Box<[u8; MAD_LEN]>,
     },
     /// The kernel's per-try timeout of a umad send.
     UmadTimeout {
@@ -117,7 +120,10 @@ pub(crate) enum Event {
         event: Box<FabricEvent>,
     },
     /// An SA Report (a trap, docs/protocol/sa.md §9) reaches a subscriber's umad agent.
-    Report { port: PortRef, mad: Box<[u8; 256]> },
+    Report {
+        port: PortRef,
+        mad: Box<[u8; MAD_LEN]>,
+    },
     /// The SM's wait for the ReportResp of Report `tid` ends.
     ReportTimeout { tid: u64 },
 }
@@ -127,7 +133,7 @@ pub(crate) enum Event {
 #[derive(Debug)]
 pub(crate) struct UdPayload {
     pub(crate) grh: [u8; 40],
-    pub(crate) mad: [u8; 256],
+    pub(crate) mad: [u8; MAD_LEN],
     pub(crate) digest: u64,
     /// For an ACM request, the number of the requester's address, which every receiver
     /// learns (see [`invariants::Invariants::requester`]).
@@ -185,10 +191,8 @@ pub struct Sim {
     /// millions of events on a few instants.
     queue: BTreeMap<(Instant, u64), VecDeque<Event>>,
     seq: u64,
-    /// While a batch runs ([`batch`]), the run the events scheduled go to, and those
-    /// kept, by run.
-    batch_run: Option<usize>,
-    batched: Vec<Vec<(Instant, Event)>>,
+    /// While a batch runs ([`batch`]), the events scheduled, by run.
+    batched: KeptByRun<(Instant, Event)>,
     timers: BTreeSet<(Instant, HostId)>,
     pub(crate) seed: u64,
     pub(crate) faults: Faults,
@@ -284,8 +288,7 @@ impl Sim {
             now: Instant::ZERO,
             queue: BTreeMap::new(),
             seq: 0,
-            batch_run: None,
-            batched: Vec::new(),
+            batched: KeptByRun::default(),
             timers: BTreeSet::new(),
             seed,
             faults: Faults::new(seed),
@@ -403,10 +406,9 @@ impl Sim {
     }
 
     pub(crate) fn schedule(&mut self, at: Instant, ev: Event) {
-        if let Some(run) = self.batch_run {
-            self.batched[run].push((at, ev));
+        let Some((at, ev)) = self.batched.keep((at, ev)) else {
             return;
-        }
+        };
         self.seq += 1;
         match self.queue.range_mut((at, 0)..=(at, u64::MAX)).next_back() {
             Some((_, bucket)) => bucket.push_back(ev),
@@ -674,21 +676,10 @@ impl Sim {
     /// The SM reports the port's GID out of service (trap 65), and the groups it leaves
     /// empty deleted (trap 67), to their subscribers.
     pub fn port_down(&mut self, p: PortRef) {
-        self.mcast_cache.clear();
-        let mut gid = None;
-        if let Some(lp) = self.topo.port_mut(p) {
-            lp.up = false;
-            gid = Some(lp.gid);
-        }
+        let gid = self.set_port_up(p, false);
         self.sa.port_down(p);
         self.trace.add(&[10, p.host.index() as u8]);
-        self.input(
-            p.host,
-            acm_engine::Input::Port {
-                port: host::engine_port(p),
-                event: PortEvent::Down,
-            },
-        );
+        self.port_event(p, PortEvent::Down);
         let mut traps: Vec<SmTrap> = gid.map(SmTrap::GidOutOfService).into_iter().collect();
         traps.extend(self.sa.take_traps());
         self.send_traps(traps);
@@ -731,23 +722,27 @@ impl Sim {
 
     /// Brings a port back (PORT_ACTIVE). The SM reports its GID in service (trap 64).
     pub fn port_up(&mut self, p: PortRef) {
-        self.mcast_cache.clear();
-        let mut gid = None;
-        if let Some(lp) = self.topo.port_mut(p) {
-            lp.up = true;
-            gid = Some(lp.gid);
-        }
+        let gid = self.set_port_up(p, true);
         self.trace.add(&[11, p.host.index() as u8]);
         if let Some(attrs) = self.topo.attrs(p, self.sm_lid, self.sm_sl) {
-            self.input(
-                p.host,
-                acm_engine::Input::Port {
-                    port: host::engine_port(p),
-                    event: PortEvent::Active(attrs),
-                },
-            );
+            self.port_event(p, PortEvent::Active(attrs));
         }
         self.send_traps(gid.map(SmTrap::GidInService).into_iter().collect());
+    }
+
+    /// Tells port `p`'s host that `event` happened on the port.
+    fn port_event(&mut self, p: PortRef, event: PortEvent) {
+        let port = host::engine_port(p);
+        self.input(p.host, acm_engine::Input::Port { port, event });
+    }
+
+    /// Marks port `p` up or down in the topology (who receives multicast is worked out
+    /// afresh); its GID, for the SM's trap, if the port exists.
+    fn set_port_up(&mut self, p: PortRef, up: bool) -> Option<Gid> {
+        self.mcast_cache.clear();
+        let lp = self.topo.port_mut(p)?;
+        lp.up = up;
+        Some(lp.gid)
     }
 
     /// SM failover: the SM moves to the port with LID `new_lid`. The new SM knows no
@@ -759,21 +754,8 @@ impl Sim {
         self.trace.add(&[12, new_lid as u8]);
         for p in self.topo.ib_ports_up() {
             if let Some(attrs) = self.topo.attrs(p, self.sm_lid, self.sm_sl) {
-                let port = host::engine_port(p);
-                self.input(
-                    p.host,
-                    acm_engine::Input::Port {
-                        port,
-                        event: PortEvent::SmChange(attrs),
-                    },
-                );
-                self.input(
-                    p.host,
-                    acm_engine::Input::Port {
-                        port,
-                        event: PortEvent::ClientReregister,
-                    },
-                );
+                self.port_event(p, PortEvent::SmChange(attrs));
+                self.port_event(p, PortEvent::ClientReregister);
             }
         }
     }
@@ -781,13 +763,7 @@ impl Sim {
     /// CLIENT_REREGISTER on one port.
     pub fn client_reregister(&mut self, p: PortRef) {
         self.trace.add(&[13, p.host.index() as u8]);
-        self.input(
-            p.host,
-            acm_engine::Input::Port {
-                port: host::engine_port(p),
-                event: PortEvent::ClientReregister,
-            },
-        );
+        self.port_event(p, PortEvent::ClientReregister);
     }
 
     /// Replaces a port's pkey table (PKEY_CHANGE).
@@ -798,13 +774,7 @@ impl Sim {
         }
         self.trace.add(&[14, p.host.index() as u8]);
         if let Some(attrs) = self.topo.attrs(p, self.sm_lid, self.sm_sl) {
-            self.input(
-                p.host,
-                acm_engine::Input::Port {
-                    port: host::engine_port(p),
-                    event: PortEvent::PkeyChange(attrs),
-                },
-            );
+            self.port_event(p, PortEvent::PkeyChange(attrs));
         }
     }
 

@@ -66,6 +66,7 @@ impl SaServer {
 mod tests {
     use super::*;
     use crate::spec::SaOverflow;
+    use acm_proto::mad::MAD_LEN;
 
     #[test]
     fn serves_in_order_at_its_rate_and_refuses_past_the_queue() {
@@ -108,13 +109,15 @@ mod tests {
 
     #[test]
     fn kinds_by_attribute() {
-        let mut m = [0u8; 256];
-        m[16..18].copy_from_slice(&0x35u16.to_be_bytes());
-        assert_eq!(kind(&m), SaQueryKind::PathRecord);
-        m[16..18].copy_from_slice(&0x38u16.to_be_bytes());
-        assert_eq!(kind(&m), SaQueryKind::McMember);
-        m[16..18].copy_from_slice(&0x11u16.to_be_bytes());
-        assert_eq!(kind(&m), SaQueryKind::Other);
+        let mut m = [0u8; MAD_LEN];
+        for (attr, want) in [
+            (AttrId::PATH_RECORD, SaQueryKind::PathRecord),
+            (AttrId::MC_MEMBER_RECORD, SaQueryKind::McMember),
+            (AttrId::NODE_RECORD, SaQueryKind::Other),
+        ] {
+            MadHeaderPacket::new_unchecked(&mut m[..]).set_attr_id(attr);
+            assert_eq!(kind(&m), want, "{attr:?}");
+        }
         assert_eq!(kind(&m[..10]), SaQueryKind::Other);
     }
 }

@@ -1,6 +1,8 @@
 //! The run's fingerprint: a hash over every event in order, so two runs with one seed
 //! can be compared cheaply (madsim's determinism check).
 
+use super::kept::KeptByRun;
+
 /// Multiplier of the word mix (the one rustc's FxHasher uses).
 const K: u64 = 0xf135_7aea_2e62_a9c5;
 
@@ -11,12 +13,23 @@ const K: u64 = 0xf135_7aea_2e62_a9c5;
 /// ([`super::batch`]) can keep its records' digests and mix them in in order later.
 #[derive(Debug, Clone)]
 pub(crate) struct Trace {
+    sum: Sum,
+    /// While a batch runs, the digests of the records added, by run.
+    kept: KeptByRun<u64>,
+}
+
+/// The running hash and the number of records mixed into it.
+#[derive(Debug, Clone)]
+struct Sum {
     hash: u64,
     events: u64,
-    /// While a batch runs, the run the records added go to.
-    run: Option<usize>,
-    /// The digests kept, by run (kept allocated from batch to batch).
-    kept: Vec<Vec<u64>>,
+}
+
+impl Sum {
+    fn add(&mut self, d: u64) {
+        self.hash = mix(self.hash, d);
+        self.events += 1;
+    }
 }
 
 /// The mix of one word into `h`.
@@ -46,55 +59,39 @@ pub(crate) fn digest(bytes: &[u8]) -> u64 {
 impl Trace {
     pub(crate) fn new() -> Self {
         Self {
-            hash: 0xcbf2_9ce4_8422_2325,
-            events: 0,
-            run: None,
-            kept: Vec::new(),
+            sum: Sum {
+                hash: 0xcbf2_9ce4_8422_2325,
+                events: 0,
+            },
+            kept: KeptByRun::default(),
         }
     }
 
     /// Adds one record.
     pub(crate) fn add(&mut self, bytes: &[u8]) {
-        let d = digest(bytes);
-        match self.run {
-            Some(run) => self.kept[run].push(d),
-            None => self.add_digest(d),
+        if let Some(d) = self.kept.keep(digest(bytes)) {
+            self.sum.add(d);
         }
-    }
-
-    fn add_digest(&mut self, d: u64) {
-        self.hash = mix(self.hash, d);
-        self.events += 1;
     }
 
     /// Keeps the records added from now on in run `run` instead of adding them.
     pub(crate) fn capture(&mut self, run: usize) {
-        if self.kept.len() <= run {
-            self.kept.resize_with(run + 1, Vec::new);
-        }
-        self.run = Some(run);
+        self.kept.capture(run);
     }
 
     /// Stops keeping records, and adds those kept run after run, each run's in the
     /// order they came.
     pub(crate) fn release(&mut self) {
-        self.run = None;
-        let mut kept = std::mem::take(&mut self.kept);
-        for run in &mut kept {
-            for d in run.drain(..) {
-                self.add_digest(d);
-            }
-        }
-        self.kept = kept;
+        self.kept.release(|d| self.sum.add(d));
     }
 
     pub(crate) fn hash(&self) -> u64 {
-        self.hash
+        self.sum.hash
     }
 
     /// Records added so far.
     pub(crate) fn events(&self) -> u64 {
-        self.events
+        self.sum.events
     }
 }
 

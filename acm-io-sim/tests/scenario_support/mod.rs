@@ -1,4 +1,5 @@
-//! Helpers shared by the scenario tests (`scenarios.rs`, `scenarios_faults.rs`).
+//! Helpers shared by the simulator's tests (the `scenarios*.rs` files, `storm.rs`, `smoke.rs`,
+//! `driver.rs`).
 //!
 //! Every helper panics with the engine logs attached when something unexpected
 //! happens, so a failing scenario says why; scenarios turn logs on with
@@ -111,10 +112,41 @@ pub fn assert_path_between(sim: &Sim, p: &PathRecordRepr, from: HostId, to: Host
     );
 }
 
+/// Resolves host `to`'s first address from host `from`, runs until answered, and checks
+/// that the path is the one between their ports.
+pub fn assert_resolves(sim: &mut Sim, from: HostId, to: HostId) {
+    let id = resolve_ip_now(sim, from, to);
+    assert_path_between(sim, &path(sim, id), from, to);
+}
+
 /// Panics with every violation if an invariant broke. Call when idle.
 pub fn check(sim: &Sim, what: &str) {
     sim.check_invariants().unwrap_or_else(|v| {
         let list: Vec<String> = v.iter().map(ToString::to_string).collect();
         panic!("{what}: invariants broken:\n{}", list.join("\n"))
     });
+}
+
+/// The end of a scenario: checks the invariants and gives the trace's hash, which
+/// [`acm_io_sim::sim::run_seeded`] compares between its two runs.
+pub fn checked_hash(sim: &Sim, what: &str) -> u64 {
+    check(sim, what);
+    sim.trace_hash()
+}
+
+/// [`checked_hash`] once everything in flight has settled: the invariants speak of an
+/// idle fabric.
+pub fn settled_hash(sim: &mut Sim, what: &str) -> u64 {
+    sim.run_until_idle(STEPS);
+    checked_hash(sim, what)
+}
+
+/// Runs `scenario` with `route_prot acm`, then with `route_prot sa`, settling and
+/// checking the simulation it hands back each time; the two trace hashes folded into
+/// one, for `run_seeded` to compare.
+pub fn with_each_route(mut scenario: impl FnMut(&'static str) -> Sim) -> u64 {
+    ["acm", "sa"].into_iter().fold(0, |hash, route| {
+        let mut sim = scenario(route);
+        hash ^ settled_hash(&mut sim, route)
+    })
 }

@@ -68,6 +68,14 @@ impl EventPipe {
         Ok(Self { read, write })
     }
 
+    /// [`EventPipe::new`] for a C entry point that fails with NULL: on failure errno
+    /// says why (EMFILE when the error carries no errno) and there is no pipe.
+    pub fn new_or_errno() -> Option<Self> {
+        Self::new()
+            .map_err(|e| set_errno(e.raw_os_error().unwrap_or(libc::EMFILE)))
+            .ok()
+    }
+
     /// Writes one fixed-size record (at most `PIPE_BUF` bytes, so it is atomic).
     pub fn post(&self, record: &[u8]) {
         use std::os::fd::AsRawFd;

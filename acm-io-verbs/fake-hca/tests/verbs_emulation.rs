@@ -8,6 +8,8 @@
 
 use acm_io_sim::FabricSpec;
 use acm_io_sim::hub::Hub;
+use acm_proto::grh::GRH_LEN;
+use acm_proto::mad::MAD_LEN;
 use rdma_sys::{
     ___ibv_query_port, ibv_ack_cq_events, ibv_ah_attr, ibv_alloc_pd, ibv_attach_mcast,
     ibv_close_device, ibv_comp_channel, ibv_context, ibv_cq, ibv_create_ah,
@@ -26,6 +28,9 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
+
+/// A UD receive as the HCA writes it: the GRH, then the MAD.
+const RECV_LEN: usize = GRH_LEN + MAD_LEN;
 
 /// Set in the child process.
 const CHILD_ENV: &str = "ACM_FAKE_HCA_TEST_CHILD";
@@ -245,7 +250,7 @@ unsafe fn child() {
         let channel = ibv_create_comp_channel(ctx);
         let cq = ibv_create_cq(ctx, 8, 0x77 as *mut _, channel, 0);
         assert!(!pd.is_null() && !channel.is_null() && !cq.is_null());
-        let mut buf = vec![0u8; 296 + 256].into_boxed_slice();
+        let mut buf = vec![0u8; RECV_LEN + MAD_LEN].into_boxed_slice();
         let mr: *mut ibv_mr = ibv_reg_mr(pd, buf.as_mut_ptr().cast(), buf.len(), 1);
         assert!(!mr.is_null());
         let (a, b) = (ud_qp(pd, cq), ud_qp(pd, cq));
@@ -260,7 +265,7 @@ unsafe fn child() {
 
         let mut rsge = ibv_sge {
             addr: buf.as_ptr() as u64,
-            length: 296,
+            length: RECV_LEN as u32,
             lkey: (*mr).lkey,
         };
         let mut rwr = ibv_recv_wr {
@@ -282,7 +287,7 @@ unsafe fn child() {
             let _ = tx.send((r, c as usize, cq_ctx as usize));
         });
 
-        for (i, x) in buf[296..].iter_mut().enumerate() {
+        for (i, x) in buf[RECV_LEN..].iter_mut().enumerate() {
             *x = i as u8;
         }
         let mut ah_attr: ibv_ah_attr = zeroed();
@@ -291,8 +296,8 @@ unsafe fn child() {
         let ah = ibv_create_ah(pd, &mut ah_attr);
         assert!(!ah.is_null());
         let mut ssge = ibv_sge {
-            addr: buf[296..].as_ptr() as u64,
-            length: 256,
+            addr: buf[RECV_LEN..].as_ptr() as u64,
+            length: MAD_LEN as u32,
             lkey: (*mr).lkey,
         };
         let mut swr: ibv_send_wr = zeroed();
@@ -328,7 +333,7 @@ unsafe fn child() {
             (
                 ibv_wc_status::IBV_WC_SUCCESS,
                 ibv_wc_opcode::IBV_WC_RECV,
-                296
+                RECV_LEN as u32
             )
         );
         assert_eq!(
@@ -340,7 +345,11 @@ unsafe fn child() {
             0,
             "a GRH precedes it"
         );
-        assert_eq!(&buf[40..296], &buf[296..], "the MAD arrived after the GRH");
+        assert_eq!(
+            &buf[GRH_LEN..RECV_LEN],
+            &buf[RECV_LEN..],
+            "the MAD arrived after the GRH"
+        );
 
         // Nothing is queued on the async descriptor: a non-blocking read says so.
         let fd = (*ctx).async_fd;

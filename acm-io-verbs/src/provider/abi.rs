@@ -6,6 +6,7 @@
 //! as raw bytes or as the big-endian integers the header declares; nothing here
 //! interprets them.
 
+use acm_proto::mad::MAD_LEN;
 use std::ffi::{c_char, c_int, c_void};
 
 /// `ACM_PROV_VERSION`: the only provider interface version there is.
@@ -77,14 +78,15 @@ pub struct AcmMsg(pub [u8; ACM_MSG_LEN]);
 pub type OpenDeviceFn = unsafe extern "C" fn(*const AcmDevice, *mut *mut c_void) -> c_int;
 /// `close_*(context)`.
 pub type CloseFn = unsafe extern "C" fn(*mut c_void);
+/// The shape of the calls that open an object under its parent's context:
+/// `(object, parent_context, &object_context)`.
+pub type OpenChildFn<T> = unsafe extern "C" fn(*const T, *mut c_void, *mut *mut c_void) -> c_int;
 /// `open_port(port, dev_context, &port_context)`.
-pub type OpenPortFn = unsafe extern "C" fn(*const AcmPort, *mut c_void, *mut *mut c_void) -> c_int;
+pub type OpenPortFn = OpenChildFn<AcmPort>;
 /// `open_endpoint(endpoint, port_context, &ep_context)`.
-pub type OpenEndpointFn =
-    unsafe extern "C" fn(*const AcmEndpoint, *mut c_void, *mut *mut c_void) -> c_int;
+pub type OpenEndpointFn = OpenChildFn<AcmEndpoint>;
 /// `add_address(addr, ep_context, &addr_context)`.
-pub type AddAddressFn =
-    unsafe extern "C" fn(*const AcmAddress, *mut c_void, *mut *mut c_void) -> c_int;
+pub type AddAddressFn = OpenChildFn<AcmAddress>;
 /// `resolve`/`query(addr_context, msg, id)`.
 pub type RequestFn = unsafe extern "C" fn(*mut c_void, *mut AcmMsg, u64) -> c_int;
 /// `handle_event(port_context, enum ibv_event_type)`.
@@ -184,7 +186,7 @@ pub struct IbUserMad {
 /// `struct umad_sa_packet`: a 256-byte SA MAD (header, RMPP, SM key, comp mask, data).
 #[repr(C, align(8))]
 #[derive(Debug, Clone, Copy)]
-pub struct UmadSaPacket(pub [u8; 256]);
+pub struct UmadSaPacket(pub [u8; MAD_LEN]);
 
 /// `struct acm_sa_mad`: an SA MAD a provider allocates from the core, fills, sends, and
 /// gets back (response copied over) in its handler.

@@ -5,7 +5,7 @@
 //! A null callback is treated as the reference would crash on; here it is an error for
 //! the `open_*`/request calls and a no-op for the `close_*` ones.
 
-use super::abi::{AcmMsg, CloseFn};
+use super::abi::{AcmMsg, CloseFn, OpenChildFn};
 use super::error::CallError;
 use super::library::ProviderLibrary;
 use super::objects::{Context, Device, Endpoint, LocalAddress, Port};
@@ -56,11 +56,8 @@ impl ProviderLibrary {
     /// # Errors
     /// The callback is missing or failed.
     pub fn open_port(&self, port: &Port, dev: &Context) -> Result<Context, CallError> {
-        let f = self.table().open_port.ok_or(self.missing("open_port"))?;
-        let mut ctx = std::ptr::null_mut();
-        // SAFETY: as in `open_device`; `dev.0` is the context the provider made.
-        let ret = unsafe { f(port.as_ptr(), dev.0, &raw mut ctx) };
-        self.check("open_port", ret, ctx)
+        // SAFETY: `port` owns a live `struct acm_port`, borrowed for the call.
+        unsafe { self.open_child("open_port", self.table().open_port, port.as_ptr(), dev) }
     }
 
     /// `open_endpoint`, under the port's context.
@@ -68,14 +65,9 @@ impl ProviderLibrary {
     /// # Errors
     /// The callback is missing or failed.
     pub fn open_endpoint(&self, ep: &Endpoint, port: &Context) -> Result<Context, CallError> {
-        let f = self
-            .table()
-            .open_endpoint
-            .ok_or(self.missing("open_endpoint"))?;
-        let mut ctx = std::ptr::null_mut();
-        // SAFETY: as in `open_device`.
-        let ret = unsafe { f(ep.as_ptr(), port.0, &raw mut ctx) };
-        self.check("open_endpoint", ret, ctx)
+        let f = self.table().open_endpoint;
+        // SAFETY: `ep` owns a live `struct acm_endpoint`, borrowed for the call.
+        unsafe { self.open_child("open_endpoint", f, ep.as_ptr(), port) }
     }
 
     /// `add_address`, under the endpoint's context.
@@ -83,14 +75,31 @@ impl ProviderLibrary {
     /// # Errors
     /// The callback is missing or failed.
     pub fn add_address(&self, addr: &LocalAddress, ep: &Context) -> Result<Context, CallError> {
-        let f = self
-            .table()
-            .add_address
-            .ok_or(self.missing("add_address"))?;
+        let f = self.table().add_address;
+        // SAFETY: `addr` owns a live `struct acm_address`, borrowed for the call.
+        unsafe { self.open_child("add_address", f, addr.as_ptr(), ep) }
+    }
+
+    /// One of the calls that open an object under its parent's context (`open_port`,
+    /// `open_endpoint`, `add_address`): callback `f`, named `call`, for object `obj`
+    /// under `parent`; the provider's context for the object.
+    ///
+    /// # Safety
+    /// `obj` points to a live structure of the core that outlives the call (and every
+    /// context made from it, which the caller keeps in `Rc` order).
+    unsafe fn open_child<T>(
+        &self,
+        call: &'static str,
+        f: Option<OpenChildFn<T>>,
+        obj: *const T,
+        parent: &Context,
+    ) -> Result<Context, CallError> {
+        let f = f.ok_or(self.missing(call))?;
         let mut ctx = std::ptr::null_mut();
-        // SAFETY: as in `open_device`.
-        let ret = unsafe { f(addr.as_ptr(), ep.0, &raw mut ctx) };
-        self.check("add_address", ret, ctx)
+        // SAFETY: `obj` as the caller promises; `parent.0` is the context the provider
+        // made for the parent; `ctx` is a valid out-pointer.
+        let ret = unsafe { f(obj, parent.0, &raw mut ctx) };
+        self.check(call, ret, ctx)
     }
 
     fn close(&self, f: Option<CloseFn>, ctx: Context) {

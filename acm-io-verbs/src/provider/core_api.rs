@@ -14,6 +14,7 @@ use super::abi::{
 use super::registry::{MadEntry, SaRequest, SaToken, registry, services};
 use acm_proto::Rate;
 use acm_proto::client::AddrType;
+use acm_proto::mad::MAD_LEN;
 use acm_proto::path_record::PathRecordRepr;
 use std::ffi::{CStr, c_char, c_int, c_void};
 
@@ -284,7 +285,7 @@ pub extern "C" fn acm_alloc_sa_mad(
         context,
         // SAFETY: plain integers and byte arrays: all zeros is a valid value.
         umad: unsafe { std::mem::zeroed::<IbUserMad>() },
-        sa_mad: UmadSaPacket([0; 256]),
+        sa_mad: UmadSaPacket([0; MAD_LEN]),
     }));
     reg.mads.insert(
         mad as usize,

@@ -21,7 +21,7 @@ pub struct SaRequest {
     /// The key the endpoint was registered with (the daemon's endpoint id).
     pub endpoint: u64,
     /// The 256-byte MAD as the provider filled it.
-    pub mad: [u8; 256],
+    pub mad: [u8; MAD_LEN],
 }
 
 /// An SA MAD in a provider's hands, as the core's services see it.

@@ -144,6 +144,7 @@ impl UserMadHeader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use acm_proto::mad::MAD_LEN;
     use quickcheck::{Arbitrary, Gen, quickcheck};
 
     fn sa_send() -> UserMadHeader {
@@ -152,7 +153,7 @@ mod tests {
             status: 0,
             timeout_ms: 2000,
             retries: 2,
-            length: 64 + 256,
+            length: (HEADER_LEN + MAD_LEN) as u32,
             qpn: 1,
             qkey: 0x8001_0000,
             lid: 0x0102,
@@ -204,7 +205,7 @@ mod tests {
 
     #[test]
     fn a_returned_send_carries_its_status() {
-        let mut b = [0u8; HEADER_LEN + 256];
+        let mut b = [0u8; HEADER_LEN + MAD_LEN];
         let mut h = sa_send();
         h.status = 110; // ETIMEDOUT
         h.emit(&mut b);

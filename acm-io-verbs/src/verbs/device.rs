@@ -5,7 +5,7 @@
 //! of the device also holds, so the context cannot be closed while a queue pair, CQ,
 //! memory region or address handle made from it still exists.
 
-use super::error::{VerbsError, call_error};
+use super::error::{VerbsError, call_error, check_call};
 use crate::event::{AsyncEvent, AsyncEventKind};
 use crate::port::{LinkLayer, PortInfo, PortState};
 use acm_proto::Gid;
@@ -154,9 +154,7 @@ impl VerbsDevice {
         let mut attr = MaybeUninit::<ibv_device_attr>::zeroed();
         // SAFETY: `ctx` is open and `attr` is a writable attribute structure.
         let r = unsafe { ibv_query_device(ctx.as_ptr(), attr.as_mut_ptr()) };
-        if r != 0 {
-            return Err(call_error(name, "ibv_query_device", r));
-        }
+        check_call(name, "ibv_query_device", r)?;
         // SAFETY: zero-initialised plain data, filled by the successful query.
         let port_count = unsafe { attr.assume_init() }.phys_port_cnt;
         let dev = Self {

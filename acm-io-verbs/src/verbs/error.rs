@@ -41,6 +41,16 @@ fn list_hint(e: &io::Error) -> &'static str {
     }
 }
 
+/// Nothing for a call that returned 0, or the error of a failed one (see
+/// [`call_error`]): the check every verbs call that answers with a status needs.
+pub(crate) fn check_call(device: &str, call: &'static str, ret: i32) -> Result<(), VerbsError> {
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(call_error(device, call, ret))
+    }
+}
+
 /// The error for a failed call, from errno (or from the return value, which verbs
 /// calls that return an errno use).
 pub(crate) fn call_error(device: &str, call: &'static str, ret: i32) -> VerbsError {

@@ -7,7 +7,7 @@
 //! reference does for unicast responses. Nothing is retried here.
 
 use super::device::{DeviceInner, VerbsDevice};
-use super::error::{VerbsError, call_error};
+use super::error::{VerbsError, call_error, check_call};
 use crate::av::UdAddress;
 use acm_proto::Gid;
 pub use acm_proto::grh::GRH_LEN;
@@ -23,6 +23,9 @@ use rdma_sys::{
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 use std::rc::Rc;
+
+/// The C type of `ibv_attach_mcast` and `ibv_detach_mcast`.
+type McastFn = unsafe extern "C" fn(*mut ibv_qp, *const ibv_gid, u16) -> std::ffi::c_int;
 
 /// Bytes of a send (one MAD).
 pub const SEND_LEN: usize = MAD_LEN;
@@ -255,19 +258,13 @@ impl UdEndpoint {
         // SAFETY: the QP is alive; the SGE points into the registered buffer, inside
         // receive slot `slot`, which no other posted work request uses.
         let r = unsafe { ibv_post_recv(self.qp.as_ptr(), &mut wr, &mut bad) };
-        if r != 0 {
-            return Err(call_error(&self.dev.name, "ibv_post_recv", r));
-        }
-        Ok(())
+        check_call(&self.dev.name, "ibv_post_recv", r)
     }
 
     fn arm(&self) -> Result<(), VerbsError> {
         // SAFETY: the CQ is alive.
         let r = unsafe { ibv_req_notify_cq(self.cq.as_ptr(), 0) };
-        if r != 0 {
-            return Err(call_error(&self.dev.name, "ibv_req_notify_cq", r));
-        }
-        Ok(())
+        check_call(&self.dev.name, "ibv_req_notify_cq", r)
     }
 
     /// Posts one MAD (at most 256 bytes) to `dest`, signalled; its completion comes
@@ -336,13 +333,7 @@ impl UdEndpoint {
     /// # Errors
     /// The attach failed.
     pub fn attach_mcast(&mut self, mgid: &Gid, mlid: u16) -> Result<(), VerbsError> {
-        let gid = ibv_gid { raw: mgid.0 };
-        // SAFETY: the QP is alive and `gid` is a valid GID.
-        let r = unsafe { ibv_attach_mcast(self.qp.as_ptr(), &gid, mlid) };
-        if r != 0 {
-            return Err(call_error(&self.dev.name, "ibv_attach_mcast", r));
-        }
-        Ok(())
+        self.mcast(ibv_attach_mcast, "ibv_attach_mcast", mgid, mlid)
     }
 
     /// Detaches the QP from a multicast group.
@@ -350,13 +341,23 @@ impl UdEndpoint {
     /// # Errors
     /// The detach failed.
     pub fn detach_mcast(&mut self, mgid: &Gid, mlid: u16) -> Result<(), VerbsError> {
+        self.mcast(ibv_detach_mcast, "ibv_detach_mcast", mgid, mlid)
+    }
+
+    /// `ibv_attach_mcast` or `ibv_detach_mcast` (`call`, named `name`) of this QP and
+    /// group `mgid`, whose LID is `mlid`.
+    fn mcast(
+        &mut self,
+        call: McastFn,
+        name: &'static str,
+        mgid: &Gid,
+        mlid: u16,
+    ) -> Result<(), VerbsError> {
         let gid = ibv_gid { raw: mgid.0 };
-        // SAFETY: the QP is alive and `gid` is a valid GID.
-        let r = unsafe { ibv_detach_mcast(self.qp.as_ptr(), &gid, mlid) };
-        if r != 0 {
-            return Err(call_error(&self.dev.name, "ibv_detach_mcast", r));
-        }
-        Ok(())
+        // SAFETY: the QP is alive and `gid` is a valid GID; `call` is one of the two
+        // multicast calls, which take exactly these.
+        let r = unsafe { call(self.qp.as_ptr(), &gid, mlid) };
+        check_call(&self.dev.name, name, r)
     }
 
     /// Re-arms the CQ, then hands every queued completion to `f`: receives that

@@ -10,40 +10,6 @@ use super::{R, W, WireError, get_port_attrs, put_port_attrs};
 use acm_engine::{DeviceDesc, DeviceId, EndpointId, PortAttrs, PortId};
 use acm_proto::Gid;
 
-/// Control message type codes (any socket → hub; answered by DONE or ERROR).
-pub mod control_type {
-    /// Take a port down.
-    pub const PORT_DOWN: u8 = 0x20;
-    /// Bring a port back up.
-    pub const PORT_UP: u8 = 0x21;
-    /// Give a port another LID (and LMC).
-    pub const SET_LID: u8 = 0x22;
-    /// Replace a port's pkey table.
-    pub const SET_PKEYS: u8 = 0x23;
-    /// Replace a port's GID 0 (subnet prefix and interface id).
-    pub const SET_GID: u8 = 0x24;
-    /// Move the SM to another LID (a failover: the new SM knows no group members).
-    pub const SM_MOVE: u8 = 0x25;
-    /// Ask a port's clients to register again.
-    pub const CLIENT_REREGISTER: u8 = 0x26;
-    /// Remove a device from its host (hot unplug), or kill it (a fatal error).
-    pub const DEVICE_REMOVE: u8 = 0x27;
-    /// Bring a removed or dead device back (hot plug, driver reload, reset done).
-    pub const DEVICE_ADD: u8 = 0x28;
-    /// Break every QP of a host on a port (a fatal QP error).
-    pub const QP_ERROR: u8 = 0x29;
-    /// Hub → the control's sender: the change is made.
-    pub const DONE: u8 = 0x84;
-    /// Hub → host: a port changed ([`super::TopologyEvent::Port`]).
-    pub const PORT_CHANGED: u8 = 0x95;
-    /// Hub → host: a device was removed or died.
-    pub const DEVICE_GONE: u8 = 0x96;
-    /// Hub → host: a device is back.
-    pub const DEVICE_BACK: u8 = 0x97;
-    /// Hub → host: one of its QPs broke.
-    pub const QP_FATAL: u8 = 0x98;
-}
-
 /// One port of the fabric, by host name, HCA index in the host and port number.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortName {
@@ -237,7 +203,7 @@ pub(super) fn get_device(r: &mut R<'_>) -> Result<DeviceDesc, WireError> {
 
 impl Control {
     pub(super) fn encode(&self) -> Vec<u8> {
-        use control_type as t;
+        use super::msg_type as t;
         let mut w;
         match self {
             Self::PortDown(p) | Self::PortUp(p) | Self::ClientReregister(p) | Self::QpError(p) => {
@@ -290,7 +256,7 @@ impl Control {
 
     /// The control of type `ty`, or `None` when `ty` is not a control type.
     pub(super) fn decode(ty: u8, r: &mut R<'_>) -> Result<Option<Self>, WireError> {
-        use control_type as t;
+        use super::msg_type as t;
         Ok(Some(match ty {
             t::PORT_DOWN => Self::PortDown(get_port_name(r)?),
             t::PORT_UP => Self::PortUp(get_port_name(r)?),
@@ -328,7 +294,7 @@ impl Control {
 
 impl TopologyEvent {
     pub(super) fn encode(&self) -> Vec<u8> {
-        use control_type as t;
+        use super::msg_type as t;
         match self {
             Self::Port {
                 port,
@@ -362,7 +328,7 @@ impl TopologyEvent {
 
     /// The notice of type `ty`, or `None` when `ty` is not a notice type.
     pub(super) fn decode(ty: u8, r: &mut R<'_>) -> Result<Option<Self>, WireError> {
-        use control_type as t;
+        use super::msg_type as t;
         Ok(Some(match ty {
             t::PORT_CHANGED => Self::Port {
                 port: r.port()?,

@@ -94,36 +94,24 @@ mod tests {
     fn sources_follow_the_emulated_host() {
         let ips = [(ip("10.0.0.1"), 24), (ip("fd00::1"), 64)];
         let def = Some(ip("192.168.122.17"));
-        assert_eq!(
-            route(&ips, def, ip("10.0.0.2"), 0),
-            Route::Source(ip("10.0.0.1"))
-        );
-        assert_eq!(
-            route(&ips, def, ip("fd00::9"), 0),
-            Route::Source(ip("fd00::1"))
-        );
-        assert_eq!(
-            route(&ips, def, ip("10.9.9.9"), 0),
-            Route::Source(ip("192.168.122.17"))
-        );
-        assert_eq!(
-            route(&ips, None, ip("10.9.9.9"), 0),
-            Route::Fail(libc::ENETUNREACH)
-        );
-        assert_eq!(
-            route(&ips, def, ip("fd01::1"), 0),
-            Route::Fail(libc::ENETUNREACH)
-        );
-        assert_eq!(
-            route(&ips, def, ip("fe80::1"), 0),
-            Route::Fail(libc::EINVAL)
-        );
-        assert_eq!(
-            route(&ips, def, ip("fe80::1"), 2),
-            Route::Fail(libc::ENETUNREACH)
-        );
-        assert_eq!(route(&ips, def, ip("127.0.0.1"), 0), Route::Machine);
-        assert_eq!(route(&ips, def, ip("::"), 0), Route::Machine);
+        let cases = [
+            (def, "10.0.0.2", 0, Route::Source(ip("10.0.0.1"))),
+            (def, "fd00::9", 0, Route::Source(ip("fd00::1"))),
+            (def, "10.9.9.9", 0, Route::Source(ip("192.168.122.17"))),
+            (None, "10.9.9.9", 0, Route::Fail(libc::ENETUNREACH)),
+            (def, "fd01::1", 0, Route::Fail(libc::ENETUNREACH)),
+            (def, "fe80::1", 0, Route::Fail(libc::EINVAL)),
+            (def, "fe80::1", 2, Route::Fail(libc::ENETUNREACH)),
+            (def, "127.0.0.1", 0, Route::Machine),
+            (def, "::", 0, Route::Machine),
+        ];
+        for (default, dest, scope, want) in cases {
+            assert_eq!(
+                route(&ips, default, ip(dest), scope),
+                want,
+                "{dest} (scope {scope}, default {default:?})"
+            );
+        }
     }
 
     #[test]

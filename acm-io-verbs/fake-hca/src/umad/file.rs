@@ -8,7 +8,7 @@ use acm_io_verbs::umad::register::{
     IOCTL_ENABLE_PKEY, IOCTL_REGISTER_AGENT, IOCTL_REGISTER_AGENT2, IOCTL_UNREGISTER_AGENT,
 };
 use acm_io_verbs::umad::{HEADER_LEN, UserMadHeader};
-use acm_proto::mad::MadHeaderPacket;
+use acm_proto::mad::{MAD_LEN, MadHeaderPacket};
 
 /// Agents per descriptor (`IB_UMAD_MAX_AGENTS`).
 pub const MAX_AGENTS: usize = 32;
@@ -56,8 +56,8 @@ pub struct UmadFile {
 pub struct Outgoing {
     /// The header as written.
     pub header: UserMadHeader,
-    /// The MAD, padded to 256 bytes.
-    pub mad: Box<[u8; 256]>,
+    /// The MAD, padded to its full length.
+    pub mad: Box<[u8; MAD_LEN]>,
     /// Whether it is a response (method bit 0x80): nothing comes back for it.
     pub is_response: bool,
 }
@@ -208,10 +208,12 @@ impl UmadFile {
             return Err(libc::EIO);
         }
         let body = &buf[hl..];
-        let mut mad = Box::new([0u8; 256]);
-        let n = body.len().min(256);
+        let mut mad = Box::new([0u8; MAD_LEN]);
+        let n = body.len().min(MAD_LEN);
         mad[..n].copy_from_slice(&body[..n]);
-        let is_response = mad[3] & 0x80 != 0;
+        let is_response = MadHeaderPacket::new_unchecked(&mad[..])
+            .method()
+            .is_response();
         Ok(Outgoing {
             header,
             mad,
@@ -288,6 +290,7 @@ mod tests {
     use super::*;
     use acm_engine::DeviceId;
     use acm_io_verbs::umad::register::AgentRequest;
+    use acm_proto::mad::{MadHeaderRepr, Method, MgmtClass};
 
     fn file() -> UmadFile {
         UmadFile::new(
@@ -297,6 +300,22 @@ mod tests {
             },
             1,
         )
+    }
+
+    /// Registers an SA agent as a current kernel lets it: REGISTER_AGENT2.
+    fn register_sa(f: &mut UmadFile) -> Result<(), i32> {
+        f.ioctl(
+            IOCTL_REGISTER_AGENT2,
+            &mut AgentRequest::SA.reg_req2(),
+            false,
+        )
+    }
+
+    /// A file with an SA agent registered, id 0.
+    fn file_with_sa_agent() -> UmadFile {
+        let mut f = file();
+        register_sa(&mut f).expect("the first agent registers");
+        f
     }
 
     #[test]
@@ -369,21 +388,9 @@ mod tests {
         );
         assert_eq!(read_u32(&bad_flags, 12), REG_FLAGS_CAP);
         for _ in 0..MAX_AGENTS {
-            f.ioctl(
-                IOCTL_REGISTER_AGENT2,
-                &mut AgentRequest::SA.reg_req2(),
-                false,
-            )
-            .unwrap();
+            register_sa(&mut f).unwrap();
         }
-        assert_eq!(
-            f.ioctl(
-                IOCTL_REGISTER_AGENT2,
-                &mut AgentRequest::SA.reg_req2(),
-                false
-            ),
-            Err(libc::ENOMEM)
-        );
+        assert_eq!(register_sa(&mut f), Err(libc::ENOMEM));
         let mut id = 5u32.to_ne_bytes();
         f.ioctl(IOCTL_UNREGISTER_AGENT, &mut id, false).unwrap();
         assert_eq!(
@@ -403,24 +410,22 @@ mod tests {
             qkey: 0x8001_0000,
             ..UserMadHeader::default()
         };
-        let mut b = vec![0u8; HEADER_LEN + 256];
+        let mut b = vec![0u8; HEADER_LEN + MAD_LEN];
         h.emit(&mut b);
-        b[HEADER_LEN] = 1;
-        b[HEADER_LEN + 1] = 3;
-        b[HEADER_LEN + 3] = 0x12; // GetTable
-        b[HEADER_LEN + 8..HEADER_LEN + 16].copy_from_slice(&0x1234u64.to_be_bytes());
+        MadHeaderRepr {
+            base_version: 1,
+            mgmt_class: MgmtClass::SA,
+            method: Method::GET_TABLE,
+            tid: 0x1234,
+            ..MadHeaderRepr::default()
+        }
+        .emit(&mut b[HEADER_LEN..]);
         b
     }
 
     #[test]
     fn writes_are_checked_as_the_kernel_checks_them() {
-        let mut f = file();
-        f.ioctl(
-            IOCTL_REGISTER_AGENT2,
-            &mut AgentRequest::SA.reg_req2(),
-            false,
-        )
-        .unwrap();
+        let mut f = file_with_sa_agent();
         let w = sa_write(0);
         assert_eq!(f.write(&w[..HEADER_LEN + 35]), Err(libc::EINVAL));
         assert_eq!(f.write(&sa_write(40)), Err(libc::EINVAL));
@@ -434,24 +439,18 @@ mod tests {
 
     #[test]
     fn a_send_given_back_carries_status_and_the_mad_header_only() {
-        let mut f = file();
-        f.ioctl(
-            IOCTL_REGISTER_AGENT2,
-            &mut AgentRequest::SA.reg_req2(),
-            false,
-        )
-        .unwrap();
+        let f = file_with_sa_agent();
         let out = f.write(&sa_write(0)).unwrap();
         let p = f.given_back(&out, 0, 110, 0x0000_0101_0000_1234);
         assert_eq!(p.len(), HEADER_LEN + MAD_HDR_LEN);
         let h = UserMadHeader::parse(&p).unwrap();
         assert_eq!(h.status, 110);
         assert_eq!(
-            &p[HEADER_LEN + 8..HEADER_LEN + 16],
-            &0x0000_0101_0000_1234u64.to_be_bytes()
+            MadHeaderPacket::new_unchecked(&p[HEADER_LEN..]).tid(),
+            0x0000_0101_0000_1234
         );
-        let r = f.received(0, &out.header, &[7u8; 256]);
-        assert_eq!(r.len(), HEADER_LEN + 256);
+        let r = f.received(0, &out.header, &[7u8; MAD_LEN]);
+        assert_eq!(r.len(), HEADER_LEN + MAD_LEN);
         assert_eq!(UserMadHeader::parse(&r).unwrap().length, 320);
     }
 }

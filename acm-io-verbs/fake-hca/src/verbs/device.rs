@@ -183,12 +183,8 @@ pub unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_conte
             set_errno(libc::ENODEV);
             return std::ptr::null_mut();
         };
-        let events = match EventPipe::new() {
-            Ok(p) => p,
-            Err(e) => {
-                set_errno(e.raw_os_error().unwrap_or(libc::EMFILE));
-                return std::ptr::null_mut();
-            }
+        let Some(events) = EventPipe::new_or_errno() else {
+            return std::ptr::null_mut();
         };
         // SAFETY: an all-zero verbs_context is valid: no ops, NULL pointers, and an
         // all-zero pthread mutex is glibc's static initializer.

@@ -197,12 +197,8 @@ pub unsafe extern "C" fn ibv_create_comp_channel(ctx: *mut ibv_context) -> *mut 
             set_errno(libc::EINVAL);
             return std::ptr::null_mut();
         }
-        let pipe = match EventPipe::new() {
-            Ok(p) => p,
-            Err(e) => {
-                set_errno(e.raw_os_error().unwrap_or(libc::EMFILE));
-                return std::ptr::null_mut();
-            }
+        let Some(pipe) = EventPipe::new_or_errno() else {
+            return std::ptr::null_mut();
         };
         let ch = Box::into_raw(Box::new(ibv_comp_channel {
             context: ctx,

@@ -12,6 +12,7 @@ use acm_engine::{
     DeviceId, EndpointId, Mad, McastGroup, OpenQp, PortId, RecvInfo, SendToken, UdSend,
 };
 use acm_proto::Gid;
+use acm_proto::mad::MAD_LEN;
 use rdma_sys::{
     ibv_gid, ibv_qp, ibv_qp_attr, ibv_qp_init_attr, ibv_qp_type, ibv_recv_wr, ibv_send_flags,
     ibv_send_wr, ibv_wc_opcode, ibv_wc_status, ibv_wr_opcode,
@@ -460,7 +461,7 @@ fn one_send(s: &mut State, qp: usize, r: &ibv_send_wr) -> Result<UdSend, c_int> 
     let Some(ah) = s.ahs.get(&(ud.ah as usize)).copied() else {
         return Err(libc::EINVAL);
     };
-    let mut mad = [0u8; 256];
+    let mut mad = [0u8; MAD_LEN];
     let mut at = 0;
     for i in 0..r.num_sge as usize {
         // SAFETY: the request lists `num_sge` entries.
