@@ -78,15 +78,15 @@ fn miss_storm(depth: u32, m: u32, one_conn: bool) -> (Duration, Duration) {
     for i in 0..m {
         let dst = IpAddr::V4(Ipv4Addr::new(198, 18, (i >> 8) as u8, i as u8));
         let conn = if one_conn { 1 } else { 100 + u64::from(i) };
-        s.driver_request(ConnId(conn), &requests::resolve_ip(Some(src), dst, false));
+        s.driven_request(ConnId(conn), &requests::resolve_ip(Some(src), dst, false));
     }
     let asked = t0 + Duration::from_millis(500);
     s.run_until(asked);
     let victim = requests::resolve_ip(Some(src), ip(&s, 1), false);
-    s.driver_request(ConnId(2), &victim);
+    s.driven_request(ConnId(2), &victim);
     let (mut last, mut waited, mut misses) = (Duration::ZERO, None, 0);
     loop {
-        while let Some(out) = s.poll_driver_output() {
+        while let Some(out) = s.poll_driven_output() {
             if let HostOutput::Client(ClientOutput::Reply { conn, reply }) = out {
                 if conn == ConnId(2) {
                     assert_eq!(reply.as_bytes()[2], 0, "host 1 resolves");

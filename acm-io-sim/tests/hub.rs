@@ -2,7 +2,7 @@
 //! `testdata/fabrics/demo.toml` attached through `HubHost`, each driven by a small
 //! real-time loop.
 //!
-//! Every wait is bounded: the drivers give up at a deadline and the test thread takes
+//! Every wait is bounded: the test hosts give up at a deadline and the test thread takes
 //! their results from a channel with a timeout, so a broken hub fails the test instead
 //! of hanging it.
 
@@ -78,7 +78,7 @@ fn hub_with(dir: &TempDir, name: &str) -> (RunningHub, HubClient) {
     (hub, client)
 }
 
-/// What the two drivers share: how many hosts are ready (their first multicast group
+/// What the two test hosts share: how many hosts are ready (their first multicast group
 /// is attached) and how many have their answer.
 #[derive(Default)]
 struct Progress {
@@ -87,7 +87,7 @@ struct Progress {
 }
 
 /// One host: its engine on a real-time clock, attached through a `HubHost`.
-struct Driver {
+struct TestHost {
     name: String,
     host: HubHost,
     epoch: WallInstant,
@@ -95,7 +95,7 @@ struct Driver {
     logs: Vec<String>,
 }
 
-impl Driver {
+impl TestHost {
     fn now(&self) -> Instant {
         Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
@@ -200,7 +200,7 @@ fn run_host(
     )
     .map_err(|e| format!("{name}: attach: {e}"))?;
     let epoch = WallInstant::now();
-    let mut d = Driver {
+    let mut d = TestHost {
         name: name.to_owned(),
         host,
         epoch,
@@ -288,7 +288,7 @@ fn two_hosts_attached_through_the_hub_resolve_each_other() {
     for _ in 0..2 {
         let (name, r) = rx
             .recv_timeout(DEADLINE + Duration::from_secs(2))
-            .expect("both drivers finish");
+            .expect("both test hosts finish");
         replies.insert(name, r.unwrap_or_else(|e| panic!("{e}")));
     }
     let stats = hub.stop();

@@ -1,5 +1,5 @@
 //! Floods from one local client, on a fabric of daemons: host 0's clients
-//! come through the driver API, so one connection can carry many requests, as a
+//! come through the driven-host API, so one connection can carry many requests, as a
 //! hostile local program's would. Unreachable addresses (198.18.0.0/15) make each
 //! lookup hold its credit for a whole retry cycle, `LOOKUP`, with these options.
 
@@ -32,7 +32,7 @@ fn fabric(seed: u64) -> Sim {
 /// The replies the driven host's clients got since the last call: (connection, status).
 fn replies(sim: &mut Sim) -> Vec<(u64, u8)> {
     let mut got = Vec::new();
-    while let Some(out) = sim.poll_driver_output() {
+    while let Some(out) = sim.poll_driven_output() {
         if let HostOutput::Client(ClientOutput::Reply { conn, reply }) = out {
             got.push((conn.0, reply.as_bytes()[2]));
         }
@@ -42,7 +42,7 @@ fn replies(sim: &mut Sim) -> Vec<(u64, u8)> {
 
 fn ask(sim: &mut Sim, conn: u64, dst: IpAddr, nodelay: bool) {
     let src = ip(sim, HostId(0));
-    sim.driver_request(ConnId(conn), &requests::resolve_ip(Some(src), dst, nodelay));
+    sim.driven_request(ConnId(conn), &requests::resolve_ip(Some(src), dst, nodelay));
 }
 
 fn run_for(sim: &mut Sim, d: Duration) {
@@ -75,7 +75,7 @@ fn a_miss_flood_from_one_connection_leaves_others_one_lookup_behind_and_closing_
         assert!(flood.iter().all(|&&(_, s)| s == ETIMEDOUT), "{flood:?}");
         // The flood's connection goes: every lookup of its own is cancelled, and a
         // new client's destination goes out at once.
-        sim.driver_closed(ConnId(1));
+        sim.driven_closed(ConnId(1));
         let cancelled = sim.engine(HostId(0)).lookup_counters().cancelled;
         assert!(cancelled >= 64 - 8 * 2, "{cancelled} cancelled");
         let mads = sim.stats().acm_mads;

@@ -74,11 +74,11 @@ fn main() {
     req.push(dest).expect("room for the destination");
     let mut bytes = vec![0u8; req.buffer_len()];
     req.emit(&mut bytes, Direction::Request);
-    sim.driver_request(ConnId(1), &bytes);
+    sim.driven_request(ConnId(1), &bytes);
     sim.run_for(Duration::from_millis(10));
 
     let mut dlid = None;
-    while let Some(out) = sim.poll_driver_output() {
+    while let Some(out) = sim.poll_driven_output() {
         match out {
             HostOutput::Client(ClientOutput::Reply { reply, .. }) => {
                 let m = MessagePacket::new_unchecked(reply.as_bytes());

@@ -3,7 +3,7 @@
 //! [`HubHost::handle`] after [`HubHost::recv`].
 
 use super::HubError;
-use super::client::HubClient;
+use super::attach::HubClient;
 use super::wire::HostSetup;
 use crate::ProviderFactory;
 use acm_engine::HostOutput;

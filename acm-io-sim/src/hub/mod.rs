@@ -2,7 +2,7 @@
 //!
 //! A [`Hub`] owns a [`FabricSpec`](crate::FabricSpec)'s fabric — the topology, the SA,
 //! the QPs and multicast attachments of every host — and listens on a unix datagram
-//! socket. Each daemon (or test driver) binds its own socket, attaches as one host of
+//! socket. Each daemon (or test) binds its own socket, attaches as one host of
 //! the spec with [`HubHost::attach`] (or [`HubClient::attach`] for the bare
 //! connection), which feeds the [`HostSetup`] it gets back to its engine
 //! (`Input::LocalIpAdded` for each address, `Input::DeviceAdded` for each device). From
@@ -141,13 +141,13 @@
 //!   2 ms waits in the host's outbox and is retried; a host that leaves 4096 messages
 //!   unread, or whose socket is gone, is detached.
 //!
-mod client;
+mod attach;
 pub mod control;
 mod host;
 mod server;
 pub mod wire;
 
-pub use client::{ATTACH_TIMEOUT, HubClient, Incoming};
+pub use attach::{ATTACH_TIMEOUT, HubClient, Incoming};
 pub use host::HubHost;
 pub use server::{ChangeError, Hub, HubStats};
 pub use wire::{HostSetup, WireError};

@@ -381,7 +381,7 @@ impl HostMsg {
     }
 }
 
-/// What a host learns when it attaches: everything its driver would discover on a real
+/// What a host learns when it attaches: everything its I/O layer would discover on a real
 /// machine (verbs devices, netlink addresses) and the SM's LID and SL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostSetup {

@@ -26,7 +26,7 @@
 //! * events a copy schedules at the same instant run after the whole bucket, batched or
 //!   not, and timers due at that instant run after its events either way.
 //!
-//! Batches are not used while host logs are kept or a driver serves a host (both take
+//! Batches are not used while host logs are kept or a program outside serves a host (both take
 //! output in processing order), nor by [`Sim::step`], which processes exactly one
 //! event; `tests/storm.rs` compares batched and step-by-step runs.
 
@@ -52,7 +52,7 @@ impl Sim {
     /// Runs a batch of fan-outs, if the next events due make one; how many copies it
     /// delivered.
     fn fanout_batch(&mut self, limit: Instant) -> Option<u64> {
-        if self.keep_logs || self.driver.is_some() {
+        if self.keep_logs || self.driven.is_some() {
             return None;
         }
         let (&(t, _), bucket) = self.queue.first_key_value()?;

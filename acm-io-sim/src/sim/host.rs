@@ -1,8 +1,8 @@
-//! One simulated host: its engine and what its driver would hold (QPs, multicast
+//! One simulated host: its engine and what a real host's I/O layer would hold (QPs, multicast
 //! attachments, client connections, umad sends in the kernel's hands), and how the
 //! engine's outputs turn into fabric events.
 
-use super::client::{self, Outcome};
+use super::submit::{self, Outcome};
 use super::mcast::Receivers;
 use super::sa_server::Admission;
 use super::{Event, Sim, UdPayload, port_ref, us};
@@ -40,7 +40,7 @@ pub(crate) struct SimHost {
     pub(crate) qps: QpTable,
     next_qpn: u32,
     /// Open client connections and the request each carries.
-    pub(crate) conns: client::ConnTable,
+    pub(crate) conns: submit::ConnTable,
     pub(crate) next_conn: u64,
     /// umad sends by TID as rewritten with the agent id.
     pub(crate) umad: BTreeMap<u64, UmadSend>,
@@ -98,7 +98,7 @@ impl SimHost {
         seed: u64,
         incarnation: u32,
         config: Option<acm_engine::EngineConfig>,
-        providers: Option<&mut super::driver::ProviderFactory>,
+        providers: Option<&mut super::driven::ProviderFactory>,
     ) -> Self {
         let config = config.unwrap_or_else(|| fabric::engine_config(spec, h));
         let sa_depth = config.options.sa_depth.max(1);
@@ -121,7 +121,7 @@ impl SimHost {
             timer: None,
             qps: BTreeMap::new(),
             next_qpn: fabric::FIRST_QPN + incarnation * 0x100,
-            conns: client::ConnTable::default(),
+            conns: submit::ConnTable::default(),
             next_conn: 1,
             umad: BTreeMap::new(),
             agent: fabric::umad_agent(h, incarnation),
@@ -138,7 +138,7 @@ impl SimHost {
         }
     }
 
-    /// The host's HCAs as the driver describes them to the engine.
+    /// The host's HCAs as the I/O layer describes them to the engine.
     pub(crate) fn devices(
         &self,
         spec: &FabricSpec,
@@ -279,7 +279,7 @@ impl Fabric for HostFabric<'_> {
 
 impl Sim {
     /// Schedules `event` for host `h` at `at`, for the host as it is now: a restart in
-    /// between drops it, as the restarted host's driver would never hear of it.
+    /// between drops it, as the restarted host's I/O layer would never hear of it.
     pub(crate) fn schedule_fabric(&mut self, at: Instant, h: HostId, event: FabricEvent) {
         let inc = self.hosts[h.index()].incarnation;
         let event = Box::new(event);
@@ -358,17 +358,17 @@ impl Sim {
         self.refile_timer(h);
     }
 
-    /// A reply, close or log line of host `h`: to the driver (its connections and log),
+    /// A reply, close or log line of host `h`: to the program serving the host (its connections and log),
     /// or to the test client API.
     fn host_output(&mut self, h: HostId, out: HostOutput, closed: &mut Vec<ConnId>) {
         let now = self.now;
         let out = match out {
             HostOutput::Client(
                 ClientOutput::Reply { conn, .. } | ClientOutput::Close { conn, .. },
-            ) if self.is_driver_conn(h, conn) => {
-                return self.push_driver_output(out);
+            ) if self.is_driven_conn(h, conn) => {
+                return self.push_driven_output(out);
             }
-            HostOutput::Log(_) if self.is_driver_host(h) => return self.push_driver_output(out),
+            HostOutput::Log(_) if self.is_driven_host(h) => return self.push_driven_output(out),
             HostOutput::Client(c) => c,
             HostOutput::Log(ev) => {
                 if self.keep_logs {
@@ -383,7 +383,7 @@ impl Sim {
                 self.trace.add(reply.as_bytes());
                 self.stats.replies += 1;
                 match self.hosts[h.index()].conns.remove(&conn) {
-                    Some(idx) => client::finish(
+                    Some(idx) => submit::finish(
                         self,
                         idx,
                         Outcome::Reply {
@@ -400,7 +400,7 @@ impl Sim {
             }
             ClientOutput::Close { conn, reason } => {
                 if let Some(idx) = self.hosts[h.index()].conns.remove(&conn) {
-                    client::finish(self, idx, Outcome::Closed(reason.to_string()));
+                    submit::finish(self, idx, Outcome::Closed(reason.to_string()));
                 }
                 closed.push(conn);
             }

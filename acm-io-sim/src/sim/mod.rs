@@ -11,8 +11,8 @@
 //! outcome of taking them one by one.
 
 mod batch;
-mod client;
-mod driver;
+mod submit;
+mod driven;
 mod fasthash;
 mod faults;
 mod host;
@@ -24,8 +24,8 @@ mod sa_server;
 mod seed;
 mod trace;
 
-pub use client::{Outcome, RequestId, ResolveResult, requests};
-pub use driver::{ProviderFactory, SUBMIT_CONN_BIT};
+pub use submit::{Outcome, RequestId, ResolveResult, requests};
+pub use driven::{ProviderFactory, SUBMIT_CONN_BIT};
 pub use faults::LinkFaults;
 pub use host::{ARP_FAILURE, ARP_MIN, ARP_SPREAD};
 pub use invariants::Violation;
@@ -198,7 +198,7 @@ pub struct Sim {
     pub(crate) faults: Faults,
     pub(crate) trace: Trace,
     pub(crate) stats: Stats,
-    pub(crate) requests: Vec<client::Request>,
+    pub(crate) requests: Vec<submit::Request>,
     pub(crate) inv: Invariants,
     /// Who owns each address (for the path-truth invariant).
     pub(crate) owners: invariants::Owners,
@@ -208,11 +208,11 @@ pub struct Sim {
     /// Engine configurations that replace the spec's for some hosts (a daemon's own
     /// option and address files), kept for restarts.
     pub(crate) configs: BTreeMap<HostId, acm_engine::EngineConfig>,
-    /// The host a driver serves clients for, and what its engine said to them.
-    pub(crate) driver: Option<driver::Driver>,
+    /// The host a program outside serves clients for, and what its engine said to them.
+    pub(crate) driven: Option<driven::DrivenHost>,
     /// Makes the driven host's providers, when they are not just the built-in one (a
     /// daemon's plugins); kept for restarts.
-    pub(crate) providers: Option<driver::ProviderFactory>,
+    pub(crate) providers: Option<driven::ProviderFactory>,
 }
 
 impl Sim {
@@ -234,8 +234,8 @@ impl Sim {
         Self::build(spec, seed, configs, None, None)
     }
 
-    /// [`Sim::with_configs`], with host `driven` handed to a driver from the start
-    /// ([`Sim::drive_host`]), so that its engine's start-up log lines reach the driver
+    /// [`Sim::with_configs`], with host `driven` handed to a program outside from the start
+    /// ([`Sim::drive_host`]), so that its engine's start-up log lines reach that program
     /// too.
     ///
     /// # Panics
@@ -262,7 +262,7 @@ impl Sim {
         seed: u64,
         configs: BTreeMap<HostId, acm_engine::EngineConfig>,
         driven: HostId,
-        factory: driver::ProviderFactory,
+        factory: driven::ProviderFactory,
     ) -> Self {
         Self::build(spec, seed, configs, Some(driven), Some(factory))
     }
@@ -272,7 +272,7 @@ impl Sim {
         seed: u64,
         configs: BTreeMap<HostId, acm_engine::EngineConfig>,
         driven: Option<HostId>,
-        providers: Option<driver::ProviderFactory>,
+        providers: Option<driven::ProviderFactory>,
     ) -> Self {
         let topo = Topology::new(&spec);
         let mut sim = Self {
@@ -300,7 +300,7 @@ impl Sim {
             keep_logs: false,
             logs: Vec::new(),
             configs,
-            driver: None,
+            driven: None,
             providers,
             spec,
         };
@@ -832,7 +832,7 @@ impl Sim {
             }
         }
         for (_, idx) in old.conns.into_open() {
-            client::finish(self, idx, Outcome::Reset);
+            submit::finish(self, idx, Outcome::Reset);
         }
         self.inv.host_restarted(h);
         self.trace.add(&[16, h.index() as u8]);

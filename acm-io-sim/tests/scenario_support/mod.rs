@@ -1,5 +1,5 @@
 //! Helpers shared by the simulator's tests (the `scenarios*.rs` files, `storm.rs`, `smoke.rs`,
-//! `driver.rs`).
+//! `driven_host.rs`).
 //!
 //! Every helper panics with the engine logs attached when something unexpected
 //! happens, so a failing scenario says why; scenarios turn logs on with

@@ -76,7 +76,7 @@ impl Backend for SimBackend {
 
     fn handle(&mut self, now: Instant, input: Input<'_>) {
         self.sim.run_until(now);
-        self.sim.driver_input(input);
+        self.sim.driven_input(input);
     }
 
     fn advance(&mut self, now: Instant, _io_ready: bool) -> Result<(), BackendError> {
@@ -88,8 +88,8 @@ impl Backend for SimBackend {
         &mut self,
         mut f: impl FnMut(&HostOutput) -> ControlFlow<()>,
     ) -> Option<HostOutput> {
-        // The simulator keeps its driver's outputs; they come out by value.
-        while let Some(out) = self.sim.poll_driver_output() {
+        // The simulator keeps the driven host's outputs; they come out by value.
+        while let Some(out) = self.sim.poll_driven_output() {
             if f(&out).is_break() {
                 return Some(out);
             }

@@ -1,4 +1,4 @@
-//! The driver API a daemon uses to serve one host's clients, and the spec keys that
+//! The driven-host API a daemon uses to serve one host's clients, and the spec keys that
 //! describe the reference captures' environment (`daemon = false` peers, a default
 //! route outside the IPoIB subnets).
 
@@ -17,7 +17,7 @@ use std::time::Duration;
 
 fn replies(sim: &mut Sim) -> Vec<(ConnId, Vec<u8>)> {
     let mut got = Vec::new();
-    while let Some(out) = sim.poll_driver_output() {
+    while let Some(out) = sim.poll_driven_output() {
         if let HostOutput::Client(ClientOutput::Reply { conn, reply }) = out {
             got.push((conn, reply.as_bytes().to_vec()));
         }
@@ -25,7 +25,7 @@ fn replies(sim: &mut Sim) -> Vec<(ConnId, Vec<u8>)> {
     got
 }
 
-/// Runs the fabric for `d` and returns the driver's replies.
+/// Runs the fabric for `d` and returns the serving program's replies.
 fn run(sim: &mut Sim, d: Duration) -> Vec<(ConnId, Vec<u8>)> {
     let until = sim.now() + d;
     sim.run_until(until);
@@ -44,9 +44,9 @@ fn a_driven_host_answers_its_clients_on_their_connections() {
     // Two requests pipelined on one connection, one on another; connection 1 stays
     // open after its replies (a daemon's connections are long-lived).
     let req = requests::resolve_ip(Some(a), b, false);
-    sim.driver_request(ConnId(1), &req);
-    sim.driver_request(ConnId(1), &req);
-    sim.driver_request(ConnId(2), &requests::perf_global());
+    sim.driven_request(ConnId(1), &req);
+    sim.driven_request(ConnId(1), &req);
+    sim.driven_request(ConnId(2), &requests::perf_global());
     let got = run(&mut sim, Duration::from_secs(1));
     let on = |c: u64| got.iter().filter(|(conn, _)| conn.0 == c).count();
     assert_eq!((on(1), on(2)), (2, 1), "{got:?}");
@@ -59,8 +59,8 @@ fn a_driven_host_answers_its_clients_on_their_connections() {
             conn.0
         );
     }
-    sim.driver_closed(ConnId(1));
-    sim.driver_closed(ConnId(2));
+    sim.driven_closed(ConnId(1));
+    sim.driven_closed(ConnId(2));
     sim.check_invariants().unwrap_or_else(|v| panic!("{v:?}"));
 }
 
@@ -70,7 +70,7 @@ fn a_driven_host_gets_its_log_lines_and_closes() {
     let mut sim = Sim::driving(spec, 1, BTreeMap::new(), HostId(1));
     sim.run_until(Instant::from_nanos(1_000_000_000));
     let mut origins = Vec::new();
-    while let Some(out) = sim.poll_driver_output() {
+    while let Some(out) = sim.poll_driven_output() {
         let HostOutput::Log(ev) = out else {
             panic!("{out:?}")
         };
@@ -85,9 +85,9 @@ fn a_driven_host_gets_its_log_lines_and_closes() {
     perf.header.version = 2;
     let mut bad = vec![0; perf.buffer_len()];
     perf.emit(&mut bad, Direction::Request);
-    sim.driver_request(ConnId(9), &bad);
-    let outputs: Vec<_> = std::iter::from_fn(|| sim.poll_driver_output()).collect();
-    // The engine's line names the client by the driver's number, as the daemon's own
+    sim.driven_request(ConnId(9), &bad);
+    let outputs: Vec<_> = std::iter::from_fn(|| sim.poll_driven_output()).collect();
+    // The engine's line names the client by the daemon's number, as the daemon's own
     // lines do.
     let said: Vec<&str> = outputs
         .iter()
