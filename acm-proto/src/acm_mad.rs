@@ -8,12 +8,12 @@
 
 use crate::client::AddrType;
 use crate::error::{Layout, Result};
-use crate::mad::{Method, MgmtClass};
+use crate::mad::{MAD_LEN, Method, MgmtClass};
 use crate::{BYTES64_LEN, Bytes64, Gid};
 use byteorder::BigEndian;
 
-/// Length of an ACM MAD.
-pub const ACM_MAD_LEN: usize = 256;
+/// Length of an ACM MAD: a whole MAD.
+pub const ACM_MAD_LEN: usize = MAD_LEN;
 
 /// The ACM class version (ACM MADs with any other are dropped,
 /// docs/protocol/acm-mad.md §5).
@@ -52,9 +52,9 @@ mod field {
     pub(super) const DEST: Range<usize> = 24..88;
     pub(super) const SRC: Range<usize> = 88..152;
     /// The GID list up to the end of the MAD: six whole GIDs and 8 bytes of a seventh.
-    pub(super) const GIDS: Range<usize> = 152..256;
+    pub(super) const GIDS: Range<usize> = 152..super::ACM_MAD_LEN;
     /// The 8 bytes after the sixth GID slot.
-    pub(super) const GID_TAIL: Range<usize> = 248..256;
+    pub(super) const GID_TAIL: Range<usize> = 248..super::ACM_MAD_LEN;
     pub(super) const GID_LEN: usize = 16;
 }
 
@@ -457,8 +457,8 @@ mod tests {
     }
 
     /// docs/test-vectors.md §15, the request: IPv4 10.0.0.1 → 10.0.0.2, TID 5, one group.
-    fn spec_request() -> [u8; 256] {
-        let mut b = [0u8; 256];
+    fn spec_request() -> [u8; ACM_MAD_LEN] {
+        let mut b = [0u8; ACM_MAD_LEN];
         b[0..8].copy_from_slice(&[0x01, 0x2C, 0x01, 0x01, 0x00, 0x00, 0x00, 0x01]);
         b[8..16].copy_from_slice(&[0, 0, 0, 0, 0, 0, 0, 5]);
         b[16..24].copy_from_slice(&[0x02, 0x40, 0x02, 0x40, 0x01, 0x00, 0x00, 0x00]);
@@ -471,8 +471,8 @@ mod tests {
     }
 
     /// docs/test-vectors.md §15, the peer's reply.
-    fn spec_reply() -> [u8; 256] {
-        let mut b = [0u8; 256];
+    fn spec_reply() -> [u8; ACM_MAD_LEN] {
+        let mut b = [0u8; ACM_MAD_LEN];
         b[0..8].copy_from_slice(&[0x01, 0x2C, 0x01, 0x81, 0x00, 0x00, 0x00, 0x01]);
         b[8..16].copy_from_slice(&[0, 0, 0, 0, 0, 0, 0, 5]);
         b[20] = 0x01;
@@ -483,7 +483,7 @@ mod tests {
     /// Arbitrary MADs whose `gids` agree with `gid_cnt`, so parse(emit(x)) == x.
     impl Arbitrary for AcmMadRepr {
         fn arbitrary(g: &mut Gen) -> Self {
-            Self::parse(&bytes::<256>(g)).unwrap()
+            Self::parse(&bytes::<ACM_MAD_LEN>(g)).unwrap()
         }
     }
 
@@ -533,7 +533,7 @@ mod tests {
 
     #[test]
     fn construct_with_setters() {
-        let mut b = [0u8; 256];
+        let mut b = [0u8; ACM_MAD_LEN];
         let mut p = AcmMadPacket::new_unchecked(&mut b[..]);
         p.set_base_version(1);
         p.set_mgmt_class(MgmtClass::ACM);
@@ -564,7 +564,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "out of range")]
     fn set_gid_past_the_mad_panics() {
-        let mut b = [0u8; 256];
+        let mut b = [0u8; ACM_MAD_LEN];
         AcmMadPacket::new_unchecked(&mut b[..]).set_gid(6, Gid::ZERO);
     }
 
@@ -627,7 +627,7 @@ mod tests {
     #[test]
     fn parse_ignores_bytes_past_256() {
         let mut b = [0xABu8; 296];
-        b[..256].copy_from_slice(&spec_request());
+        b[..ACM_MAD_LEN].copy_from_slice(&spec_request());
         assert_eq!(AcmMadRepr::parse(&b), AcmMadRepr::parse(&spec_request()));
     }
 
@@ -639,7 +639,7 @@ mod tests {
         assert_eq!(
             e.reason,
             Reason::Truncated {
-                needed: 256,
+                needed: ACM_MAD_LEN,
                 available: 100
             }
         );
@@ -691,7 +691,7 @@ mod tests {
             AcmMadRepr::parse(&once).map(|r| r.to_bytes()) == Ok(once)
         }
 
-        fn prop_bytes_roundtrip_up_to_normalisation(g: Garbage<256, 300>) -> bool {
+        fn prop_bytes_roundtrip_up_to_normalisation(g: Garbage<ACM_MAD_LEN, 300>) -> bool {
             let b = g.0;
             match AcmMadRepr::parse(&b) {
                 Ok(r) => {
@@ -699,12 +699,12 @@ mod tests {
                     let used = 152 + 16 * usize::from(b[20]).min(ACM_MAD_MAX_GIDS);
                     out[..used] == b[..used] && out[used..].iter().all(|&x| x == 0)
                 }
-                Err(_) => b.len() < 256,
+                Err(_) => b.len() < ACM_MAD_LEN,
             }
         }
 
-        fn prop_garbage_never_panics(b: Garbage<256, 300>) -> bool {
-            AcmMadRepr::parse(&b.0).is_ok() == (b.0.len() >= 256)
+        fn prop_garbage_never_panics(b: Garbage<ACM_MAD_LEN, 300>) -> bool {
+            AcmMadRepr::parse(&b.0).is_ok() == (b.0.len() >= ACM_MAD_LEN)
         }
     }
 }

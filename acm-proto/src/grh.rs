@@ -245,7 +245,7 @@ mod tests {
         assert_eq!(p.hop_limit(), 1);
         assert_eq!(p.sgid(), SGID);
         assert_eq!(p.dgid(), "ff15:4001:ffff:3:400::".parse().unwrap());
-        assert_eq!(p.payload().len(), 256);
+        assert_eq!(p.payload().len(), crate::mad::MAD_LEN);
         assert_eq!(p.payload()[0], 0x01);
     }
 

@@ -579,7 +579,7 @@ mod tests {
             }
         }
 
-        fn prop_garbage_never_panics(b: Garbage<256, 400>) -> bool {
+        fn prop_garbage_never_panics(b: Garbage<MAD_LEN, 400>) -> bool {
             let ok = SaHeaderRepr::parse(&b.0).is_ok();
             let data = SaPacket::new_checked(&b.0[..]).map(|p| p.data().len());
             ok == (b.0.len() >= 56) && data.map_or(true, |n| n == b.0.len() - 56)
