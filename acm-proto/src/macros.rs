@@ -308,3 +308,48 @@ macro_rules! emit_to_vec {
         }
     };
 }
+
+/// A field of raw wire bytes, `pub struct Name(pub [u8; N])`: compared, ordered and hashed
+/// bytewise, read in place through zerocopy, all zero by default (`ZERO`), and read from
+/// the start of a longer buffer with `read`.
+macro_rules! wire_bytes {
+    ($(#[$meta:meta])* $vis:vis struct $name:ident([u8; $len:expr]);) => {
+        $(#[$meta])*
+        #[derive(
+            Clone,
+            Copy,
+            PartialEq,
+            Eq,
+            PartialOrd,
+            Ord,
+            Hash,
+            zerocopy::FromBytes,
+            zerocopy::IntoBytes,
+            zerocopy::Immutable,
+            zerocopy::KnownLayout,
+            zerocopy::Unaligned,
+        )]
+        #[repr(transparent)]
+        $vis struct $name(pub [u8; $len]);
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::ZERO
+            }
+        }
+
+        impl $name {
+            /// All zero.
+            pub const ZERO: Self = Self([0; $len]);
+
+            /// The value in the first bytes of `bytes`, or `None` if there are fewer.
+            #[must_use]
+            #[inline]
+            pub fn read(bytes: &[u8]) -> Option<Self> {
+                <Self as zerocopy::FromBytes>::read_from_prefix(bytes)
+                    .ok()
+                    .map(|(v, _)| v)
+            }
+        }
+    };
+}
