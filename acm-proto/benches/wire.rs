@@ -16,7 +16,7 @@ use acm_proto::client::{
     AddrType, Direction, EpQueryReplyRepr, EpQueryRepr, PerfQueryRepr, PerfReplyRepr, ResolveRepr,
 };
 use acm_proto::grh::GrhRepr;
-use acm_proto::mad::Method;
+use acm_proto::mad::{MAD_LEN, Method};
 use acm_proto::mcmember::{McCompMask, McMemberRecordRepr};
 use acm_proto::mgid::AcmMgid;
 use acm_proto::netlink::{LsReplyRepr, LsRequestRepr, PathUse, ResolveHeaderRepr};
@@ -69,7 +69,7 @@ fn pair<R>(
     emit: impl Fn(&R, &mut [u8]),
 ) {
     let repr = parse(bytes);
-    let mut buf = vec![0u8; bytes.len().max(256)];
+    let mut buf = vec![0u8; bytes.len().max(MAD_LEN)];
     emit(&repr, &mut buf);
     assert_eq!(
         &buf[..bytes.len()],
@@ -145,7 +145,7 @@ fn client(c: &mut Criterion) {
 
 /// A 256-byte SA MAD: `header`, then `data` at offset 56.
 fn sa_mad(header: &SaHeaderRepr, data: &[u8]) -> Vec<u8> {
-    let mut m = vec![0u8; 256];
+    let mut m = vec![0u8; MAD_LEN];
     header.emit(&mut m);
     m[SA_HEADER_LEN..SA_HEADER_LEN + data.len()].copy_from_slice(data);
     m
@@ -230,7 +230,7 @@ fn mads(c: &mut Criterion) {
 
     // The GRH in front of a received multicast resolve.
     let grh = GrhRepr {
-        pay_len: 256,
+        pay_len: MAD_LEN as u16,
         hop_limit: 0xff,
         ..GrhRepr::iba(gid("fe80::2:c903:a0:b001"), mgid)
     };

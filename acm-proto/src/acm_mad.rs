@@ -8,12 +8,12 @@
 
 use crate::client::AddrType;
 use crate::error::{Layout, Result};
-use crate::mad::{Method, MgmtClass};
+use crate::mad::{MAD_LEN, Method, MgmtClass};
 use crate::{BYTES64_LEN, Bytes64, Gid};
-use byteorder::{BigEndian, ByteOrder};
+use byteorder::BigEndian;
 
-/// Length of an ACM MAD.
-pub const ACM_MAD_LEN: usize = 256;
+/// Length of an ACM MAD: a whole MAD.
+pub const ACM_MAD_LEN: usize = MAD_LEN;
 
 /// The ACM class version (ACM MADs with any other are dropped,
 /// docs/protocol/acm-mad.md §5).
@@ -52,9 +52,9 @@ mod field {
     pub(super) const DEST: Range<usize> = 24..88;
     pub(super) const SRC: Range<usize> = 88..152;
     /// The GID list up to the end of the MAD: six whole GIDs and 8 bytes of a seventh.
-    pub(super) const GIDS: Range<usize> = 152..256;
+    pub(super) const GIDS: Range<usize> = 152..super::ACM_MAD_LEN;
     /// The 8 bytes after the sixth GID slot.
-    pub(super) const GID_TAIL: Range<usize> = 248..256;
+    pub(super) const GID_TAIL: Range<usize> = 248..super::ACM_MAD_LEN;
     pub(super) const GID_LEN: usize = 16;
 }
 
@@ -102,69 +102,17 @@ impl<T: AsRef<[u8]>> AcmMadPacket<T> {
         self.buffer.as_ref()
     }
 
-    /// Base version (1).
-    pub fn base_version(&self) -> u8 {
-        self.b()[field::BASE_VERSION]
-    }
-    /// Management class (0x2C).
-    pub fn mgmt_class(&self) -> MgmtClass {
-        MgmtClass(self.b()[field::MGMT_CLASS])
-    }
-    /// Class version (1).
-    pub fn class_version(&self) -> u8 {
-        self.b()[field::CLASS_VERSION]
-    }
-    /// Method: GET for a request, GET_RESP for a response.
-    pub fn method(&self) -> Method {
-        Method(self.b()[field::METHOD])
-    }
-    /// The whole status word.
-    pub fn status(&self) -> u16 {
-        BigEndian::read_u16(&self.b()[field::STATUS])
-    }
     /// The upper status byte, which is all a receiver reads, as the ACM status.
     pub fn acm_status(&self) -> u8 {
         self.b()[field::STATUS.start]
-    }
-    /// Control word.
-    pub fn control(&self) -> AcmControl {
-        AcmControl(BigEndian::read_u16(&self.b()[field::CONTROL]))
-    }
-    /// Transaction id.
-    pub fn tid(&self) -> u64 {
-        BigEndian::read_u64(&self.b()[field::TID])
     }
     /// Destination address type.
     pub fn dest_type(&self) -> AddrType {
         AddrType(u16::from(self.b()[field::DEST_TYPE]))
     }
-    /// Destination address length (64 in a request).
-    pub fn dest_length(&self) -> u8 {
-        self.b()[field::DEST_LENGTH]
-    }
     /// Source address type.
     pub fn src_type(&self) -> AddrType {
         AddrType(u16::from(self.b()[field::SRC_TYPE]))
-    }
-    /// Source address length (64 in a request).
-    pub fn src_length(&self) -> u8 {
-        self.b()[field::SRC_LENGTH]
-    }
-    /// The number of GIDs the sender claims, as sent (may exceed what fits).
-    pub fn gid_cnt(&self) -> u8 {
-        self.b()[field::GID_CNT]
-    }
-    /// Responder resources.
-    pub fn resp_resources(&self) -> u8 {
-        self.b()[field::RESP_RESOURCES]
-    }
-    /// Initiator depth.
-    pub fn init_depth(&self) -> u8 {
-        self.b()[field::INIT_DEPTH]
-    }
-    /// Reserved byte 23.
-    pub fn reserved(&self) -> u8 {
-        self.b()[field::RESERVED]
     }
     /// Destination address.
     pub fn dest(&self) -> Bytes64 {
@@ -182,78 +130,20 @@ impl<T: AsRef<[u8]>> AcmMadPacket<T> {
         let start = field::GIDS.start + i * field::GID_LEN;
         Gid::read(&self.b()[start..start + field::GID_LEN])
     }
-    /// The 8 bytes after the sixth GID slot (the first half of a seventh GID).
-    pub fn gid_tail(&self) -> [u8; 8] {
-        let mut t = [0; 8];
-        t.copy_from_slice(&self.b()[field::GID_TAIL]);
-        t
-    }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> AcmMadPacket<T> {
     fn bm(&mut self) -> &mut [u8] {
         self.buffer.as_mut()
     }
-    /// Sets the base version.
-    pub fn set_base_version(&mut self, v: u8) {
-        self.bm()[field::BASE_VERSION] = v;
-    }
-    /// Sets the management class.
-    pub fn set_mgmt_class(&mut self, v: MgmtClass) {
-        self.bm()[field::MGMT_CLASS] = v.0;
-    }
-    /// Sets the class version.
-    pub fn set_class_version(&mut self, v: u8) {
-        self.bm()[field::CLASS_VERSION] = v;
-    }
-    /// Sets the method.
-    pub fn set_method(&mut self, v: Method) {
-        self.bm()[field::METHOD] = v.0;
-    }
-    /// Sets the whole status word.
-    pub fn set_status(&mut self, v: u16) {
-        BigEndian::write_u16(&mut self.bm()[field::STATUS], v);
-    }
-    /// Sets the control word.
-    pub fn set_control(&mut self, v: AcmControl) {
-        BigEndian::write_u16(&mut self.bm()[field::CONTROL], v.0);
-    }
-    /// Sets the transaction id.
-    pub fn set_tid(&mut self, v: u64) {
-        BigEndian::write_u64(&mut self.bm()[field::TID], v);
-    }
     /// Sets the destination address type. The MAD holds it in one byte: only the low
     /// byte is written (the ACM_ADDRESS_* types are 0..=5).
     pub fn set_dest_type(&mut self, v: AddrType) {
         self.bm()[field::DEST_TYPE] = v.0 as u8;
     }
-    /// Sets the destination address length.
-    pub fn set_dest_length(&mut self, v: u8) {
-        self.bm()[field::DEST_LENGTH] = v;
-    }
     /// Sets the source address type (low byte only, as `set_dest_type`).
     pub fn set_src_type(&mut self, v: AddrType) {
         self.bm()[field::SRC_TYPE] = v.0 as u8;
-    }
-    /// Sets the source address length.
-    pub fn set_src_length(&mut self, v: u8) {
-        self.bm()[field::SRC_LENGTH] = v;
-    }
-    /// Sets the GID count.
-    pub fn set_gid_cnt(&mut self, v: u8) {
-        self.bm()[field::GID_CNT] = v;
-    }
-    /// Sets responder resources.
-    pub fn set_resp_resources(&mut self, v: u8) {
-        self.bm()[field::RESP_RESOURCES] = v;
-    }
-    /// Sets initiator depth.
-    pub fn set_init_depth(&mut self, v: u8) {
-        self.bm()[field::INIT_DEPTH] = v;
-    }
-    /// Sets reserved byte 23.
-    pub fn set_reserved(&mut self, v: u8) {
-        self.bm()[field::RESERVED] = v;
     }
     /// Sets the destination address.
     pub fn set_dest(&mut self, v: &Bytes64) {
@@ -272,9 +162,38 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> AcmMadPacket<T> {
         let start = field::GIDS.start + i * field::GID_LEN;
         self.bm()[start..start + field::GID_LEN].copy_from_slice(&v.0);
     }
-    /// Sets the 8 bytes after the sixth GID slot.
-    pub fn set_gid_tail(&mut self, v: [u8; 8]) {
-        self.bm()[field::GID_TAIL].copy_from_slice(&v);
+}
+
+view_fields! {
+    impl AcmMadPacket, BigEndian {
+        /// Base version (1).
+        base_version, set_base_version: u8 = field::BASE_VERSION;
+        /// Management class (0x2C).
+        mgmt_class, set_mgmt_class: MgmtClass = field::MGMT_CLASS;
+        /// Class version (1).
+        class_version, set_class_version: u8 = field::CLASS_VERSION;
+        /// Method: GET for a request, GET_RESP for a response.
+        method, set_method: Method = field::METHOD;
+        /// The whole status word.
+        status, set_status: u16 = field::STATUS;
+        /// Control word.
+        control, set_control: AcmControl = field::CONTROL;
+        /// Transaction id.
+        tid, set_tid: u64 = field::TID;
+        /// Destination address length (64 in a request).
+        dest_length, set_dest_length: u8 = field::DEST_LENGTH;
+        /// Source address length (64 in a request).
+        src_length, set_src_length: u8 = field::SRC_LENGTH;
+        /// The number of GIDs the sender claims, as sent (may exceed what fits).
+        gid_cnt, set_gid_cnt: u8 = field::GID_CNT;
+        /// Responder resources.
+        resp_resources, set_resp_resources: u8 = field::RESP_RESOURCES;
+        /// Initiator depth.
+        init_depth, set_init_depth: u8 = field::INIT_DEPTH;
+        /// Reserved byte 23.
+        reserved, set_reserved: u8 = field::RESERVED;
+        /// The 8 bytes after the sixth GID slot (the first half of a seventh GID).
+        gid_tail, set_gid_tail: [u8; 8] = field::GID_TAIL;
     }
 }
 
@@ -538,8 +457,8 @@ mod tests {
     }
 
     /// docs/test-vectors.md §15, the request: IPv4 10.0.0.1 → 10.0.0.2, TID 5, one group.
-    fn spec_request() -> [u8; 256] {
-        let mut b = [0u8; 256];
+    fn spec_request() -> [u8; ACM_MAD_LEN] {
+        let mut b = [0u8; ACM_MAD_LEN];
         b[0..8].copy_from_slice(&[0x01, 0x2C, 0x01, 0x01, 0x00, 0x00, 0x00, 0x01]);
         b[8..16].copy_from_slice(&[0, 0, 0, 0, 0, 0, 0, 5]);
         b[16..24].copy_from_slice(&[0x02, 0x40, 0x02, 0x40, 0x01, 0x00, 0x00, 0x00]);
@@ -552,8 +471,8 @@ mod tests {
     }
 
     /// docs/test-vectors.md §15, the peer's reply.
-    fn spec_reply() -> [u8; 256] {
-        let mut b = [0u8; 256];
+    fn spec_reply() -> [u8; ACM_MAD_LEN] {
+        let mut b = [0u8; ACM_MAD_LEN];
         b[0..8].copy_from_slice(&[0x01, 0x2C, 0x01, 0x81, 0x00, 0x00, 0x00, 0x01]);
         b[8..16].copy_from_slice(&[0, 0, 0, 0, 0, 0, 0, 5]);
         b[20] = 0x01;
@@ -564,7 +483,7 @@ mod tests {
     /// Arbitrary MADs whose `gids` agree with `gid_cnt`, so parse(emit(x)) == x.
     impl Arbitrary for AcmMadRepr {
         fn arbitrary(g: &mut Gen) -> Self {
-            Self::parse(&bytes::<256>(g)).unwrap()
+            Self::parse(&bytes::<ACM_MAD_LEN>(g)).unwrap()
         }
     }
 
@@ -614,7 +533,7 @@ mod tests {
 
     #[test]
     fn construct_with_setters() {
-        let mut b = [0u8; 256];
+        let mut b = [0u8; ACM_MAD_LEN];
         let mut p = AcmMadPacket::new_unchecked(&mut b[..]);
         p.set_base_version(1);
         p.set_mgmt_class(MgmtClass::ACM);
@@ -645,7 +564,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "out of range")]
     fn set_gid_past_the_mad_panics() {
-        let mut b = [0u8; 256];
+        let mut b = [0u8; ACM_MAD_LEN];
         AcmMadPacket::new_unchecked(&mut b[..]).set_gid(6, Gid::ZERO);
     }
 
@@ -708,7 +627,7 @@ mod tests {
     #[test]
     fn parse_ignores_bytes_past_256() {
         let mut b = [0xABu8; 296];
-        b[..256].copy_from_slice(&spec_request());
+        b[..ACM_MAD_LEN].copy_from_slice(&spec_request());
         assert_eq!(AcmMadRepr::parse(&b), AcmMadRepr::parse(&spec_request()));
     }
 
@@ -720,7 +639,7 @@ mod tests {
         assert_eq!(
             e.reason,
             Reason::Truncated {
-                needed: 256,
+                needed: ACM_MAD_LEN,
                 available: 100
             }
         );
@@ -772,7 +691,7 @@ mod tests {
             AcmMadRepr::parse(&once).map(|r| r.to_bytes()) == Ok(once)
         }
 
-        fn prop_bytes_roundtrip_up_to_normalisation(g: Garbage<256, 300>) -> bool {
+        fn prop_bytes_roundtrip_up_to_normalisation(g: Garbage<ACM_MAD_LEN, 300>) -> bool {
             let b = g.0;
             match AcmMadRepr::parse(&b) {
                 Ok(r) => {
@@ -780,12 +699,12 @@ mod tests {
                     let used = 152 + 16 * usize::from(b[20]).min(ACM_MAD_MAX_GIDS);
                     out[..used] == b[..used] && out[used..].iter().all(|&x| x == 0)
                 }
-                Err(_) => b.len() < 256,
+                Err(_) => b.len() < ACM_MAD_LEN,
             }
         }
 
-        fn prop_garbage_never_panics(b: Garbage<256, 300>) -> bool {
-            AcmMadRepr::parse(&b.0).is_ok() == (b.0.len() >= 256)
+        fn prop_garbage_never_panics(b: Garbage<ACM_MAD_LEN, 300>) -> bool {
+            AcmMadRepr::parse(&b.0).is_ok() == (b.0.len() >= ACM_MAD_LEN)
         }
     }
 }

@@ -1,50 +1,20 @@
 //! The 64-byte fixed field that ACM uses for addresses, names and strings.
 
 use core::fmt;
-use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 /// Length of every ACM address / name / string field (ACM_MAX_ADDRESS, ACM_MAX_PROV_NAME).
 pub const BYTES64_LEN: usize = 64;
 
-/// Sixty-four raw bytes: an address union, a NUL-padded name, or a display string.
-///
-/// Kept as raw bytes so that whatever a peer sent is emitted back unchanged (the
-/// reference compares all 64 bytes of an address, so trailing garbage is significant).
-/// `Debug` shows printable NUL-terminated text as a string and anything else as hex.
-#[derive(
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    FromBytes,
-    IntoBytes,
-    Immutable,
-    KnownLayout,
-    Unaligned,
-)]
-#[repr(transparent)]
-pub struct Bytes64(pub [u8; BYTES64_LEN]);
-
-impl Default for Bytes64 {
-    fn default() -> Self {
-        Self::ZERO
-    }
+wire_bytes! {
+    /// Sixty-four raw bytes: an address union, a NUL-padded name, or a display string.
+    ///
+    /// Kept as raw bytes so that whatever a peer sent is emitted back unchanged (the
+    /// reference compares all 64 bytes of an address, so trailing garbage is significant).
+    /// `Debug` shows printable NUL-terminated text as a string and anything else as hex.
+    pub struct Bytes64([u8; BYTES64_LEN]);
 }
 
 impl Bytes64 {
-    /// All zero.
-    pub const ZERO: Self = Self([0; BYTES64_LEN]);
-
-    /// The field from the first 64 bytes of `bytes`, or `None` if there are fewer.
-    #[must_use]
-    #[inline]
-    pub fn read(bytes: &[u8]) -> Option<Self> {
-        Self::read_from_prefix(bytes).ok().map(|(b, _)| b)
-    }
-
     /// `prefix` followed by zeros; a prefix longer than 64 bytes is cut at 64.
     #[must_use]
     pub fn zero_padded(prefix: &[u8]) -> Self {

@@ -2,34 +2,16 @@
 
 use core::fmt;
 use core::net::Ipv6Addr;
-use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
-/// A GID exactly as it travels: 16 bytes, subnet prefix first, both halves big-endian.
-///
-/// It prints in IPv6 notation (`fe80::2:c903:a0:b001`), as `ib_acme` and the reference
-/// logs do.
-#[derive(
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Default,
-    FromBytes,
-    IntoBytes,
-    Immutable,
-    KnownLayout,
-    Unaligned,
-)]
-#[repr(transparent)]
-pub struct Gid(pub [u8; 16]);
+wire_bytes! {
+    /// A GID exactly as it travels: 16 bytes, subnet prefix first, both halves big-endian.
+    ///
+    /// It prints in IPv6 notation (`fe80::2:c903:a0:b001`), as `ib_acme` and the reference
+    /// logs do.
+    pub struct Gid([u8; 16]);
+}
 
 impl Gid {
-    /// The all-zero GID.
-    pub const ZERO: Self = Self([0; 16]);
-
     /// A GID from its subnet prefix and interface id.
     #[must_use]
     pub const fn from_parts(subnet_prefix: u64, interface_id: u64) -> Self {
@@ -65,12 +47,6 @@ impl Gid {
     #[must_use]
     pub const fn is_multicast(&self) -> bool {
         self.0[0] == 0xFF
-    }
-
-    /// The GID read from the first 16 bytes of `bytes`, or `None` if there are fewer.
-    #[must_use]
-    pub fn read(bytes: &[u8]) -> Option<Self> {
-        Self::read_from_prefix(bytes).ok().map(|(g, _)| g)
     }
 }
 

@@ -6,7 +6,7 @@
 
 use crate::Gid;
 use crate::error::{Layout, Result};
-use byteorder::{BigEndian, ByteOrder};
+use byteorder::BigEndian;
 
 /// Length of a GRH.
 pub const GRH_LEN: usize = 40;
@@ -51,14 +51,6 @@ pub struct GrhPacket<T: AsRef<[u8]>> {
 impl<T: AsRef<[u8]>> GrhPacket<T> {
     view_constructors!("GRH", LAYOUT);
 
-    fn b(&self) -> &[u8] {
-        self.buffer.as_ref()
-    }
-
-    /// The whole first word: version, traffic class and flow label.
-    pub fn version_tclass_flow(&self) -> u32 {
-        BigEndian::read_u32(&self.b()[field::VERSION_TCLASS_FLOW])
-    }
     /// IP version (bits 31:28), 6 in every valid GRH.
     pub fn ip_version(&self) -> u8 {
         (self.version_tclass_flow() >> 28) as u8
@@ -70,26 +62,6 @@ impl<T: AsRef<[u8]>> GrhPacket<T> {
     /// Flow label (bits 19:0).
     pub fn flow_label(&self) -> u32 {
         self.version_tclass_flow() & 0xF_FFFF
-    }
-    /// Payload length.
-    pub fn pay_len(&self) -> u16 {
-        BigEndian::read_u16(&self.b()[field::PAY_LEN])
-    }
-    /// Next header.
-    pub fn next_header(&self) -> NextHeader {
-        NextHeader(self.b()[field::NEXT_HEADER])
-    }
-    /// Hop limit.
-    pub fn hop_limit(&self) -> u8 {
-        self.b()[field::HOP_LIMIT]
-    }
-    /// Source GID.
-    pub fn sgid(&self) -> Gid {
-        Gid::read(&self.b()[field::SGID]).unwrap_or_default()
-    }
-    /// Destination GID.
-    pub fn dgid(&self) -> Gid {
-        Gid::read(&self.b()[field::DGID]).unwrap_or_default()
     }
 }
 
@@ -103,10 +75,6 @@ impl<'a, T: AsRef<[u8]> + ?Sized> GrhPacket<&'a T> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> GrhPacket<T> {
     fn bm(&mut self) -> &mut [u8] {
         self.buffer.as_mut()
-    }
-    /// Sets the whole first word.
-    pub fn set_version_tclass_flow(&mut self, v: u32) {
-        BigEndian::write_u32(&mut self.bm()[field::VERSION_TCLASS_FLOW], v);
     }
     /// Sets the IP version (masked to 4 bits).
     pub fn set_ip_version(&mut self, v: u8) {
@@ -123,29 +91,26 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> GrhPacket<T> {
         let w = self.version_tclass_flow() & !0xF_FFFF;
         self.set_version_tclass_flow(w | (v & 0xF_FFFF));
     }
-    /// Sets the payload length.
-    pub fn set_pay_len(&mut self, v: u16) {
-        BigEndian::write_u16(&mut self.bm()[field::PAY_LEN], v);
-    }
-    /// Sets the next header.
-    pub fn set_next_header(&mut self, v: NextHeader) {
-        self.bm()[field::NEXT_HEADER] = v.0;
-    }
-    /// Sets the hop limit.
-    pub fn set_hop_limit(&mut self, v: u8) {
-        self.bm()[field::HOP_LIMIT] = v;
-    }
-    /// Sets the source GID.
-    pub fn set_sgid(&mut self, v: Gid) {
-        self.bm()[field::SGID].copy_from_slice(&v.0);
-    }
-    /// Sets the destination GID.
-    pub fn set_dgid(&mut self, v: Gid) {
-        self.bm()[field::DGID].copy_from_slice(&v.0);
-    }
     /// Everything after the GRH, writable.
     pub fn payload_mut(&mut self) -> &mut [u8] {
         self.bm().get_mut(GRH_LEN..).unwrap_or(&mut [])
+    }
+}
+
+view_fields! {
+    impl GrhPacket, BigEndian {
+        /// The whole first word: version, traffic class and flow label.
+        version_tclass_flow, set_version_tclass_flow: u32 = field::VERSION_TCLASS_FLOW;
+        /// Payload length.
+        pay_len, set_pay_len: u16 = field::PAY_LEN;
+        /// Next header.
+        next_header, set_next_header: NextHeader = field::NEXT_HEADER;
+        /// Hop limit.
+        hop_limit, set_hop_limit: u8 = field::HOP_LIMIT;
+        /// Source GID.
+        sgid, set_sgid: Gid = field::SGID;
+        /// Destination GID.
+        dgid, set_dgid: Gid = field::DGID;
     }
 }
 
@@ -280,7 +245,7 @@ mod tests {
         assert_eq!(p.hop_limit(), 1);
         assert_eq!(p.sgid(), SGID);
         assert_eq!(p.dgid(), "ff15:4001:ffff:3:400::".parse().unwrap());
-        assert_eq!(p.payload().len(), 256);
+        assert_eq!(p.payload().len(), crate::mad::MAD_LEN);
         assert_eq!(p.payload()[0], 0x01);
     }
 

@@ -75,6 +75,7 @@ mod bytes64;
 mod error;
 mod gid;
 mod units;
+mod wire_value;
 
 pub mod acm_mad;
 pub mod client;

@@ -4,12 +4,14 @@
 //! unchanged (an unknown opcode or status is data for the engine to judge, not a parse
 //! failure). Known values are associated constants with the reference's name.
 
-/// An open enum: `pub struct Name(pub u8)` with named constants.
-///
-/// `Debug` prints `NAME` for known values and `Name(0x..)` otherwise; `Display` prints the
-/// name or the hex value. With the `serde` feature it serialises as its `Display` text.
-macro_rules! open_enum {
+/// What open enums and flag sets have in common: the declaration they are written as, the
+/// transparent newtype over the wire integer with its named constants, built from the
+/// integer with `From`, read and written by views as that integer
+/// ([`WireValue`](crate::wire_value::WireValue)), and with the `serde` feature serialised
+/// as its `Display` text. `$kind` (`open_enum_items` or `flag_set_items`) adds the rest.
+macro_rules! code_point {
     (
+        $kind:ident;
         $(#[$meta:meta])*
         $vis:vis struct $name:ident($ty:ty) {
             $( $(#[$cmeta:meta])* $cname:ident = $val:expr, )*
@@ -20,8 +22,52 @@ macro_rules! open_enum {
         #[repr(transparent)]
         $vis struct $name(pub $ty);
 
+        impl From<$ty> for $name {
+            fn from(v: $ty) -> Self {
+                Self(v)
+            }
+        }
+
+        impl $crate::wire_value::WireValue for $name {
+            #[inline]
+            fn read<E: byteorder::ByteOrder>(b: &[u8]) -> Self {
+                Self(<$ty as $crate::wire_value::WireValue>::read::<E>(b))
+            }
+            #[inline]
+            fn write<E: byteorder::ByteOrder>(self, b: &mut [u8]) {
+                <$ty as $crate::wire_value::WireValue>::write::<E>(self.0, b);
+            }
+        }
+
+        #[cfg(feature = "serde")]
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> core::result::Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
         impl $name {
             $( $(#[$cmeta])* pub const $cname: Self = Self($val); )*
+        }
+
+        $kind!($name, $ty, $($cname = $val),*);
+    };
+}
+
+/// An open enum: `pub struct Name(pub u8)` with named constants.
+///
+/// `Debug` prints `NAME` for known values and `Name(0x..)` otherwise; `Display` prints the
+/// name or the hex value. With the `serde` feature it serialises as its `Display` text.
+macro_rules! open_enum {
+    ($($declaration:tt)*) => {
+        code_point! { open_enum_items; $($declaration)* }
+    };
+}
+
+/// What `open_enum!` adds to `code_point!`: the known values, their names, `Debug` and `Display`.
+macro_rules! open_enum_items {
+    ($name:ident, $ty:ty, $($cname:ident = $val:expr),*) => {
+        impl $name {
 
             /// Every named value, in declaration order.
             pub const KNOWN: &'static [Self] = &[$(Self::$cname),*];
@@ -37,12 +83,6 @@ macro_rules! open_enum {
             #[must_use]
             pub const fn is_known(self) -> bool {
                 self.name().is_some()
-            }
-        }
-
-        impl From<$ty> for $name {
-            fn from(v: $ty) -> Self {
-                Self(v)
             }
         }
 
@@ -69,32 +109,21 @@ macro_rules! open_enum {
                 }
             }
         }
-
-        #[cfg(feature = "serde")]
-        impl serde::Serialize for $name {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> core::result::Result<S::Ok, S::Error> {
-                s.collect_str(self)
-            }
-        }
     };
 }
 
 /// A set of flag bits: `pub struct Name(pub u32)` with named single-bit (or multi-bit)
 /// constants, `contains`, `|`, and a `Debug` that lists the names plus any leftover bits.
 macro_rules! flag_set {
-    (
-        $(#[$meta:meta])*
-        $vis:vis struct $name:ident($ty:ty) {
-            $( $(#[$cmeta:meta])* $cname:ident = $val:expr, )*
-        }
-    ) => {
-        $(#[$meta])*
-        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-        #[repr(transparent)]
-        $vis struct $name(pub $ty);
+    ($($declaration:tt)*) => {
+        code_point! { flag_set_items; $($declaration)* }
+    };
+}
 
+/// What `flag_set!` adds to `code_point!`: set operations, `Debug` and `Display`.
+macro_rules! flag_set_items {
+    ($name:ident, $ty:ty, $($cname:ident = $val:expr),*) => {
         impl $name {
-            $( $(#[$cmeta])* pub const $cname: Self = Self($val); )*
 
             /// No bits set.
             pub const EMPTY: Self = Self(0);
@@ -146,12 +175,6 @@ macro_rules! flag_set {
             }
         }
 
-        impl From<$ty> for $name {
-            fn from(v: $ty) -> Self {
-                Self(v)
-            }
-        }
-
         impl core::fmt::Display for $name {
             /// Names of the set flags joined by `|`, then any unnamed bits in hex; `0` when empty.
             fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -180,13 +203,6 @@ macro_rules! flag_set {
         impl core::fmt::Debug for $name {
             fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
                 write!(f, "{}({:#x}: {})", stringify!($name), self.0, self)
-            }
-        }
-
-        #[cfg(feature = "serde")]
-        impl serde::Serialize for $name {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> core::result::Result<S::Ok, S::Error> {
-                s.collect_str(self)
             }
         }
     };
@@ -223,6 +239,117 @@ macro_rules! view_constructors {
         /// The wrapped buffer.
         pub fn into_inner(self) -> T {
             self.buffer
+        }
+    };
+}
+
+/// The getter/setter pairs of a view's plain fields, one line a field:
+///
+/// ```text
+/// view_fields! {
+///     impl MadHeaderPacket, BigEndian {
+///         /// Method.
+///         method, set_method: Method = field::METHOD;
+///     }
+/// }
+/// ```
+///
+/// generates `pub fn method(&self) -> Method` (for `T: AsRef<[u8]>`) and
+/// `pub fn set_method(&mut self, v: Method)` (for `T: AsMut<[u8]>` too), which read and
+/// write the field's bytes (`field::METHOD`, a `usize` offset or a range) as a
+/// [`WireValue`](crate::wire_value::WireValue) in the format's byte order. The getter
+/// carries the field's doc; the setter points at the getter and repeats it. Both index
+/// the buffer, so they panic on a buffer too short for the field, like every accessor
+/// before `check_len`.
+macro_rules! view_fields {
+    (
+        impl $view:ident, $order:ty {
+            $(
+                $(#[doc = $doc:literal])*
+                $get:ident, $set:ident: $ty:ty = $at:expr;
+            )*
+        }
+    ) => {
+        impl<T: AsRef<[u8]>> $view<T> {
+            $(
+                $(#[doc = $doc])*
+                pub fn $get(&self) -> $ty {
+                    let at = $crate::wire_value::FieldPos::bytes($at);
+                    <$ty as $crate::wire_value::WireValue>::read::<$order>(&self.buffer.as_ref()[at])
+                }
+            )*
+        }
+
+        impl<T: AsRef<[u8]> + AsMut<[u8]>> $view<T> {
+            $(
+                #[doc = concat!("Sets the field [`", stringify!($get), "`](Self::", stringify!($get), ") reads:")]
+                #[doc = ""]
+                $(#[doc = $doc])*
+                pub fn $set(&mut self, v: $ty) {
+                    let at = $crate::wire_value::FieldPos::bytes($at);
+                    <$ty as $crate::wire_value::WireValue>::write::<$order>(v, &mut self.buffer.as_mut()[at]);
+                }
+            )*
+        }
+    };
+}
+
+/// `to_vec` for a message Repr whose `emit(&self, &mut [u8]) -> usize` writes exactly
+/// `buffer_len()` bytes. Used inside the Repr's `impl`; `$what` names the message in the
+/// doc ("request", "reply").
+macro_rules! emit_to_vec {
+    ($what:literal) => {
+        #[doc = concat!("The ", $what, " as a freshly allocated byte vector.")]
+        #[must_use]
+        pub fn to_vec(&self) -> alloc::vec::Vec<u8> {
+            let mut v = alloc::vec![0; self.buffer_len()];
+            self.emit(&mut v);
+            v
+        }
+    };
+}
+
+/// A field of raw wire bytes, `pub struct Name(pub [u8; N])`: compared, ordered and hashed
+/// bytewise, read in place through zerocopy, all zero by default (`ZERO`), and read from
+/// the start of a longer buffer with `read`.
+macro_rules! wire_bytes {
+    ($(#[$meta:meta])* $vis:vis struct $name:ident([u8; $len:expr]);) => {
+        $(#[$meta])*
+        #[derive(
+            Clone,
+            Copy,
+            PartialEq,
+            Eq,
+            PartialOrd,
+            Ord,
+            Hash,
+            zerocopy::FromBytes,
+            zerocopy::IntoBytes,
+            zerocopy::Immutable,
+            zerocopy::KnownLayout,
+            zerocopy::Unaligned,
+        )]
+        #[repr(transparent)]
+        $vis struct $name(pub [u8; $len]);
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::ZERO
+            }
+        }
+
+        impl $name {
+            /// All zero.
+            pub const ZERO: Self = Self([0; $len]);
+
+            /// The value in the first bytes of `bytes`, or `None` if there are fewer.
+            #[must_use]
+            #[inline]
+            pub fn read(bytes: &[u8]) -> Option<Self> {
+                <Self as zerocopy::FromBytes>::read_from_prefix(bytes)
+                    .ok()
+                    .map(|(v, _)| v)
+            }
         }
     };
 }

@@ -203,6 +203,17 @@ impl MadStatus {
     }
 }
 
+impl crate::wire_value::WireValue for MadStatus {
+    #[inline]
+    fn read<E: ByteOrder>(b: &[u8]) -> Self {
+        Self(u16::read::<E>(b))
+    }
+    #[inline]
+    fn write<E: ByteOrder>(self, b: &mut [u8]) {
+        self.0.write::<E>(b);
+    }
+}
+
 impl From<u16> for MadStatus {
     fn from(v: u16) -> Self {
         Self(v)
@@ -241,47 +252,6 @@ impl<T: AsRef<[u8]>> MadHeaderPacket<T> {
         self.buffer.as_ref()
     }
 
-    /// Base version (1).
-    pub fn base_version(&self) -> u8 {
-        self.b()[field::BASE_VERSION]
-    }
-    /// Management class.
-    pub fn mgmt_class(&self) -> MgmtClass {
-        MgmtClass(self.b()[field::MGMT_CLASS])
-    }
-    /// Class version.
-    pub fn class_version(&self) -> u8 {
-        self.b()[field::CLASS_VERSION]
-    }
-    /// Method.
-    pub fn method(&self) -> Method {
-        Method(self.b()[field::METHOD])
-    }
-    /// Status word.
-    pub fn status(&self) -> MadStatus {
-        MadStatus(BigEndian::read_u16(&self.b()[field::STATUS]))
-    }
-    /// Class-specific word (bytes 6–7).
-    pub fn class_specific(&self) -> u16 {
-        BigEndian::read_u16(&self.b()[field::CLASS_SPECIFIC])
-    }
-    /// Transaction id.
-    pub fn tid(&self) -> u64 {
-        BigEndian::read_u64(&self.b()[field::TID])
-    }
-    /// Attribute id.
-    pub fn attr_id(&self) -> AttrId {
-        AttrId(BigEndian::read_u16(&self.b()[field::ATTR_ID]))
-    }
-    /// Reserved word (bytes 18–19).
-    pub fn reserved(&self) -> u16 {
-        BigEndian::read_u16(&self.b()[field::RESERVED])
-    }
-    /// Attribute modifier.
-    pub fn attr_mod(&self) -> u32 {
-        BigEndian::read_u32(&self.b()[field::ATTR_MOD])
-    }
-
     /// The method, or `None` when the buffer ends before it. For a receiver that must
     /// route a MAD shorter than the header (to drop it with a log line naming it) before
     /// `check_len` could accept it.
@@ -296,6 +266,31 @@ impl<T: AsRef<[u8]>> MadHeaderPacket<T> {
     }
 }
 
+view_fields! {
+    impl MadHeaderPacket, BigEndian {
+        /// Base version (1).
+        base_version, set_base_version: u8 = field::BASE_VERSION;
+        /// Management class.
+        mgmt_class, set_mgmt_class: MgmtClass = field::MGMT_CLASS;
+        /// Class version.
+        class_version, set_class_version: u8 = field::CLASS_VERSION;
+        /// Method.
+        method, set_method: Method = field::METHOD;
+        /// Status word.
+        status, set_status: MadStatus = field::STATUS;
+        /// Class-specific word (bytes 6–7).
+        class_specific, set_class_specific: u16 = field::CLASS_SPECIFIC;
+        /// Transaction id.
+        tid, set_tid: u64 = field::TID;
+        /// Attribute id.
+        attr_id, set_attr_id: AttrId = field::ATTR_ID;
+        /// Reserved word (bytes 18–19).
+        reserved, set_reserved: u16 = field::RESERVED;
+        /// Attribute modifier.
+        attr_mod, set_attr_mod: u32 = field::ATTR_MOD;
+    }
+}
+
 impl<'a, T: AsRef<[u8]> + ?Sized> MadHeaderPacket<&'a T> {
     /// Everything after the 24-byte header (empty if the buffer is no longer).
     pub fn payload(&self) -> &'a [u8] {
@@ -306,46 +301,6 @@ impl<'a, T: AsRef<[u8]> + ?Sized> MadHeaderPacket<&'a T> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> MadHeaderPacket<T> {
     fn bm(&mut self) -> &mut [u8] {
         self.buffer.as_mut()
-    }
-    /// Sets the base version.
-    pub fn set_base_version(&mut self, v: u8) {
-        self.bm()[field::BASE_VERSION] = v;
-    }
-    /// Sets the management class.
-    pub fn set_mgmt_class(&mut self, v: MgmtClass) {
-        self.bm()[field::MGMT_CLASS] = v.0;
-    }
-    /// Sets the class version.
-    pub fn set_class_version(&mut self, v: u8) {
-        self.bm()[field::CLASS_VERSION] = v;
-    }
-    /// Sets the method.
-    pub fn set_method(&mut self, v: Method) {
-        self.bm()[field::METHOD] = v.0;
-    }
-    /// Sets the status word.
-    pub fn set_status(&mut self, v: MadStatus) {
-        BigEndian::write_u16(&mut self.bm()[field::STATUS], v.0);
-    }
-    /// Sets the class-specific word.
-    pub fn set_class_specific(&mut self, v: u16) {
-        BigEndian::write_u16(&mut self.bm()[field::CLASS_SPECIFIC], v);
-    }
-    /// Sets the transaction id.
-    pub fn set_tid(&mut self, v: u64) {
-        BigEndian::write_u64(&mut self.bm()[field::TID], v);
-    }
-    /// Sets the attribute id.
-    pub fn set_attr_id(&mut self, v: AttrId) {
-        BigEndian::write_u16(&mut self.bm()[field::ATTR_ID], v.0);
-    }
-    /// Sets the reserved word.
-    pub fn set_reserved(&mut self, v: u16) {
-        BigEndian::write_u16(&mut self.bm()[field::RESERVED], v);
-    }
-    /// Sets the attribute modifier.
-    pub fn set_attr_mod(&mut self, v: u32) {
-        BigEndian::write_u32(&mut self.bm()[field::ATTR_MOD], v);
     }
     /// Everything after the header, writable.
     pub fn payload_mut(&mut self) -> &mut [u8] {

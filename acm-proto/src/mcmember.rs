@@ -6,7 +6,7 @@
 
 use crate::error::{Layout, Result};
 use crate::{Gid, Mtu, Rate, Selected};
-use byteorder::{BigEndian, ByteOrder};
+use byteorder::BigEndian;
 
 /// Length of an MCMemberRecord.
 pub const MCMEMBER_RECORD_LEN: usize = 56;
@@ -137,46 +137,6 @@ impl<T: AsRef<[u8]>> McMemberRecordPacket<T> {
         self.buffer.as_ref()
     }
 
-    /// Multicast GID.
-    pub fn mgid(&self) -> Gid {
-        Gid::read(&self.b()[field::MGID]).unwrap_or_default()
-    }
-    /// Port GID of the member.
-    pub fn port_gid(&self) -> Gid {
-        Gid::read(&self.b()[field::PORT_GID]).unwrap_or_default()
-    }
-    /// Q_Key.
-    pub fn qkey(&self) -> u32 {
-        BigEndian::read_u32(&self.b()[field::QKEY])
-    }
-    /// Multicast LID.
-    pub fn mlid(&self) -> u16 {
-        BigEndian::read_u16(&self.b()[field::MLID])
-    }
-    /// MTU selector and value.
-    pub fn mtu(&self) -> Selected<Mtu> {
-        Selected::from_byte(self.b()[field::MTU])
-    }
-    /// Traffic class.
-    pub fn tclass(&self) -> u8 {
-        self.b()[field::TCLASS]
-    }
-    /// Partition key.
-    pub fn pkey(&self) -> u16 {
-        BigEndian::read_u16(&self.b()[field::PKEY])
-    }
-    /// Rate selector and value.
-    pub fn rate(&self) -> Selected<Rate> {
-        Selected::from_byte(self.b()[field::RATE])
-    }
-    /// Packet-lifetime selector and value.
-    pub fn packet_lifetime(&self) -> Selected<u8> {
-        Selected::from_byte(self.b()[field::PACKET_LIFETIME])
-    }
-    /// The whole SL/flow-label/hop-limit word.
-    pub fn sl_flow_hop(&self) -> u32 {
-        BigEndian::read_u32(&self.b()[field::SL_FLOW_HOP])
-    }
     /// Service level (bits 31:28).
     pub fn sl(&self) -> u8 {
         (self.sl_flow_hop() >> 28) as u8
@@ -205,57 +165,11 @@ impl<T: AsRef<[u8]>> McMemberRecordPacket<T> {
     pub fn proxy_join_reserved(&self) -> u8 {
         self.b()[field::PROXY_JOIN] & 0x7F
     }
-    /// The six reserved bytes at the end.
-    pub fn reserved(&self) -> [u8; 6] {
-        let mut r = [0; 6];
-        r.copy_from_slice(&self.b()[field::RESERVED]);
-        r
-    }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> McMemberRecordPacket<T> {
     fn bm(&mut self) -> &mut [u8] {
         self.buffer.as_mut()
-    }
-    /// Sets the multicast GID.
-    pub fn set_mgid(&mut self, v: Gid) {
-        self.bm()[field::MGID].copy_from_slice(&v.0);
-    }
-    /// Sets the port GID.
-    pub fn set_port_gid(&mut self, v: Gid) {
-        self.bm()[field::PORT_GID].copy_from_slice(&v.0);
-    }
-    /// Sets the Q_Key.
-    pub fn set_qkey(&mut self, v: u32) {
-        BigEndian::write_u32(&mut self.bm()[field::QKEY], v);
-    }
-    /// Sets the multicast LID.
-    pub fn set_mlid(&mut self, v: u16) {
-        BigEndian::write_u16(&mut self.bm()[field::MLID], v);
-    }
-    /// Sets MTU selector and value.
-    pub fn set_mtu(&mut self, v: Selected<Mtu>) {
-        self.bm()[field::MTU] = v.to_byte();
-    }
-    /// Sets the traffic class.
-    pub fn set_tclass(&mut self, v: u8) {
-        self.bm()[field::TCLASS] = v;
-    }
-    /// Sets the partition key.
-    pub fn set_pkey(&mut self, v: u16) {
-        BigEndian::write_u16(&mut self.bm()[field::PKEY], v);
-    }
-    /// Sets rate selector and value.
-    pub fn set_rate(&mut self, v: Selected<Rate>) {
-        self.bm()[field::RATE] = v.to_byte();
-    }
-    /// Sets packet-lifetime selector and value.
-    pub fn set_packet_lifetime(&mut self, v: Selected<u8>) {
-        self.bm()[field::PACKET_LIFETIME] = v.to_byte();
-    }
-    /// Sets the whole SL/flow-label/hop-limit word.
-    pub fn set_sl_flow_hop(&mut self, v: u32) {
-        BigEndian::write_u32(&mut self.bm()[field::SL_FLOW_HOP], v);
     }
     /// Sets the service level (masked to 4 bits).
     pub fn set_sl(&mut self, v: u8) {
@@ -292,9 +206,32 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> McMemberRecordPacket<T> {
         let b = &mut self.bm()[field::PROXY_JOIN];
         *b = (*b & 0x80) | (v & 0x7F);
     }
-    /// Sets the six reserved bytes.
-    pub fn set_reserved(&mut self, v: [u8; 6]) {
-        self.bm()[field::RESERVED].copy_from_slice(&v);
+}
+
+view_fields! {
+    impl McMemberRecordPacket, BigEndian {
+        /// Multicast GID.
+        mgid, set_mgid: Gid = field::MGID;
+        /// Port GID of the member.
+        port_gid, set_port_gid: Gid = field::PORT_GID;
+        /// Q_Key.
+        qkey, set_qkey: u32 = field::QKEY;
+        /// Multicast LID.
+        mlid, set_mlid: u16 = field::MLID;
+        /// MTU selector and value.
+        mtu, set_mtu: Selected<Mtu> = field::MTU;
+        /// Traffic class.
+        tclass, set_tclass: u8 = field::TCLASS;
+        /// Partition key.
+        pkey, set_pkey: u16 = field::PKEY;
+        /// Rate selector and value.
+        rate, set_rate: Selected<Rate> = field::RATE;
+        /// Packet-lifetime selector and value.
+        packet_lifetime, set_packet_lifetime: Selected<u8> = field::PACKET_LIFETIME;
+        /// The whole SL/flow-label/hop-limit word.
+        sl_flow_hop, set_sl_flow_hop: u32 = field::SL_FLOW_HOP;
+        /// The six reserved bytes at the end.
+        reserved, set_reserved: [u8; 6] = field::RESERVED;
     }
 }
 

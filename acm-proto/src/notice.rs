@@ -155,38 +155,6 @@ impl<T: AsRef<[u8]>> InformInfoPacket<T> {
         self.buffer.as_ref()
     }
 
-    /// The GID the subscription is about (0: any, the LID range applies).
-    pub fn gid(&self) -> Gid {
-        Gid::read(&self.b()[inform::GID]).unwrap_or_default()
-    }
-    /// LIDRangeBegin (0xFFFF: every LID).
-    pub fn lid_range_begin(&self) -> u16 {
-        BigEndian::read_u16(&self.b()[inform::LID_BEGIN])
-    }
-    /// LIDRangeEnd.
-    pub fn lid_range_end(&self) -> u16 {
-        BigEndian::read_u16(&self.b()[inform::LID_END])
-    }
-    /// The reserved word after the LID range.
-    pub fn reserved(&self) -> u16 {
-        BigEndian::read_u16(&self.b()[inform::RESERVED])
-    }
-    /// IsGeneric (the whole byte; 1 for generic traps).
-    pub fn is_generic(&self) -> u8 {
-        self.b()[inform::IS_GENERIC]
-    }
-    /// Subscribe (the whole byte): 1 subscribes, 0 unsubscribes.
-    pub fn subscribe(&self) -> u8 {
-        self.b()[inform::SUBSCRIBE]
-    }
-    /// Type.
-    pub fn notice_type(&self) -> NoticeType {
-        NoticeType(BigEndian::read_u16(&self.b()[inform::TYPE]))
-    }
-    /// TrapNumber (DeviceID when not generic).
-    pub fn trap_number(&self) -> TrapNumber {
-        TrapNumber(BigEndian::read_u16(&self.b()[inform::TRAP_NUMBER]))
-    }
     fn qpn_word(&self) -> u32 {
         BigEndian::read_u32(&self.b()[inform::QPN_RESP_TIME])
     }
@@ -202,10 +170,6 @@ impl<T: AsRef<[u8]>> InformInfoPacket<T> {
     pub fn resp_time_value(&self) -> u8 {
         (self.qpn_word() & 0x1F) as u8
     }
-    /// The reserved byte before the producer type.
-    pub fn reserved2(&self) -> u8 {
-        self.b()[inform::RESERVED2]
-    }
     /// ProducerType (VendorID when not generic), 24 bits.
     pub fn producer_type(&self) -> ProducerType {
         ProducerType(BigEndian::read_u24(&self.b()[inform::PRODUCER]))
@@ -216,38 +180,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> InformInfoPacket<T> {
     fn bm(&mut self) -> &mut [u8] {
         self.buffer.as_mut()
     }
-    /// Sets the GID.
-    pub fn set_gid(&mut self, v: Gid) {
-        self.bm()[inform::GID].copy_from_slice(&v.0);
-    }
-    /// Sets LIDRangeBegin.
-    pub fn set_lid_range_begin(&mut self, v: u16) {
-        BigEndian::write_u16(&mut self.bm()[inform::LID_BEGIN], v);
-    }
-    /// Sets LIDRangeEnd.
-    pub fn set_lid_range_end(&mut self, v: u16) {
-        BigEndian::write_u16(&mut self.bm()[inform::LID_END], v);
-    }
-    /// Sets the reserved word.
-    pub fn set_reserved(&mut self, v: u16) {
-        BigEndian::write_u16(&mut self.bm()[inform::RESERVED], v);
-    }
-    /// Sets IsGeneric.
-    pub fn set_is_generic(&mut self, v: u8) {
-        self.bm()[inform::IS_GENERIC] = v;
-    }
-    /// Sets Subscribe.
-    pub fn set_subscribe(&mut self, v: u8) {
-        self.bm()[inform::SUBSCRIBE] = v;
-    }
-    /// Sets the type.
-    pub fn set_notice_type(&mut self, v: NoticeType) {
-        BigEndian::write_u16(&mut self.bm()[inform::TYPE], v.0);
-    }
-    /// Sets TrapNumber.
-    pub fn set_trap_number(&mut self, v: TrapNumber) {
-        BigEndian::write_u16(&mut self.bm()[inform::TRAP_NUMBER], v.0);
-    }
     /// Sets the QPN (masked to 24 bits), its 3 reserved bits and RespTimeValue (masked
     /// to 5 bits) in one word.
     pub fn set_qpn_resp_time(&mut self, qpn: u32, reserved: u8, resp_time: u8) {
@@ -256,13 +188,32 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> InformInfoPacket<T> {
             | u32::from(resp_time & 0x1F);
         BigEndian::write_u32(&mut self.bm()[inform::QPN_RESP_TIME], w);
     }
-    /// Sets the reserved byte before the producer type.
-    pub fn set_reserved2(&mut self, v: u8) {
-        self.bm()[inform::RESERVED2] = v;
-    }
     /// Sets ProducerType (masked to 24 bits).
     pub fn set_producer_type(&mut self, v: ProducerType) {
         BigEndian::write_u24(&mut self.bm()[inform::PRODUCER], v.0 & 0xFF_FFFF);
+    }
+}
+
+view_fields! {
+    impl InformInfoPacket, BigEndian {
+        /// The GID the subscription is about (0: any, the LID range applies).
+        gid, set_gid: Gid = inform::GID;
+        /// LIDRangeBegin (0xFFFF: every LID).
+        lid_range_begin, set_lid_range_begin: u16 = inform::LID_BEGIN;
+        /// LIDRangeEnd.
+        lid_range_end, set_lid_range_end: u16 = inform::LID_END;
+        /// The reserved word after the LID range.
+        reserved, set_reserved: u16 = inform::RESERVED;
+        /// IsGeneric (the whole byte; 1 for generic traps).
+        is_generic, set_is_generic: u8 = inform::IS_GENERIC;
+        /// Subscribe (the whole byte): 1 subscribes, 0 unsubscribes.
+        subscribe, set_subscribe: u8 = inform::SUBSCRIBE;
+        /// Type.
+        notice_type, set_notice_type: NoticeType = inform::TYPE;
+        /// TrapNumber (DeviceID when not generic).
+        trap_number, set_trap_number: TrapNumber = inform::TRAP_NUMBER;
+        /// The reserved byte before the producer type.
+        reserved2, set_reserved2: u8 = inform::RESERVED2;
     }
 }
 
@@ -402,14 +353,6 @@ impl<T: AsRef<[u8]>> NoticePacket<T> {
     pub fn producer_type(&self) -> ProducerType {
         ProducerType(BigEndian::read_u24(&self.b()[nfield::PRODUCER]))
     }
-    /// TrapNumber (DeviceID when not generic).
-    pub fn trap_number(&self) -> TrapNumber {
-        TrapNumber(BigEndian::read_u16(&self.b()[nfield::TRAP_NUMBER]))
-    }
-    /// IssuerLID.
-    pub fn issuer_lid(&self) -> u16 {
-        BigEndian::read_u16(&self.b()[nfield::ISSUER_LID])
-    }
     /// NoticeToggle (bit 15 of bytes 8–9).
     pub fn toggle(&self) -> bool {
         self.b()[nfield::TOGGLE_COUNT.start] & 0x80 != 0
@@ -423,10 +366,6 @@ impl<T: AsRef<[u8]>> NoticePacket<T> {
         let mut d = [0; DATA_DETAILS_LEN];
         d.copy_from_slice(&self.b()[nfield::DATA_DETAILS]);
         d
-    }
-    /// IssuerGID.
-    pub fn issuer_gid(&self) -> Gid {
-        Gid::read(&self.b()[nfield::ISSUER_GID]).unwrap_or_default()
     }
 }
 
@@ -442,14 +381,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> NoticePacket<T> {
     pub fn set_producer_type(&mut self, v: ProducerType) {
         BigEndian::write_u24(&mut self.bm()[nfield::PRODUCER], v.0 & 0xFF_FFFF);
     }
-    /// Sets TrapNumber.
-    pub fn set_trap_number(&mut self, v: TrapNumber) {
-        BigEndian::write_u16(&mut self.bm()[nfield::TRAP_NUMBER], v.0);
-    }
-    /// Sets IssuerLID.
-    pub fn set_issuer_lid(&mut self, v: u16) {
-        BigEndian::write_u16(&mut self.bm()[nfield::ISSUER_LID], v);
-    }
     /// Sets NoticeToggle and NoticeCount (masked to 15 bits).
     pub fn set_toggle_count(&mut self, toggle: bool, count: u16) {
         let w = if toggle { 0x8000 } else { 0 } | (count & 0x7FFF);
@@ -459,9 +390,16 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> NoticePacket<T> {
     pub fn set_data_details(&mut self, v: &[u8; DATA_DETAILS_LEN]) {
         self.bm()[nfield::DATA_DETAILS].copy_from_slice(v);
     }
-    /// Sets IssuerGID.
-    pub fn set_issuer_gid(&mut self, v: Gid) {
-        self.bm()[nfield::ISSUER_GID].copy_from_slice(&v.0);
+}
+
+view_fields! {
+    impl NoticePacket, BigEndian {
+        /// TrapNumber (DeviceID when not generic).
+        trap_number, set_trap_number: TrapNumber = nfield::TRAP_NUMBER;
+        /// IssuerLID.
+        issuer_lid, set_issuer_lid: u16 = nfield::ISSUER_LID;
+        /// IssuerGID.
+        issuer_gid, set_issuer_gid: Gid = nfield::ISSUER_GID;
     }
 }
 

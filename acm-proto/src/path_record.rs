@@ -64,30 +64,6 @@ impl<T: AsRef<[u8]>> PathRecordPacket<T> {
         self.buffer.as_ref()
     }
 
-    /// ServiceID.
-    pub fn service_id(&self) -> u64 {
-        BigEndian::read_u64(&self.b()[field::SERVICE_ID])
-    }
-    /// Destination GID.
-    pub fn dgid(&self) -> Gid {
-        Gid::read(&self.b()[field::DGID]).unwrap_or_default()
-    }
-    /// Source GID.
-    pub fn sgid(&self) -> Gid {
-        Gid::read(&self.b()[field::SGID]).unwrap_or_default()
-    }
-    /// Destination LID.
-    pub fn dlid(&self) -> u16 {
-        BigEndian::read_u16(&self.b()[field::DLID])
-    }
-    /// Source LID.
-    pub fn slid(&self) -> u16 {
-        BigEndian::read_u16(&self.b()[field::SLID])
-    }
-    /// The whole flow-label/hop-limit word.
-    pub fn flowlabel_hoplimit(&self) -> u32 {
-        BigEndian::read_u32(&self.b()[field::FLOWLABEL_HOPLIMIT])
-    }
     /// Bits 31:28 of the flow-label word (RawTraffic and reserved bits).
     pub fn raw_traffic_bits(&self) -> u8 {
         (self.flowlabel_hoplimit() >> 28) as u8
@@ -100,10 +76,6 @@ impl<T: AsRef<[u8]>> PathRecordPacket<T> {
     pub fn hop_limit(&self) -> u8 {
         self.flowlabel_hoplimit() as u8
     }
-    /// Traffic class.
-    pub fn tclass(&self) -> u8 {
-        self.b()[field::TCLASS]
-    }
     /// Whether the path is reversible (bit 7).
     pub fn reversible(&self) -> bool {
         self.b()[field::REVERSIBLE_NUMPATH] & 0x80 != 0
@@ -111,10 +83,6 @@ impl<T: AsRef<[u8]>> PathRecordPacket<T> {
     /// NumbPath (bits 6:0).
     pub fn numpath(&self) -> u8 {
         self.b()[field::REVERSIBLE_NUMPATH] & 0x7F
-    }
-    /// Partition key.
-    pub fn pkey(&self) -> u16 {
-        BigEndian::read_u16(&self.b()[field::PKEY])
     }
     /// The 12-bit QoS class.
     pub fn qos_class(&self) -> u16 {
@@ -124,57 +92,11 @@ impl<T: AsRef<[u8]>> PathRecordPacket<T> {
     pub fn sl(&self) -> u8 {
         (BigEndian::read_u16(&self.b()[field::QOSCLASS_SL]) & 0xF) as u8
     }
-    /// MTU selector and value.
-    pub fn mtu(&self) -> Selected<Mtu> {
-        Selected::from_byte(self.b()[field::MTU])
-    }
-    /// Rate selector and value.
-    pub fn rate(&self) -> Selected<Rate> {
-        Selected::from_byte(self.b()[field::RATE])
-    }
-    /// Packet-lifetime selector and value.
-    pub fn packet_lifetime(&self) -> Selected<u8> {
-        Selected::from_byte(self.b()[field::PACKET_LIFETIME])
-    }
-    /// Preference.
-    pub fn preference(&self) -> u8 {
-        self.b()[field::PREFERENCE]
-    }
-    /// The six reserved bytes at the end.
-    pub fn reserved(&self) -> [u8; 6] {
-        let mut r = [0; 6];
-        r.copy_from_slice(&self.b()[field::RESERVED]);
-        r
-    }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> PathRecordPacket<T> {
     fn bm(&mut self) -> &mut [u8] {
         self.buffer.as_mut()
-    }
-    /// Sets ServiceID.
-    pub fn set_service_id(&mut self, v: u64) {
-        BigEndian::write_u64(&mut self.bm()[field::SERVICE_ID], v);
-    }
-    /// Sets the destination GID.
-    pub fn set_dgid(&mut self, v: Gid) {
-        self.bm()[field::DGID].copy_from_slice(&v.0);
-    }
-    /// Sets the source GID.
-    pub fn set_sgid(&mut self, v: Gid) {
-        self.bm()[field::SGID].copy_from_slice(&v.0);
-    }
-    /// Sets the destination LID.
-    pub fn set_dlid(&mut self, v: u16) {
-        BigEndian::write_u16(&mut self.bm()[field::DLID], v);
-    }
-    /// Sets the source LID.
-    pub fn set_slid(&mut self, v: u16) {
-        BigEndian::write_u16(&mut self.bm()[field::SLID], v);
-    }
-    /// Sets the whole flow-label/hop-limit word.
-    pub fn set_flowlabel_hoplimit(&mut self, v: u32) {
-        BigEndian::write_u32(&mut self.bm()[field::FLOWLABEL_HOPLIMIT], v);
     }
     /// Sets bits 31:28 of the flow-label word (masked to 4 bits).
     pub fn set_raw_traffic_bits(&mut self, v: u8) {
@@ -191,10 +113,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> PathRecordPacket<T> {
         let w = self.flowlabel_hoplimit() & !0xFF;
         self.set_flowlabel_hoplimit(w | u32::from(v));
     }
-    /// Sets the traffic class.
-    pub fn set_tclass(&mut self, v: u8) {
-        self.bm()[field::TCLASS] = v;
-    }
     /// Sets the reversible bit.
     pub fn set_reversible(&mut self, v: bool) {
         let b = &mut self.bm()[field::REVERSIBLE_NUMPATH];
@@ -204,10 +122,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> PathRecordPacket<T> {
     pub fn set_numpath(&mut self, v: u8) {
         let b = &mut self.bm()[field::REVERSIBLE_NUMPATH];
         *b = (*b & 0x80) | (v & 0x7F);
-    }
-    /// Sets the partition key.
-    pub fn set_pkey(&mut self, v: u16) {
-        BigEndian::write_u16(&mut self.bm()[field::PKEY], v);
     }
     /// Sets the 12-bit QoS class (masked).
     pub fn set_qos_class(&mut self, v: u16) {
@@ -222,25 +136,36 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> PathRecordPacket<T> {
             (qos << 4) | u16::from(v & 0xF),
         );
     }
-    /// Sets MTU selector and value.
-    pub fn set_mtu(&mut self, v: Selected<Mtu>) {
-        self.bm()[field::MTU] = v.to_byte();
-    }
-    /// Sets rate selector and value.
-    pub fn set_rate(&mut self, v: Selected<Rate>) {
-        self.bm()[field::RATE] = v.to_byte();
-    }
-    /// Sets packet-lifetime selector and value.
-    pub fn set_packet_lifetime(&mut self, v: Selected<u8>) {
-        self.bm()[field::PACKET_LIFETIME] = v.to_byte();
-    }
-    /// Sets the preference.
-    pub fn set_preference(&mut self, v: u8) {
-        self.bm()[field::PREFERENCE] = v;
-    }
-    /// Sets the six reserved bytes.
-    pub fn set_reserved(&mut self, v: [u8; 6]) {
-        self.bm()[field::RESERVED].copy_from_slice(&v);
+}
+
+view_fields! {
+    impl PathRecordPacket, BigEndian {
+        /// ServiceID.
+        service_id, set_service_id: u64 = field::SERVICE_ID;
+        /// Destination GID.
+        dgid, set_dgid: Gid = field::DGID;
+        /// Source GID.
+        sgid, set_sgid: Gid = field::SGID;
+        /// Destination LID.
+        dlid, set_dlid: u16 = field::DLID;
+        /// Source LID.
+        slid, set_slid: u16 = field::SLID;
+        /// The whole flow-label/hop-limit word.
+        flowlabel_hoplimit, set_flowlabel_hoplimit: u32 = field::FLOWLABEL_HOPLIMIT;
+        /// Traffic class.
+        tclass, set_tclass: u8 = field::TCLASS;
+        /// Partition key.
+        pkey, set_pkey: u16 = field::PKEY;
+        /// MTU selector and value.
+        mtu, set_mtu: Selected<Mtu> = field::MTU;
+        /// Rate selector and value.
+        rate, set_rate: Selected<Rate> = field::RATE;
+        /// Packet-lifetime selector and value.
+        packet_lifetime, set_packet_lifetime: Selected<u8> = field::PACKET_LIFETIME;
+        /// Preference.
+        preference, set_preference: u8 = field::PREFERENCE;
+        /// The six reserved bytes at the end.
+        reserved, set_reserved: [u8; 6] = field::RESERVED;
     }
 }
 

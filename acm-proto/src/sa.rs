@@ -10,7 +10,7 @@ use crate::error::{Layout, Result};
 use crate::mad::{AttrId, MadHeaderPacket, MadHeaderRepr, MadStatus, Method, MgmtClass};
 use crate::mcmember::McCompMask;
 use crate::path_record::PathCompMask;
-use byteorder::{BigEndian, ByteOrder};
+use byteorder::BigEndian;
 
 /// Length of the SA header (common MAD header + RMPP + SA fields).
 pub const SA_HEADER_LEN: usize = 56;
@@ -184,18 +184,6 @@ impl<T: AsRef<[u8]>> SaPacket<T> {
     pub fn attr_id(&self) -> AttrId {
         self.mad_header().attr_id()
     }
-    /// RMPP version.
-    pub fn rmpp_version(&self) -> u8 {
-        self.b()[field::RMPP_VERSION]
-    }
-    /// RMPP packet type.
-    pub fn rmpp_type(&self) -> RmppType {
-        RmppType(self.b()[field::RMPP_TYPE])
-    }
-    /// The whole response-time/flags byte.
-    pub fn rmpp_rtime_flags(&self) -> u8 {
-        self.b()[field::RMPP_RTIME_FLAGS]
-    }
     /// RMPP response time (bits 7:3).
     pub fn rmpp_resp_time(&self) -> u8 {
         self.rmpp_rtime_flags() >> 3
@@ -204,37 +192,9 @@ impl<T: AsRef<[u8]>> SaPacket<T> {
     pub fn rmpp_flags(&self) -> RmppFlags {
         RmppFlags(self.rmpp_rtime_flags() & 0x7)
     }
-    /// RMPP status.
-    pub fn rmpp_status(&self) -> u8 {
-        self.b()[field::RMPP_STATUS]
-    }
-    /// RMPP segment number.
-    pub fn seg_num(&self) -> u32 {
-        BigEndian::read_u32(&self.b()[field::SEG_NUM])
-    }
-    /// RMPP PayloadLength / NewWindowLast.
-    pub fn paylen_newwin(&self) -> u32 {
-        BigEndian::read_u32(&self.b()[field::PAYLEN_NEWWIN])
-    }
-    /// SM_Key.
-    pub fn sm_key(&self) -> u64 {
-        BigEndian::read_u64(&self.b()[field::SM_KEY])
-    }
-    /// AttributeOffset, in 8-byte units (the record stride of a GetTable response).
-    pub fn attr_offset(&self) -> u16 {
-        BigEndian::read_u16(&self.b()[field::ATTR_OFFSET])
-    }
     /// AttributeOffset converted to bytes.
     pub fn attr_offset_bytes(&self) -> usize {
         usize::from(self.attr_offset()) * 8
-    }
-    /// Reserved word (bytes 46–47).
-    pub fn reserved(&self) -> u16 {
-        BigEndian::read_u16(&self.b()[field::RESERVED])
-    }
-    /// Component mask.
-    pub fn comp_mask(&self) -> u64 {
-        BigEndian::read_u64(&self.b()[field::COMP_MASK])
     }
 }
 
@@ -254,18 +214,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> SaPacket<T> {
     pub fn mad_header_mut(&mut self) -> MadHeaderPacket<&mut [u8]> {
         MadHeaderPacket::new_unchecked(&mut self.bm()[field::MAD_HEADER])
     }
-    /// Sets the RMPP version.
-    pub fn set_rmpp_version(&mut self, v: u8) {
-        self.bm()[field::RMPP_VERSION] = v;
-    }
-    /// Sets the RMPP packet type.
-    pub fn set_rmpp_type(&mut self, v: RmppType) {
-        self.bm()[field::RMPP_TYPE] = v.0;
-    }
-    /// Sets the whole response-time/flags byte.
-    pub fn set_rmpp_rtime_flags(&mut self, v: u8) {
-        self.bm()[field::RMPP_RTIME_FLAGS] = v;
-    }
     /// Sets the RMPP response time (masked to 5 bits).
     pub fn set_rmpp_resp_time(&mut self, v: u8) {
         let b = &mut self.bm()[field::RMPP_RTIME_FLAGS];
@@ -276,37 +224,34 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> SaPacket<T> {
         let b = &mut self.bm()[field::RMPP_RTIME_FLAGS];
         *b = (*b & !0x7) | (v.0 & 0x7);
     }
-    /// Sets the RMPP status.
-    pub fn set_rmpp_status(&mut self, v: u8) {
-        self.bm()[field::RMPP_STATUS] = v;
-    }
-    /// Sets the RMPP segment number.
-    pub fn set_seg_num(&mut self, v: u32) {
-        BigEndian::write_u32(&mut self.bm()[field::SEG_NUM], v);
-    }
-    /// Sets the RMPP PayloadLength / NewWindowLast.
-    pub fn set_paylen_newwin(&mut self, v: u32) {
-        BigEndian::write_u32(&mut self.bm()[field::PAYLEN_NEWWIN], v);
-    }
-    /// Sets SM_Key.
-    pub fn set_sm_key(&mut self, v: u64) {
-        BigEndian::write_u64(&mut self.bm()[field::SM_KEY], v);
-    }
-    /// Sets AttributeOffset (8-byte units).
-    pub fn set_attr_offset(&mut self, v: u16) {
-        BigEndian::write_u16(&mut self.bm()[field::ATTR_OFFSET], v);
-    }
-    /// Sets the reserved word.
-    pub fn set_reserved(&mut self, v: u16) {
-        BigEndian::write_u16(&mut self.bm()[field::RESERVED], v);
-    }
-    /// Sets the component mask.
-    pub fn set_comp_mask(&mut self, v: u64) {
-        BigEndian::write_u64(&mut self.bm()[field::COMP_MASK], v);
-    }
     /// The data, writable: every byte from offset 56 to the end of the buffer.
     pub fn data_mut(&mut self) -> &mut [u8] {
         self.bm().get_mut(field::DATA).unwrap_or(&mut [])
+    }
+}
+
+view_fields! {
+    impl SaPacket, BigEndian {
+        /// RMPP version.
+        rmpp_version, set_rmpp_version: u8 = field::RMPP_VERSION;
+        /// RMPP packet type.
+        rmpp_type, set_rmpp_type: RmppType = field::RMPP_TYPE;
+        /// The whole response-time/flags byte.
+        rmpp_rtime_flags, set_rmpp_rtime_flags: u8 = field::RMPP_RTIME_FLAGS;
+        /// RMPP status.
+        rmpp_status, set_rmpp_status: u8 = field::RMPP_STATUS;
+        /// RMPP segment number.
+        seg_num, set_seg_num: u32 = field::SEG_NUM;
+        /// RMPP PayloadLength / NewWindowLast.
+        paylen_newwin, set_paylen_newwin: u32 = field::PAYLEN_NEWWIN;
+        /// SM_Key.
+        sm_key, set_sm_key: u64 = field::SM_KEY;
+        /// AttributeOffset, in 8-byte units (the record stride of a GetTable response).
+        attr_offset, set_attr_offset: u16 = field::ATTR_OFFSET;
+        /// Reserved word (bytes 46–47).
+        reserved, set_reserved: u16 = field::RESERVED;
+        /// Component mask.
+        comp_mask, set_comp_mask: u64 = field::COMP_MASK;
     }
 }
 
@@ -634,7 +579,7 @@ mod tests {
             }
         }
 
-        fn prop_garbage_never_panics(b: Garbage<256, 400>) -> bool {
+        fn prop_garbage_never_panics(b: Garbage<MAD_LEN, 400>) -> bool {
             let ok = SaHeaderRepr::parse(&b.0).is_ok();
             let data = SaPacket::new_checked(&b.0[..]).map(|p| p.data().len());
             ok == (b.0.len() >= 56) && data.map_or(true, |n| n == b.0.len() - 56)

@@ -1,5 +1,6 @@
 //! Shared quickcheck support for the per-format unit tests.
 
+use crate::netlink::{NlMsgHeaderRepr, RDMA_NL_LS, rdma_nl_type};
 use crate::{Bytes64, Gid};
 use alloc::vec::Vec;
 use quickcheck::{Arbitrary, Gen};
@@ -18,6 +19,13 @@ pub(crate) fn bytes<const N: usize>(g: &mut Gen) -> [u8; N] {
 pub(crate) fn byte_vec(g: &mut Gen, max: usize) -> Vec<u8> {
     let len = usize::arbitrary(g) % (max + 1);
     (0..len).map(|_| u8::arbitrary(g)).collect()
+}
+
+/// An arbitrary nlmsghdr of an RDMA_NL_LS message (client 4, any op).
+pub(crate) fn ls_header(g: &mut Gen) -> NlMsgHeaderRepr {
+    let mut header = NlMsgHeaderRepr::arbitrary(g);
+    header.msg_type = rdma_nl_type(RDMA_NL_LS, u16::arbitrary(g));
+    header
 }
 
 impl Arbitrary for Gid {

@@ -102,18 +102,6 @@ pub struct EpAddrPacket<T: AsRef<[u8]>> {
 impl<T: AsRef<[u8]>> EpAddrPacket<T> {
     view_constructors!("acm_ep_addr_data", LAYOUT);
 
-    /// Flags (host order).
-    pub fn flags(&self) -> EpFlags {
-        EpFlags(NativeEndian::read_u32(&self.buffer.as_ref()[field::FLAGS]))
-    }
-    /// Address type (host order).
-    pub fn addr_type(&self) -> AddrType {
-        AddrType(NativeEndian::read_u16(&self.buffer.as_ref()[field::TYPE]))
-    }
-    /// Reserved (host order).
-    pub fn reserved(&self) -> u16 {
-        NativeEndian::read_u16(&self.buffer.as_ref()[field::RESERVED])
-    }
     /// The 64 info bytes.
     pub fn info(&self) -> &[u8] {
         &self.buffer.as_ref()[field::INFO]
@@ -121,21 +109,20 @@ impl<T: AsRef<[u8]>> EpAddrPacket<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> EpAddrPacket<T> {
-    /// Sets the flags.
-    pub fn set_flags(&mut self, v: EpFlags) {
-        NativeEndian::write_u32(&mut self.buffer.as_mut()[field::FLAGS], v.0);
-    }
-    /// Sets the type.
-    pub fn set_addr_type(&mut self, v: AddrType) {
-        NativeEndian::write_u16(&mut self.buffer.as_mut()[field::TYPE], v.0);
-    }
-    /// Sets the reserved field.
-    pub fn set_reserved(&mut self, v: u16) {
-        NativeEndian::write_u16(&mut self.buffer.as_mut()[field::RESERVED], v);
-    }
     /// The 64 info bytes, writable.
     pub fn info_mut(&mut self) -> &mut [u8] {
         &mut self.buffer.as_mut()[field::INFO]
+    }
+}
+
+view_fields! {
+    impl EpAddrPacket, NativeEndian {
+        /// Flags (host order).
+        flags, set_flags: EpFlags = field::FLAGS;
+        /// Address type (host order).
+        addr_type, set_addr_type: AddrType = field::TYPE;
+        /// Reserved (host order).
+        reserved, set_reserved: u16 = field::RESERVED;
     }
 }
 

@@ -197,18 +197,6 @@ pub struct HeaderPacket<T: AsRef<[u8]>> {
 impl<T: AsRef<[u8]>> HeaderPacket<T> {
     view_constructors!("acm_hdr", LAYOUT);
 
-    /// Protocol version (must be 1).
-    pub fn version(&self) -> u8 {
-        self.buffer.as_ref()[field::VERSION]
-    }
-    /// Opcode byte.
-    pub fn opcode(&self) -> Opcode {
-        Opcode(self.buffer.as_ref()[field::OPCODE])
-    }
-    /// Status.
-    pub fn status(&self) -> Status {
-        Status(self.buffer.as_ref()[field::STATUS])
-    }
     /// `data[0..3]`: src_out, src_index, dst_index (meaning depends on the opcode).
     pub fn data(&self) -> [u8; 3] {
         let b = &self.buffer.as_ref()[field::DATA];
@@ -222,25 +210,9 @@ impl<T: AsRef<[u8]>> HeaderPacket<T> {
     pub fn length_in(&self, order: LengthOrder) -> u16 {
         order.read(&self.buffer.as_ref()[field::LENGTH])
     }
-    /// Transaction id: opaque, echoed unchanged (read in host order).
-    pub fn tid(&self) -> u64 {
-        NativeEndian::read_u64(&self.buffer.as_ref()[field::TID])
-    }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> HeaderPacket<T> {
-    /// Sets the version.
-    pub fn set_version(&mut self, v: u8) {
-        self.buffer.as_mut()[field::VERSION] = v;
-    }
-    /// Sets the opcode byte.
-    pub fn set_opcode(&mut self, v: Opcode) {
-        self.buffer.as_mut()[field::OPCODE] = v.0;
-    }
-    /// Sets the status.
-    pub fn set_status(&mut self, v: Status) {
-        self.buffer.as_mut()[field::STATUS] = v.0;
-    }
     /// Sets `data[0..3]`.
     pub fn set_data(&mut self, v: [u8; 3]) {
         self.buffer.as_mut()[field::DATA].copy_from_slice(&v);
@@ -251,9 +223,18 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> HeaderPacket<T> {
         let order = LengthOrder::of(self.opcode(), direction);
         order.write(&mut self.buffer.as_mut()[field::LENGTH], v);
     }
-    /// Sets the transaction id (host order).
-    pub fn set_tid(&mut self, v: u64) {
-        NativeEndian::write_u64(&mut self.buffer.as_mut()[field::TID], v);
+}
+
+view_fields! {
+    impl HeaderPacket, NativeEndian {
+        /// Protocol version (must be 1).
+        version, set_version: u8 = field::VERSION;
+        /// Opcode byte.
+        opcode, set_opcode: Opcode = field::OPCODE;
+        /// Status.
+        status, set_status: Status = field::STATUS;
+        /// Transaction id: opaque, echoed unchanged (read in host order).
+        tid, set_tid: u64 = field::TID;
     }
 }
 

@@ -7,7 +7,7 @@
 use super::codes::LsAttrType;
 use crate::ParseError;
 use crate::error::{Layout, Reason, Result, check_layout};
-use byteorder::{ByteOrder, NativeEndian};
+use byteorder::NativeEndian;
 
 /// Length of the attribute header (NLA_HDRLEN).
 pub const NLA_HDRLEN: usize = 4;
@@ -101,14 +101,6 @@ impl<T: AsRef<[u8]>> NlAttrPacket<T> {
         self.buffer.as_ref()
     }
 
-    /// `nla_len`: header plus payload, without padding.
-    pub fn nla_len(&self) -> u16 {
-        NativeEndian::read_u16(&self.b()[field::LEN])
-    }
-    /// `nla_type` as on the wire, flag bits included.
-    pub fn nla_type(&self) -> u16 {
-        NativeEndian::read_u16(&self.b()[field::TYPE])
-    }
     /// The type with the three flag bits masked off: what RDMA netlink dispatches on.
     pub fn kind(&self) -> u16 {
         self.nla_type() & NLA_TYPE_MASK
@@ -130,18 +122,19 @@ impl<T: AsRef<[u8]>> NlAttrPacket<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> NlAttrPacket<T> {
-    /// Sets `nla_len`.
-    pub fn set_nla_len(&mut self, v: u16) {
-        NativeEndian::write_u16(&mut self.buffer.as_mut()[field::LEN], v);
-    }
-    /// Sets `nla_type`, flag bits included.
-    pub fn set_nla_type(&mut self, v: u16) {
-        NativeEndian::write_u16(&mut self.buffer.as_mut()[field::TYPE], v);
-    }
     /// The payload, mutably: bytes 4 to `nla_len` (clamped to the buffer).
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let end = usize::from(self.nla_len()).clamp(NLA_HDRLEN, self.buffer.as_ref().len());
         &mut self.buffer.as_mut()[NLA_HDRLEN..end]
+    }
+}
+
+view_fields! {
+    impl NlAttrPacket, NativeEndian {
+        /// `nla_len`: header plus payload, without padding.
+        nla_len, set_nla_len: u16 = field::LEN;
+        /// `nla_type` as on the wire, flag bits included.
+        nla_type, set_nla_type: u16 = field::TYPE;
     }
 }
 

@@ -3,7 +3,7 @@
 use super::codes::{LsOp, RDMA_NL_LS, rdma_nl_client, rdma_nl_op};
 use crate::ParseError;
 use crate::error::{Layout, Reason, Result};
-use byteorder::{ByteOrder, NativeEndian};
+use byteorder::NativeEndian;
 
 /// Length of `struct nlmsghdr` (NLMSG_HDRLEN).
 pub const NLMSG_HDRLEN: usize = 16;
@@ -106,30 +106,6 @@ impl<T: AsRef<[u8]>> NlMsgHeaderPacket<T> {
         Ok(declared)
     }
 
-    fn b(&self) -> &[u8] {
-        self.buffer.as_ref()
-    }
-
-    /// `nlmsg_len`: the whole message, header included.
-    pub fn nlmsg_len(&self) -> u32 {
-        NativeEndian::read_u32(&self.b()[field::LEN])
-    }
-    /// `nlmsg_type`: for RDMA netlink, client in bits 15:10 and op in bits 9:0.
-    pub fn nlmsg_type(&self) -> u16 {
-        NativeEndian::read_u16(&self.b()[field::TYPE])
-    }
-    /// `nlmsg_flags`.
-    pub fn flags(&self) -> NlMsgFlags {
-        NlMsgFlags(NativeEndian::read_u16(&self.b()[field::FLAGS]))
-    }
-    /// `nlmsg_seq`: the kernel's request number, echoed by the reply.
-    pub fn seq(&self) -> u32 {
-        NativeEndian::read_u32(&self.b()[field::SEQ])
-    }
-    /// `nlmsg_pid`: the sender's port id (0 for the kernel).
-    pub fn pid(&self) -> u32 {
-        NativeEndian::read_u32(&self.b()[field::PID])
-    }
     /// The RDMA netlink client of the type (bits 15:10).
     pub fn client(&self) -> u16 {
         rdma_nl_client(self.nlmsg_type())
@@ -140,29 +116,18 @@ impl<T: AsRef<[u8]>> NlMsgHeaderPacket<T> {
     }
 }
 
-impl<T: AsRef<[u8]> + AsMut<[u8]>> NlMsgHeaderPacket<T> {
-    fn bm(&mut self) -> &mut [u8] {
-        self.buffer.as_mut()
-    }
-    /// Sets `nlmsg_len`.
-    pub fn set_nlmsg_len(&mut self, v: u32) {
-        NativeEndian::write_u32(&mut self.bm()[field::LEN], v);
-    }
-    /// Sets `nlmsg_type`.
-    pub fn set_nlmsg_type(&mut self, v: u16) {
-        NativeEndian::write_u16(&mut self.bm()[field::TYPE], v);
-    }
-    /// Sets `nlmsg_flags`.
-    pub fn set_flags(&mut self, v: NlMsgFlags) {
-        NativeEndian::write_u16(&mut self.bm()[field::FLAGS], v.0);
-    }
-    /// Sets `nlmsg_seq`.
-    pub fn set_seq(&mut self, v: u32) {
-        NativeEndian::write_u32(&mut self.bm()[field::SEQ], v);
-    }
-    /// Sets `nlmsg_pid`.
-    pub fn set_pid(&mut self, v: u32) {
-        NativeEndian::write_u32(&mut self.bm()[field::PID], v);
+view_fields! {
+    impl NlMsgHeaderPacket, NativeEndian {
+        /// `nlmsg_len`: the whole message, header included.
+        nlmsg_len, set_nlmsg_len: u32 = field::LEN;
+        /// `nlmsg_type`: for RDMA netlink, client in bits 15:10 and op in bits 9:0.
+        nlmsg_type, set_nlmsg_type: u16 = field::TYPE;
+        /// `nlmsg_flags`.
+        flags, set_flags: NlMsgFlags = field::FLAGS;
+        /// `nlmsg_seq`: the kernel's request number, echoed by the reply.
+        seq, set_seq: u32 = field::SEQ;
+        /// `nlmsg_pid`: the sender's port id (0 for the kernel).
+        pid, set_pid: u32 = field::PID;
     }
 }
 

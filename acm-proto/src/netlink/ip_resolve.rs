@@ -8,13 +8,12 @@
 //! answer sets the GID; the kernel completes the request at its caller's timeout (or
 //! sooner, when a neighbour entry becomes valid), so it takes an answer until then.
 
+use super::answer::emit_answer;
 use super::attr::{NLA_HDRLEN, NlAttrIter, RDMA_NLA_F_MANDATORY, nla_align, put_attr, rebase};
 use super::codes::{LsAttrType, LsOp};
 use super::header::{NLMSG_HDRLEN, NlMsgFlags, NlMsgHeaderPacket, NlMsgHeaderRepr};
 use crate::error::{Reason, Result};
 use crate::{Gid, ParseError};
-use alloc::vec;
-use alloc::vec::Vec;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Length of `struct rdma_ls_ip_resolve_header` (the interface index, a u32 in host
@@ -197,13 +196,7 @@ impl IpResolveRequestRepr {
         total
     }
 
-    /// The request as a freshly allocated byte vector.
-    #[must_use]
-    pub fn to_vec(&self) -> Vec<u8> {
-        let mut v = vec![0; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    emit_to_vec!("request");
 }
 
 /// The daemon's answer to an IP_RESOLVE, sent to `{nl_pid 0, nl_groups 0x4}` with the
@@ -323,45 +316,24 @@ impl IpResolveReplyRepr {
     pub fn emit(&self, buf: &mut [u8]) -> usize {
         match self {
             Self::Success { header, dgid } => {
-                let header = NlMsgHeaderRepr {
-                    flags: header.flags.without(NlMsgFlags::LS_ERR),
-                    ..*header
-                };
-                header.emit(buf, IP_RESOLVE_REPLY_LEN - NLMSG_HDRLEN);
-                put_attr(&mut buf[NLMSG_HDRLEN..], LsAttrType::DGID.0, &dgid.0);
-                IP_RESOLVE_REPLY_LEN
+                emit_answer(header, Some((LsAttrType::DGID, &dgid.0)), buf)
             }
-            Self::Error { header } => {
-                let header = NlMsgHeaderRepr {
-                    flags: header.flags.with(NlMsgFlags::LS_ERR),
-                    ..*header
-                };
-                header.emit(buf, 0);
-                NLMSG_HDRLEN
-            }
+            Self::Error { header } => emit_answer(header, None, buf),
         }
     }
 
-    /// The reply as a freshly allocated byte vector.
-    #[must_use]
-    pub fn to_vec(&self) -> Vec<u8> {
-        let mut v = vec![0; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    emit_to_vec!("reply");
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::netlink::rdma_nl_type;
-    use crate::testutil::Garbage;
+    use crate::testutil::{Garbage, ls_header};
     use quickcheck::{Arbitrary, Gen, quickcheck};
 
     impl Arbitrary for IpResolveRequestRepr {
         fn arbitrary(g: &mut Gen) -> Self {
-            let mut header = NlMsgHeaderRepr::arbitrary(g);
-            header.msg_type = rdma_nl_type(4, u16::arbitrary(g));
+            let header = ls_header(g);
             let addr = if bool::arbitrary(g) {
                 IpAddr::V4(Ipv4Addr::from(u32::arbitrary(g)))
             } else {

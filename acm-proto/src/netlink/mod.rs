@@ -25,6 +25,7 @@
 //! | [`IpResolveRequestRepr`], [`IpResolveReplyRepr`] | the kernel's IP_RESOLVE and its answer (a DGID) |
 //! | [`SetTimeoutRepr`] | SET_TIMEOUT, the daemon telling the kernel how long to wait |
 
+mod answer;
 mod attr;
 mod codes;
 mod header;

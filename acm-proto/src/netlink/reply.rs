@@ -1,14 +1,13 @@
 //! ibacm's answer to a kernel LS request: one PATH_RECORD attribute, or an empty error.
 //! See docs/protocol/netlink-ls.md §5, docs/test-vectors.md §19.
 
-use super::attr::{NLA_HDRLEN, NlAttrIter, put_attr, rebase};
+use super::answer::emit_answer;
+use super::attr::{NLA_HDRLEN, NlAttrIter, rebase};
 use super::codes::LsAttrType;
 use super::header::{NLMSG_HDRLEN, NlMsgFlags, NlMsgHeaderPacket, NlMsgHeaderRepr};
 use crate::ParseError;
 use crate::error::{Reason, Result};
 use crate::path_record::{PATH_DATA_LEN, PathDataRepr};
-use alloc::vec;
-use alloc::vec::Vec;
 
 /// Length of a success reply: nlmsghdr + one 76-byte PATH_RECORD attribute = 92.
 pub const LS_SUCCESS_REPLY_LEN: usize = NLMSG_HDRLEN + NLA_HDRLEN + PATH_DATA_LEN;
@@ -172,54 +171,31 @@ impl LsReplyRepr {
     pub fn emit(&self, buf: &mut [u8]) -> usize {
         match self {
             Self::Success { header, data } => {
-                let buf = &mut buf[..LS_SUCCESS_REPLY_LEN];
-                let header = NlMsgHeaderRepr {
-                    flags: header.flags.without(NlMsgFlags::LS_ERR),
-                    ..*header
-                };
-                header.emit(buf, LS_SUCCESS_REPLY_LEN - NLMSG_HDRLEN);
                 let mut payload = [0u8; PATH_DATA_LEN];
                 data.emit(&mut payload);
-                put_attr(
-                    &mut buf[NLMSG_HDRLEN..],
-                    LsAttrType::PATH_RECORD.0,
-                    &payload,
-                );
-                LS_SUCCESS_REPLY_LEN
+                emit_answer(header, Some((LsAttrType::PATH_RECORD, &payload)), buf)
             }
-            Self::Error { header } => {
-                let header = NlMsgHeaderRepr {
-                    flags: header.flags.with(NlMsgFlags::LS_ERR),
-                    ..*header
-                };
-                header.emit(buf, 0);
-                LS_ERROR_REPLY_LEN
-            }
+            Self::Error { header } => emit_answer(header, None, buf),
         }
     }
 
-    /// The reply as a freshly allocated byte vector.
-    #[must_use]
-    pub fn to_vec(&self) -> Vec<u8> {
-        let mut v = vec![0; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    emit_to_vec!("reply");
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::Gid;
-    use crate::netlink::{LsOp, NlMsgHeaderPacket, rdma_nl_type};
+    use crate::netlink::put_attr;
+    use crate::netlink::{LsOp, NlMsgHeaderPacket};
     use crate::path_record::{PathFlags, PathRecordRepr};
-    use crate::testutil::{Garbage, bytes};
+    use crate::testutil::{Garbage, bytes, ls_header};
+    use alloc::vec;
     use quickcheck::{Arbitrary, Gen, quickcheck};
 
     impl Arbitrary for LsReplyRepr {
         fn arbitrary(g: &mut Gen) -> Self {
-            let mut request = NlMsgHeaderRepr::arbitrary(g);
-            request.msg_type = rdma_nl_type(4, u16::arbitrary(g));
+            let request = ls_header(g);
             let pid = u32::arbitrary(g);
             let extra = NlMsgFlags(u16::arbitrary(g));
             if bool::arbitrary(g) {

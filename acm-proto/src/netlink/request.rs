@@ -9,8 +9,6 @@ use super::header::{NLMSG_HDRLEN, NlMsgFlags, NlMsgHeaderPacket, NlMsgHeaderRepr
 use super::resolve_header::{RESOLVE_HEADER_LEN, ResolveHeaderRepr};
 use crate::error::{Reason, Result};
 use crate::{Gid, ParseError};
-use alloc::vec;
-use alloc::vec::Vec;
 use byteorder::{ByteOrder, NativeEndian};
 
 /// Offset of the first attribute in a request: 16-byte nlmsghdr + 68-byte resolve header.
@@ -275,26 +273,21 @@ impl LsRequestRepr {
         total
     }
 
-    /// The request as a freshly allocated byte vector.
-    #[must_use]
-    pub fn to_vec(&self) -> Vec<u8> {
-        let mut v = vec![0; self.buffer_len()];
-        self.emit(&mut v);
-        v
-    }
+    emit_to_vec!("request");
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::netlink::{PathUse, rdma_nl_type};
-    use crate::testutil::Garbage;
+    use crate::netlink::PathUse;
+    use crate::testutil::{Garbage, ls_header};
+    use alloc::vec;
+    use alloc::vec::Vec;
     use quickcheck::{Arbitrary, Gen, quickcheck};
 
     impl Arbitrary for LsRequestRepr {
         fn arbitrary(g: &mut Gen) -> Self {
-            let mut header = NlMsgHeaderRepr::arbitrary(g);
-            header.msg_type = rdma_nl_type(4, u16::arbitrary(g));
+            let header = ls_header(g);
             let mut r = Self {
                 header,
                 resolve: ResolveHeaderRepr::arbitrary(g),

@@ -5,6 +5,7 @@
 use super::codes::PathUse;
 use crate::Bytes64;
 use crate::error::{Layout, Result};
+use byteorder::NativeEndian;
 
 /// Length of the resolve header including its padding: attributes start this many bytes
 /// after the nlmsghdr.
@@ -42,14 +43,6 @@ impl<T: AsRef<[u8]>> ResolveHeaderPacket<T> {
     pub fn device_name(&self) -> Bytes64 {
         Bytes64::read(&self.b()[field::DEVICE_NAME]).unwrap_or_default()
     }
-    /// The port number on that device.
-    pub fn port_num(&self) -> u8 {
-        self.b()[field::PORT_NUM]
-    }
-    /// What the path is for.
-    pub fn path_use(&self) -> PathUse {
-        PathUse(self.b()[field::PATH_USE])
-    }
     /// The two pad bytes. The kernel never writes them: they hold whatever its buffer
     /// held.
     pub fn pad(&self) -> [u8; 2] {
@@ -65,17 +58,18 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> ResolveHeaderPacket<T> {
     pub fn set_device_name(&mut self, v: &Bytes64) {
         self.bm()[field::DEVICE_NAME].copy_from_slice(&v.0);
     }
-    /// Sets the port number.
-    pub fn set_port_num(&mut self, v: u8) {
-        self.bm()[field::PORT_NUM] = v;
-    }
-    /// Sets the path use.
-    pub fn set_path_use(&mut self, v: PathUse) {
-        self.bm()[field::PATH_USE] = v.0;
-    }
     /// Sets the pad bytes.
     pub fn set_pad(&mut self, v: [u8; 2]) {
         self.bm()[field::PAD].copy_from_slice(&v);
+    }
+}
+
+view_fields! {
+    impl ResolveHeaderPacket, NativeEndian {
+        /// The port number on that device.
+        port_num, set_port_num: u8 = field::PORT_NUM;
+        /// What the path is for.
+        path_use, set_path_use: PathUse = field::PATH_USE;
     }
 }
 
