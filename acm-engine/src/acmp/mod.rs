@@ -12,6 +12,7 @@ mod dest;
 mod endpoint;
 mod fair;
 mod neigh;
+mod path_av;
 mod preload;
 mod protocol;
 mod resolve;

@@ -148,7 +148,7 @@ impl Acmp {
         let qpn = ep.qpn.unwrap_or(0);
         if let Some(d) = ep.dests.get_mut(idx) {
             d.path = path;
-            d.av = super::sa::av_from_path(&path, attrs);
+            d.av = super::path_av::av_from_path(&path, attrs);
             d.remote_qpn = qpn;
             d.addr_expiry = u64::MAX;
             d.route_expiry = u64::MAX;
@@ -241,7 +241,7 @@ impl Acmp {
                 ep.dests.pin(i);
                 if let Some(d) = ep.dests.get_mut(i) {
                     d.path = path;
-                    d.av = super::sa::av_from_path(&path, attrs);
+                    d.av = super::path_av::av_from_path(&path, attrs);
                     d.remote_qpn = 1;
                     d.addr_expiry = addr_exp;
                     d.route_expiry = route_exp;

@@ -6,7 +6,7 @@ use super::endpoint::EpState;
 use super::{Acmp, DestState, SaWhat, Timer};
 use crate::addr::Address;
 use crate::counters::Counter;
-use crate::device::{PortAttrs, PortId};
+use crate::device::PortId;
 use crate::io::{AddressVector, EndpointId, GlobalRoute, Mad, McastGroup};
 use crate::log::{Level, log};
 use crate::provider::{Ctx, Outcome, PendingReply};
@@ -19,26 +19,6 @@ use acm_proto::notice::SmTrap;
 use acm_proto::path_record::{PATH_RECORD_LEN, PathRecordPacket, PathRecordRepr};
 use acm_proto::sa::{SA_DATA_LEN, SA_HEADER_LEN, SaHeaderRepr, SaPacket};
 use alloc::vec::Vec;
-
-/// The address vector for a path (docs/ibacmp.md §4).
-pub(crate) fn av_from_path(path: &[u8; PATH_RECORD_LEN], attrs: &PortAttrs) -> AddressVector {
-    let p = PathRecordPacket::new_unchecked(&path[..]);
-    AddressVector {
-        dlid: p.dlid(),
-        sl: p.sl(),
-        src_path_bits: (p.slid() & 0x7F) as u8,
-        static_rate: p.rate().to_byte() & 0x3F,
-        grh: GlobalRoute {
-            dgid: p.dgid(),
-            flow_label: p.flow_label(),
-            hop_limit: p.hop_limit(),
-            tclass: p.tclass(),
-            sgid_index: attrs.gid_index(&p.sgid()).unwrap_or(0),
-        },
-        remote_qpn: 0,
-        remote_qkey: ACM_QKEY,
-    }
-}
 
 /// A 256-byte SA MAD: the header, then `data`.
 fn sa_mad(header: &SaHeaderRepr, data: &[u8]) -> Mad {
@@ -363,7 +343,7 @@ impl Acmp {
                 let qpn = d.remote_qpn;
                 d.av = AddressVector {
                     remote_qpn: qpn,
-                    ..av_from_path(&d.path, attrs)
+                    ..super::path_av::av_from_path(&d.path, attrs)
                 };
                 d.addr_expiry = Self::expiry(now, addr_to);
                 d.route_expiry = Self::expiry(now, route_to);
