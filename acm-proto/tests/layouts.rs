@@ -67,7 +67,7 @@ const ALLOWED: &[(&str, Option<&str>, &str)] = &[
         "a `struct sockaddr_in`/`sockaddr_in6` handed to librdmacm: libc's ABI",
     ),
     (
-        "acm-io-verbs/fake-hca/src/verbs/device.rs",
+        "acm-io-verbs/fake-hca/src/verbs/async_event.rs",
         Some("rec["),
         "the emulated HCA's 16-byte async-event record, written and read only in this \
          file, through its own pipe",

@@ -75,6 +75,8 @@ fn attach(config: Config) -> Result<Link, LinkError> {
     let (tx, rx) = mpsc::channel();
     let wake = EventPipe::new()?;
     let wake_read = wake.read.try_clone()?;
+    // Before the thread starts, so that no change the hub reports comes first.
+    crate::deliver::attached(&setup);
     std::thread::Builder::new()
         .name("acm-fake-hca".into())
         .spawn(move || run(client, &wake_read, &rx))?;

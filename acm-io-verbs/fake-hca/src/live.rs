@@ -7,16 +7,17 @@
 //! died failing, and the host's sysfs tree (when it is the generator's) gaining or
 //! losing the device's directory and its umad nodes.
 
+use crate::config;
 use crate::ffi::lock;
-use crate::link::link;
 use crate::sysfs_tree;
 use crate::umad;
-use crate::verbs::STATE;
-use crate::verbs::device::{EVENT_DEVICE_FATAL, post_async_event};
+use crate::verbs::async_event::{EVENT_DEVICE_FATAL, post_async_event};
+use crate::verbs::qp::from_hub::break_qp;
+use crate::verbs::state::STATE;
 use acm_engine::{DeviceDesc, PortAttrs};
 use acm_io_sim::hub::wire::TopologyEvent;
 use std::path::Path;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 /// One device of the host.
 #[derive(Debug, Clone)]
@@ -28,41 +29,39 @@ struct LiveDevice {
     healthy: bool,
 }
 
-static LIVE: OnceLock<Mutex<Vec<LiveDevice>>> = OnceLock::new();
+/// Empty until the link attaches ([`attach`]): without a hub there are no devices.
+static LIVE: Mutex<Vec<LiveDevice>> = Mutex::new(Vec::new());
 
-fn live() -> &'static Mutex<Vec<LiveDevice>> {
-    LIVE.get_or_init(|| {
-        let devices = link().map_or_else(Vec::new, |l| {
-            l.setup
-                .devices
-                .iter()
-                .map(|d| LiveDevice {
-                    desc: d.clone(),
-                    listed: true,
-                    healthy: true,
-                })
-                .collect()
-        });
-        Mutex::new(devices)
-    })
+/// The devices the hub said this host has when it attached, all listed and usable.
+/// The link calls this before its thread can deliver any change to them; everything
+/// else reaches a device through the device list, which the attached link gives.
+pub fn attach(devices: &[DeviceDesc]) {
+    *lock(&LIVE) = devices
+        .iter()
+        .map(|d| LiveDevice {
+            desc: d.clone(),
+            listed: true,
+            healthy: true,
+        })
+        .collect();
 }
 
 /// Port `port` (from 1) of device `device` now; `None` for a device that is removed
 /// or dead, or a port it lacks.
 pub fn port_attrs(device: usize, port: u8) -> Option<PortAttrs> {
-    let l = lock(live());
+    let l = lock(&LIVE);
     let d = l.get(device).filter(|d| d.healthy)?;
     d.desc.ports.get(usize::from(port).checked_sub(1)?).cloned()
 }
 
 /// Whether device `device` is usable (listed and not dead).
 pub fn healthy(device: usize) -> bool {
-    lock(live()).get(device).is_some_and(|d| d.healthy)
+    lock(&LIVE).get(device).is_some_and(|d| d.healthy)
 }
 
 /// The indexes of the devices in the device list now.
 pub fn listed() -> Vec<usize> {
-    lock(live())
+    lock(&LIVE)
         .iter()
         .enumerate()
         .filter(|(_, d)| d.listed)
@@ -80,7 +79,7 @@ pub fn apply(ev: TopologyEvent) {
         } => {
             let d = port.device.0 as usize;
             let changed = {
-                let mut l = lock(live());
+                let mut l = lock(&LIVE);
                 let Some(dev) = l.get_mut(d) else {
                     return;
                 };
@@ -103,7 +102,7 @@ pub fn apply(ev: TopologyEvent) {
         TopologyEvent::DeviceGone { device, fatal } => {
             let d = device.0 as usize;
             let (was_healthy, all) = {
-                let mut l = lock(live());
+                let mut l = lock(&LIVE);
                 let Some(dev) = l.get_mut(d) else {
                     return;
                 };
@@ -124,7 +123,7 @@ pub fn apply(ev: TopologyEvent) {
         TopologyEvent::DeviceBack(desc) => {
             let d = desc.id.0 as usize;
             let all = {
-                let mut l = lock(live());
+                let mut l = lock(&LIVE);
                 let Some(dev) = l.get_mut(d) else {
                     return;
                 };
@@ -137,14 +136,14 @@ pub fn apply(ev: TopologyEvent) {
             };
             sysfs(|root| sysfs_tree::write_device(root, &all, d));
         }
-        TopologyEvent::QpFatal { ep } => crate::verbs::qp::break_qp(ep.0),
+        TopologyEvent::QpFatal { ep } => break_qp(ep.0),
     }
 }
 
 /// The hub is gone: every device is dead (still listed, as an HCA after a fatal
 /// error), so that nothing reopens it.
 pub fn all_dead() {
-    for d in lock(live()).iter_mut() {
+    for d in lock(&LIVE).iter_mut() {
         d.healthy = false;
     }
 }
@@ -164,7 +163,7 @@ fn post_to_device(device: usize, event_type: i32, element: u64) {
 
 /// Changes the host's sysfs tree, if it is one the generator wrote.
 fn sysfs(f: impl FnOnce(&Path) -> Result<(), sysfs_tree::TreeError>) {
-    let Some(root) = link().and_then(|l| l.config.sysfs_root.as_deref()) else {
+    let Some(root) = config::current().and_then(|c| c.sysfs_root.as_deref()) else {
         return;
     };
     if !sysfs_tree::is_emulated(root) {

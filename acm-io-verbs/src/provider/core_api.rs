@@ -11,12 +11,15 @@
 use super::abi::{
     ACM_MSG_LEN, AcmEndpoint, AcmPort, AcmSaMad, IbUserMad, SaHandlerFn, UmadSaPacket,
 };
-use super::registry::{MadEntry, SaRequest, SaToken, registry, services};
+use super::registry::{
+    AlreadyInstalled, CoreServices, MadEntry, SaRequest, SaToken, registry, services, set_services,
+};
 use acm_proto::Rate;
 use acm_proto::client::AddrType;
 use acm_proto::mad::MAD_LEN;
 use acm_proto::path_record::PathRecordRepr;
 use std::ffi::{CStr, c_char, c_int, c_void};
+use std::sync::Arc;
 
 /// `ACM_MAX_COUNTER`: the counters a provider may increment.
 const COUNTERS: c_int = 7;
@@ -404,10 +407,21 @@ pub const EXPORTED_NAMES: [&str; 17] = [
     "acm_if_get_sgid",
 ];
 
+/// Installs the daemon's services for every provider of this process, and keeps the
+/// exported functions linked in. It lives beside those functions, not in `registry.rs`,
+/// so that the registry (which the functions read) does not depend back on them.
+///
+/// # Errors
+/// Called twice.
+pub fn install_core(services: Arc<dyn CoreServices>) -> Result<(), AlreadyInstalled> {
+    keep();
+    set_services(services)
+}
+
 /// Takes the address of every exported function, so that none is left out of a binary
 /// that links this crate: an executable's linker drops what nothing references, and a
 /// provider's references come only at `dlopen` time.
-pub(crate) fn keep() {
+fn keep() {
     std::hint::black_box([
         acm_write as *const () as usize,
         acm_format_name as *const () as usize,

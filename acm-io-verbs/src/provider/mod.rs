@@ -18,7 +18,8 @@ mod registry;
 #[cfg(test)]
 mod layout_tests;
 
+pub use core_api::install_core;
 pub use error::{CallError, LoadError};
 pub use library::{ProviderLibrary, candidates, scan};
 pub use objects::{Context, Device, Endpoint, LocalAddress, Port, VerbsHandle};
-pub use registry::{AlreadyInstalled, CoreServices, SaRequest, SaToken, deliver_sa, install_core};
+pub use registry::{AlreadyInstalled, CoreServices, SaRequest, SaToken, deliver_sa};

@@ -53,13 +53,9 @@ static SERVICES: OnceLock<Arc<dyn CoreServices>> = OnceLock::new();
 #[error("the core services for providers are installed already")]
 pub struct AlreadyInstalled;
 
-/// Installs the daemon's services for every provider of this process, and keeps the
-/// exported functions linked in (`core_api.rs` takes their addresses).
-///
-/// # Errors
-/// Called twice.
-pub fn install_core(services: Arc<dyn CoreServices>) -> Result<(), AlreadyInstalled> {
-    super::core_api::keep();
+/// Stores the daemon's services for every provider of this process (once); the public
+/// entry point is `core_api::install_core`, which also keeps the exported functions linked.
+pub(crate) fn set_services(services: Arc<dyn CoreServices>) -> Result<(), AlreadyInstalled> {
     SERVICES.set(services).map_err(|_| AlreadyInstalled)
 }
 

@@ -1,9 +1,9 @@
 //! Completion queues: creation, the `poll_cq` and `req_notify_cq` ops, and CQ events
 //! on the completion channel.
 
-use super::device::{EVENT_CQ_ERR, context_device, post_async_event_locked};
-use super::state::{Cq, STATE, State, Wc};
 use crate::ffi::{guard, lock, read_record, set_errno};
+use crate::verbs::async_event::{EVENT_CQ_ERR, post_async_event_locked};
+use crate::verbs::state::{Cq, STATE, State, Wc, context_device};
 use rdma_sys::{ibv_comp_channel, ibv_context, ibv_cq, ibv_wc, ibv_wc_flags};
 use std::ffi::{c_int, c_void};
 

@@ -9,6 +9,7 @@
 //! behind one lock shared with the hub thread, which delivers receives and send
 //! completions into it.
 
+pub mod async_event;
 pub mod cq;
 pub mod device;
 pub mod objects;

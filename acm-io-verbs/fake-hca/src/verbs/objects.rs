@@ -1,9 +1,9 @@
 //! The simple objects: protection domains, memory regions, address handles and
 //! completion channels.
 
-use super::device::{context_device, port_attrs};
-use super::state::{Ah, STATE};
 use crate::ffi::{EventPipe, guard, lock, set_errno};
+use crate::live::port_attrs;
+use crate::verbs::state::{Ah, STATE, context_device};
 use acm_engine::{AddressVector, GlobalRoute};
 use acm_proto::Gid;
 use rdma_sys::{ibv_ah, ibv_ah_attr, ibv_comp_channel, ibv_context, ibv_mr, ibv_pd};

@@ -1,15 +1,20 @@
 //! What the emulation knows about the application's verbs objects, and how the hub's
 //! events become completions.
 
-use crate::ffi::EventPipe;
+use crate::ffi::{EventPipe, lock};
 use acm_engine::{AddressVector, RecvInfo};
-use rdma_sys::{ibv_wc_opcode, ibv_wc_status};
+use rdma_sys::{ibv_context, ibv_wc_opcode, ibv_wc_status};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 use std::sync::mpsc::SyncSender;
 
 /// Everything, behind one lock.
 pub static STATE: Mutex<State> = Mutex::new(State::new());
+
+/// The device index of an open context (`None` for one that is not open).
+pub fn context_device(ctx: *mut ibv_context) -> Option<usize> {
+    lock(&STATE).contexts.get(&(ctx as usize)).map(|c| c.device)
+}
 
 /// An open device context.
 #[derive(Debug)]

@@ -1,75 +1,29 @@
-//! UD queue pairs: creation (numbered by the hub), the state machine with the
-//! attribute masks the IB spec requires for each UD transition, the `post_send` and
-//! `post_recv` ops, multicast attach and detach, and the hub's receives and send
-//! completions turned into work completions.
+//! UD queue pairs as the application drives them: creation (numbered by the hub),
+//! `ibv_modify_qp` through the UD state machine ([`transition`]), the `post_send` and
+//! `post_recv` ops, multicast attach and detach. What the hub does to a QP (its
+//! receives, send completions and breaks) is [`from_hub`].
 
-use super::cq;
-use super::device::{context_device, port_attrs};
-use super::state::{Qp, QpState, Recv, STATE, SendOut, Sge, State, Wc};
+pub mod from_hub;
+pub mod transition;
+
 use crate::ffi::{guard, lock, set_errno};
 use crate::link::link;
-use acm_engine::{
-    DeviceId, EndpointId, Mad, McastGroup, OpenQp, PortId, RecvInfo, SendToken, UdSend,
-};
+use crate::live::port_attrs;
+use crate::verbs::state::{Qp, QpState, Recv, STATE, SendOut, Sge, State, context_device};
+use acm_engine::{DeviceId, EndpointId, Mad, McastGroup, OpenQp, PortId, SendToken, UdSend};
 use acm_proto::Gid;
 use acm_proto::mad::MAD_LEN;
 use rdma_sys::{
     ibv_gid, ibv_qp, ibv_qp_attr, ibv_qp_init_attr, ibv_qp_type, ibv_recv_wr, ibv_send_flags,
-    ibv_send_wr, ibv_wc_opcode, ibv_wc_status, ibv_wr_opcode,
+    ibv_send_wr, ibv_wr_opcode,
 };
 use std::ffi::c_int;
 use std::sync::mpsc;
 use std::time::Duration;
+use transition::{apply, mask, raw_state, state_of, ud_transition};
 
 /// How long a QP call waits for the hub's answer.
 const HUB_WAIT: Duration = Duration::from_secs(5);
-
-/// `ibv_qp_attr_mask` bits.
-mod mask {
-    pub(super) const STATE: u32 = 1 << 0;
-    pub(super) const CUR_STATE: u32 = 1 << 1;
-    pub(super) const PKEY_INDEX: u32 = 1 << 4;
-    pub(super) const PORT: u32 = 1 << 5;
-    pub(super) const QKEY: u32 = 1 << 6;
-    pub(super) const SQ_PSN: u32 = 1 << 16;
-}
-
-fn state_of(raw: u32) -> Option<QpState> {
-    Some(match raw {
-        0 => QpState::Reset,
-        1 => QpState::Init,
-        2 => QpState::Rtr,
-        3 => QpState::Rts,
-        6 => QpState::Err,
-        _ => return None,
-    })
-}
-
-fn raw_state(s: QpState) -> u32 {
-    match s {
-        QpState::Reset => 0,
-        QpState::Init => 1,
-        QpState::Rtr => 2,
-        QpState::Rts => 3,
-        QpState::Err => 6,
-    }
-}
-
-/// The attributes a UD QP's transition requires and those it may also carry (IB
-/// spec, the QP state table for UD); `None` for a transition that does not exist.
-pub fn ud_transition(from: QpState, to: QpState) -> Option<(u32, u32)> {
-    use QpState::{Err, Init, Reset, Rtr, Rts};
-    use mask::{CUR_STATE, PKEY_INDEX, PORT, QKEY, SQ_PSN, STATE};
-    Some(match (from, to) {
-        (_, Reset) | (_, Err) => (STATE, 0),
-        (Reset, Init) => (STATE | PKEY_INDEX | PORT | QKEY, 0),
-        (Init, Init) => (STATE, PKEY_INDEX | PORT | QKEY),
-        (Init, Rtr) => (STATE, PKEY_INDEX | QKEY),
-        (Rtr, Rts) => (STATE | SQ_PSN, CUR_STATE | QKEY),
-        (Rts, Rts) => (STATE, CUR_STATE | QKEY),
-        _ => return None,
-    })
-}
 
 /// Asks the hub thread to run `f` and waits for the QP_OPENED of `ep`.
 fn hub_qp_call(
@@ -301,58 +255,6 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, 
     })
 }
 
-/// The QP of endpoint `ep` breaks (the hub said so): it goes to the error state,
-/// flushing its receives, and its context gets QP_FATAL naming it.
-pub fn break_qp(ep: u32) {
-    let mut s = lock(&STATE);
-    let Some(&qp) = s.by_ep.get(&ep) else {
-        return;
-    };
-    let Some(q) = s.qps.get(&qp) else {
-        return;
-    };
-    let (port, pkey_index, cq) = (q.port, q.pkey_index, q.recv_cq);
-    apply(&mut s, qp, QpState::Err, port, pkey_index, 0, 0);
-    if let Some(ctx) = s.cqs.get(&cq).map(|c| c.context) {
-        super::device::post_async_event_locked(&s, ctx, super::device::EVENT_QP_FATAL, qp as u64);
-    }
-}
-
-/// Records a transition; ERR flushes the posted receives, RESET drops them.
-fn apply(s: &mut State, qp: usize, to: QpState, port: u8, pkey_index: u16, m: u32, qkey: u32) {
-    let Some(q) = s.qps.get_mut(&qp) else { return };
-    q.state = to;
-    q.port = port;
-    q.pkey_index = pkey_index;
-    if m & mask::QKEY != 0 {
-        q.qkey = qkey;
-    }
-    // SAFETY: the QP is alive (it is in the table); its state field mirrors ours.
-    unsafe { (*(qp as *mut ibv_qp)).state = raw_state(to) };
-    let (qpn, recv_cq) = (q.qpn, q.recv_cq);
-    let flushed: Vec<Recv> = match to {
-        QpState::Err | QpState::Reset => q.recvs.drain(..).collect(),
-        _ => Vec::new(),
-    };
-    if to == QpState::Err {
-        for r in flushed {
-            cq::push(
-                s,
-                recv_cq,
-                Wc {
-                    wr_id: r.wr_id,
-                    status: ibv_wc_status::IBV_WC_WR_FLUSH_ERR,
-                    opcode: ibv_wc_opcode::IBV_WC_RECV,
-                    byte_len: 0,
-                    qp_num: qpn,
-                    recv: RecvInfo::default(),
-                    grh: false,
-                },
-            );
-        }
-    }
-}
-
 /// The `post_recv` op.
 ///
 /// # Safety
@@ -541,112 +443,4 @@ pub unsafe extern "C" fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
     guard("ibv_detach_mcast", libc::EIO, || mcast(qp, gid, lid, false))
-}
-
-/// The hub's answer to CREATE_QP or OPEN_QP, for the call waiting on it.
-pub fn qp_opened(ep: u32, result: Result<u32, ()>) {
-    if let Some(tx) = lock(&STATE).qp_waiters.remove(&ep) {
-        let _ = tx.send(result);
-    }
-}
-
-/// A MAD for endpoint `ep`: into its oldest posted receive (GRH first), completed on
-/// its receive CQ; dropped when the QP is not ready to receive or has no receive
-/// posted, as an HCA drops UD traffic.
-pub fn receive(ep: u32, wc: RecvInfo, grh: Option<[u8; 40]>, mad: &[u8]) {
-    let mut s = lock(&STATE);
-    let Some(&qp) = s.by_ep.get(&ep) else { return };
-    let Some(q) = s.qps.get_mut(&qp) else { return };
-    if !matches!(q.state, QpState::Rtr | QpState::Rts) {
-        return;
-    }
-    let Some(r) = q.recvs.pop_front() else { return };
-    let (qpn, recv_cq) = (q.qpn, q.recv_cq);
-    let mut bytes = Vec::with_capacity(40 + mad.len());
-    bytes.extend_from_slice(&grh.unwrap_or([0; 40]));
-    bytes.extend_from_slice(mad);
-    let room: u64 = r.sges.iter().map(|g| u64::from(g.len)).sum();
-    let status = if room < bytes.len() as u64 {
-        ibv_wc_status::IBV_WC_LOC_LEN_ERR
-    } else {
-        let mut at = 0;
-        for g in &r.sges {
-            let n = (g.len as usize).min(bytes.len() - at);
-            // SAFETY: the posted entry gave the HCA `len` writable bytes at `addr`,
-            // which stay the emulation's until this completion is polled.
-            unsafe {
-                std::ptr::copy_nonoverlapping(bytes[at..].as_ptr(), g.addr as usize as *mut u8, n);
-            }
-            at += n;
-        }
-        ibv_wc_status::IBV_WC_SUCCESS
-    };
-    cq::push(
-        &mut s,
-        recv_cq,
-        Wc {
-            wr_id: r.wr_id,
-            status,
-            opcode: ibv_wc_opcode::IBV_WC_RECV,
-            byte_len: bytes.len() as u32,
-            qp_num: qpn,
-            recv: wc,
-            grh: grh.is_some(),
-        },
-    );
-}
-
-/// A send left the hub: its completion, if it was signalled.
-pub fn send_done(token: u64, ok: bool) {
-    let mut s = lock(&STATE);
-    let Some(o) = s.sends.remove(&token) else {
-        return;
-    };
-    let Some(q) = s.qps.get_mut(&o.qp) else {
-        return;
-    };
-    q.sends_out = q.sends_out.saturating_sub(1);
-    let (qpn, send_cq) = (q.qpn, q.send_cq);
-    if o.signaled {
-        cq::push(
-            &mut s,
-            send_cq,
-            Wc {
-                wr_id: o.wr_id,
-                status: if ok {
-                    ibv_wc_status::IBV_WC_SUCCESS
-                } else {
-                    ibv_wc_status::IBV_WC_GENERAL_ERR
-                },
-                opcode: ibv_wc_opcode::IBV_WC_SEND,
-                byte_len: 0,
-                qp_num: qpn,
-                recv: RecvInfo::default(),
-                grh: false,
-            },
-        );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ud_transitions_require_what_the_spec_requires() {
-        use QpState::*;
-        use mask::*;
-        assert_eq!(
-            ud_transition(Reset, Init),
-            Some((STATE | PKEY_INDEX | PORT | QKEY, 0))
-        );
-        assert_eq!(ud_transition(Init, Rtr), Some((STATE, PKEY_INDEX | QKEY)));
-        assert_eq!(
-            ud_transition(Rtr, Rts),
-            Some((STATE | SQ_PSN, CUR_STATE | QKEY))
-        );
-        assert_eq!(ud_transition(Reset, Rtr), None, "no skipping INIT");
-        assert_eq!(ud_transition(Rts, Init), None);
-        assert_eq!(ud_transition(Rts, Err), Some((STATE, 0)));
-    }
 }
