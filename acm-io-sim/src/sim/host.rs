@@ -2,9 +2,9 @@
 //! attachments, client connections, umad sends in the kernel's hands), and how the
 //! engine's outputs turn into fabric events.
 
-use super::submit::{self, Outcome};
 use super::mcast::Receivers;
 use super::sa_server::Admission;
+use super::submit::{self, Outcome};
 use super::{Event, Sim, UdPayload, port_ref, us};
 use crate::fabric::{self, FabricQp, QpTable, QpTables, UmadExpiry, UmadSend};
 use crate::rng::SimRng;

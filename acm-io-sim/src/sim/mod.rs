@@ -11,7 +11,6 @@
 //! outcome of taking them one by one.
 
 mod batch;
-mod submit;
 mod driven;
 mod fasthash;
 mod faults;
@@ -22,14 +21,15 @@ mod mcast;
 mod nic;
 mod sa_server;
 mod seed;
+mod submit;
 mod trace;
 
-pub use submit::{Outcome, RequestId, ResolveResult, requests};
 pub use driven::{ProviderFactory, SUBMIT_CONN_BIT};
 pub use faults::LinkFaults;
 pub use host::{ARP_FAILURE, ARP_MIN, ARP_SPREAD};
 pub use invariants::Violation;
 pub use seed::{DEFAULT_SEED, run_seeded, seed_from_env};
+pub use submit::{Outcome, RequestId, ResolveResult, requests};
 
 use crate::sa::{SaMode, SubnetAdmin};
 use crate::spec::{FabricSpec, HostId};
