@@ -3,28 +3,12 @@
 //! dynamically unless told to. The list is acm-io-verbs' `EXPORTED_NAMES`; the test
 //! `daemon_providers` checks the binary's dynamic symbols against it.
 
-const EXPORTED: [&str; 17] = [
-    "acm_write",
-    "acm_format_name",
-    "ib_any_gid",
-    "acm_gid_index",
-    "acm_get_gid",
-    "acm_path_comp_mask",
-    "acm_resolve_response",
-    "acm_query_response",
-    "acm_get_rate",
-    "acm_convert_mtu",
-    "acm_convert_rate",
-    "acm_alloc_sa_mad",
-    "acm_free_sa_mad",
-    "acm_send_sa_mad",
-    "acm_get_opts_file",
-    "acm_increment_counter",
-    "acm_if_get_sgid",
-];
+/// The list, from the file acm-io-verbs' `EXPORTED_NAMES` is read from.
+const EXPORTED: [&str; 17] = include!("../../acm-io-verbs/src/provider/exported_names.in");
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
+    println!("cargo::rerun-if-changed=../../acm-io-verbs/src/provider/exported_names.in");
     for name in EXPORTED {
         println!("cargo::rustc-link-arg-bin=ibacm=-Wl,--export-dynamic-symbol={name}");
     }

@@ -386,26 +386,8 @@ unsafe extern "C" {
 }
 
 /// The C names a binary must export dynamically for providers (`-Wl,--export-dynamic-symbol`
-/// for each, see the daemon's build script).
-pub const EXPORTED_NAMES: [&str; 17] = [
-    "acm_write",
-    "acm_format_name",
-    "ib_any_gid",
-    "acm_gid_index",
-    "acm_get_gid",
-    "acm_path_comp_mask",
-    "acm_resolve_response",
-    "acm_query_response",
-    "acm_get_rate",
-    "acm_convert_mtu",
-    "acm_convert_rate",
-    "acm_alloc_sa_mad",
-    "acm_free_sa_mad",
-    "acm_send_sa_mad",
-    "acm_get_opts_file",
-    "acm_increment_counter",
-    "acm_if_get_sgid",
-];
+/// for each, see the daemon's build script, which reads the same file).
+pub const EXPORTED_NAMES: [&str; 17] = include!("exported_names.in");
 
 /// Installs the daemon's services for every provider of this process, and keeps the
 /// exported functions linked in. It lives beside those functions, not in `registry.rs`,
