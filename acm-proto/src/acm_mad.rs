@@ -7,8 +7,8 @@
 //! docs/reference-quirks.md §30.
 
 use crate::client::AddrType;
-use crate::error::{Layout, Result};
-use crate::mad::{MAD_LEN, Method, MgmtClass};
+use crate::error::{Layout, Result, extend_layout};
+use crate::mad::{MAD_LEN, MAD_START_LAYOUT, Method, MgmtClass};
 use crate::{BYTES64_LEN, Bytes64, Gid};
 use byteorder::BigEndian;
 
@@ -33,14 +33,11 @@ pub const ACM_MAD_MAX_GIDS: usize = 6;
 pub const RESOLVE_REC_OFFSET: usize = 16;
 
 mod field {
+    /// The first half of the common MAD header, its class-specific word the control word.
+    pub(super) use crate::mad::field::{
+        BASE_VERSION, CLASS_SPECIFIC as CONTROL, CLASS_VERSION, METHOD, MGMT_CLASS, STATUS, TID,
+    };
     use core::ops::Range;
-    pub(super) const BASE_VERSION: usize = 0;
-    pub(super) const MGMT_CLASS: usize = 1;
-    pub(super) const CLASS_VERSION: usize = 2;
-    pub(super) const METHOD: usize = 3;
-    pub(super) const STATUS: Range<usize> = 4..6;
-    pub(super) const CONTROL: Range<usize> = 6..8;
-    pub(super) const TID: Range<usize> = 8..16;
     pub(super) const DEST_TYPE: usize = 16;
     pub(super) const DEST_LENGTH: usize = 17;
     pub(super) const SRC_TYPE: usize = 18;
@@ -58,26 +55,25 @@ mod field {
     pub(super) const GID_LEN: usize = 16;
 }
 
-const LAYOUT: &Layout = &[
-    ("base_version", 0..1),
-    ("mgmt_class", 1..2),
-    ("class_version", 2..3),
-    ("method", 3..4),
-    ("status", field::STATUS),
-    ("control", field::CONTROL),
-    ("tid", field::TID),
-    ("dest_type", 16..17),
-    ("dest_length", 17..18),
-    ("src_type", 18..19),
-    ("src_length", 19..20),
-    ("gid_cnt", 20..21),
-    ("resp_resources", 21..22),
-    ("init_depth", 22..23),
-    ("reserved", 23..24),
-    ("dest", field::DEST),
-    ("src", field::SRC),
-    ("gid", field::GIDS),
-];
+/// The common MAD header's rows up to the status word, then the ACM MAD's own.
+const LAYOUT: &Layout = &extend_layout::<18>(
+    MAD_START_LAYOUT,
+    &[
+        ("control", field::CONTROL),
+        ("tid", field::TID),
+        ("dest_type", 16..17),
+        ("dest_length", 17..18),
+        ("src_type", 18..19),
+        ("src_length", 19..20),
+        ("gid_cnt", 20..21),
+        ("resp_resources", 21..22),
+        ("init_depth", 22..23),
+        ("reserved", 23..24),
+        ("dest", field::DEST),
+        ("src", field::SRC),
+        ("gid", field::GIDS),
+    ],
+);
 
 open_enum! {
     /// The ACM MAD control word (bytes 6–7).
