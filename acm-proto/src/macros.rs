@@ -294,6 +294,62 @@ macro_rules! view_fields {
     };
 }
 
+/// The getter/setter pairs of bit fields packed into one plain field (the word) of a
+/// view, one line a bit field:
+///
+/// ```text
+/// view_bits! {
+///     impl GrhPacket, BigEndian, field::VERSION_TCLASS_FLOW => u32 {
+///         /// Traffic class (bits 27:20).
+///         tclass, set_tclass: u8 = 20, 8;
+///     }
+/// }
+/// ```
+///
+/// generates `pub fn tclass(&self) -> u8`, the 8 bits of the word from bit 20 up, and
+/// `pub fn set_tclass(&mut self, v: u8)`, which writes the low 8 bits of `v` there and
+/// keeps the word's other bits. The word (a `u8`, `u16` or `u32` at a `usize` offset or
+/// a range) is read and written as a [`WireValue`](crate::wire_value::WireValue) in the
+/// format's byte order, the bit field's value converted through
+/// [`WireBits`](crate::wire_value::WireBits). Both panic on a buffer too short for the
+/// word, like every accessor before `check_len`.
+macro_rules! view_bits {
+    (
+        impl $view:ident, $order:ty, $at:expr => $word:ty {
+            $(
+                $(#[doc = $doc:literal])*
+                $get:ident, $set:ident: $ty:ty = $shift:literal, $width:literal;
+            )*
+        }
+    ) => {
+        impl<T: AsRef<[u8]>> $view<T> {
+            $(
+                $(#[doc = $doc])*
+                pub fn $get(&self) -> $ty {
+                    use $crate::wire_value::{FieldPos, WireBits, WireValue};
+                    let word = <$word as WireValue>::read::<$order>(&self.buffer.as_ref()[$at.bytes()]);
+                    <$ty as WireBits>::from_bits($crate::wire_value::get_bits(word.to_bits(), $shift, $width))
+                }
+            )*
+        }
+
+        impl<T: AsRef<[u8]> + AsMut<[u8]>> $view<T> {
+            $(
+                #[doc = concat!("Sets the bits [`", stringify!($get), "`](Self::", stringify!($get), ") reads (the low ", stringify!($width), " bits of `v`):")]
+                #[doc = ""]
+                $(#[doc = $doc])*
+                pub fn $set(&mut self, v: $ty) {
+                    use $crate::wire_value::{FieldPos, WireBits, WireValue};
+                    let b = &mut self.buffer.as_mut()[$at.bytes()];
+                    let word = <$word as WireValue>::read::<$order>(b).to_bits();
+                    let word = $crate::wire_value::set_bits(word, $shift, $width, v.to_bits());
+                    <$word as WireValue>::write::<$order>(<$word as WireBits>::from_bits(word), b);
+                }
+            )*
+        }
+    };
+}
+
 /// `to_vec` for a message Repr whose `emit(&self, &mut [u8]) -> usize` writes exactly
 /// `buffer_len()` bytes. Used inside the Repr's `impl`; `$what` names the message in the
 /// doc ("request", "reply").
