@@ -408,11 +408,6 @@ impl AcmMadRepr {
         }
     }
 
-    /// Bytes `emit` writes.
-    pub const fn buffer_len(&self) -> usize {
-        ACM_MAD_LEN
-    }
-
     /// Writes the whole 256-byte MAD into the start of `buf`, zero-filling the GID area
     /// past the first `min(gid_cnt, gids.len())` GIDs.
     ///
@@ -430,13 +425,7 @@ impl AcmMadRepr {
         self.rec.emit(&mut p);
     }
 
-    /// The MAD as its 256 wire bytes.
-    #[must_use]
-    pub fn to_bytes(&self) -> [u8; ACM_MAD_LEN] {
-        let mut b = [0; ACM_MAD_LEN];
-        self.emit(&mut b);
-        b
-    }
+    emit_to_array!("MAD", ACM_MAD_LEN);
 }
 
 #[cfg(test)]

@@ -154,11 +154,6 @@ impl GrhRepr {
         }
     }
 
-    /// Bytes `emit` writes.
-    pub const fn buffer_len(&self) -> usize {
-        GRH_LEN
-    }
-
     /// Writes the GRH into the first 40 bytes of `buf`; the version and flow label are
     /// masked to 4 and 20 bits.
     ///
@@ -176,13 +171,7 @@ impl GrhRepr {
         p.set_dgid(self.dgid);
     }
 
-    /// The GRH as its 40 wire bytes.
-    #[must_use]
-    pub fn to_bytes(&self) -> [u8; GRH_LEN] {
-        let mut b = [0; GRH_LEN];
-        self.emit(&mut b);
-        b
-    }
+    emit_to_array!("GRH", GRH_LEN);
 }
 
 #[cfg(test)]

@@ -365,6 +365,26 @@ macro_rules! emit_to_vec {
     };
 }
 
+/// `buffer_len` and `to_bytes` for a Repr of fixed length `$len` whose
+/// `emit(&self, &mut [u8])` writes exactly `$len` bytes. Used inside the Repr's `impl`;
+/// `$what` names the value in the doc ("record", "header").
+macro_rules! emit_to_array {
+    ($what:literal, $len:ident) => {
+        #[doc = concat!("Bytes `emit` writes: [`", stringify!($len), "`].")]
+        pub const fn buffer_len(&self) -> usize {
+            $len
+        }
+
+        #[doc = concat!("The ", $what, " as its [`", stringify!($len), "`] wire bytes.")]
+        #[must_use]
+        pub fn to_bytes(&self) -> [u8; $len] {
+            let mut b = [0; $len];
+            self.emit(&mut b);
+            b
+        }
+    };
+}
+
 /// A field of raw wire bytes, `pub struct Name(pub [u8; N])`: compared, ordered and hashed
 /// bytewise, read in place through zerocopy, all zero by default (`ZERO`), and read from
 /// the start of a longer buffer with `read`.

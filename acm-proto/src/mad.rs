@@ -369,11 +369,6 @@ impl MadHeaderRepr {
         }
     }
 
-    /// Bytes `emit` writes.
-    pub const fn buffer_len(&self) -> usize {
-        MAD_HEADER_LEN
-    }
-
     /// Writes the header into the first 24 bytes of `buf`.
     ///
     /// # Panics
@@ -392,13 +387,7 @@ impl MadHeaderRepr {
         p.set_attr_mod(self.attr_mod);
     }
 
-    /// The header as its 24 wire bytes.
-    #[must_use]
-    pub fn to_bytes(&self) -> [u8; MAD_HEADER_LEN] {
-        let mut b = [0; MAD_HEADER_LEN];
-        self.emit(&mut b);
-        b
-    }
+    emit_to_array!("header", MAD_HEADER_LEN);
 }
 
 #[cfg(test)]

@@ -300,11 +300,6 @@ impl McMemberRecordRepr {
         }
     }
 
-    /// Bytes `emit` writes.
-    pub const fn buffer_len(&self) -> usize {
-        MCMEMBER_RECORD_LEN
-    }
-
     /// Writes the record into the first 56 bytes of `buf`. Bit fields are masked to their
     /// widths.
     ///
@@ -331,13 +326,7 @@ impl McMemberRecordRepr {
         p.set_reserved(self.reserved);
     }
 
-    /// The record as its 56 wire bytes.
-    #[must_use]
-    pub fn to_bytes(&self) -> [u8; MCMEMBER_RECORD_LEN] {
-        let mut b = [0; MCMEMBER_RECORD_LEN];
-        self.emit(&mut b);
-        b
-    }
+    emit_to_array!("record", MCMEMBER_RECORD_LEN);
 }
 
 #[cfg(test)]

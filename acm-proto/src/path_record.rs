@@ -198,11 +198,6 @@ impl PathRecordRepr {
         }
     }
 
-    /// Bytes `emit` writes.
-    pub const fn buffer_len(&self) -> usize {
-        PATH_RECORD_LEN
-    }
-
     /// Writes the record into the first 64 bytes of `buf`.
     ///
     /// # Panics
@@ -230,13 +225,7 @@ impl PathRecordRepr {
         p.set_reserved(self.reserved);
     }
 
-    /// The record as its 64 wire bytes.
-    #[must_use]
-    pub fn to_bytes(&self) -> [u8; PATH_RECORD_LEN] {
-        let mut b = [0; PATH_RECORD_LEN];
-        self.emit(&mut b);
-        b
-    }
+    emit_to_array!("record", PATH_RECORD_LEN);
 
     /// The SA component mask ibacm derives from a record before querying the SA with it:
     /// each bit is set only when its field is non-zero (docs/protocol/sa.md §4).

@@ -345,11 +345,6 @@ impl SaHeaderRepr {
         }
     }
 
-    /// Bytes `emit` writes.
-    pub const fn buffer_len(&self) -> usize {
-        SA_HEADER_LEN
-    }
-
     /// Writes the header into the first 56 bytes of `buf`, leaving the data untouched.
     /// The RMPP response time and flags are masked to 5 and 3 bits.
     ///
@@ -370,13 +365,7 @@ impl SaHeaderRepr {
         p.set_comp_mask(self.comp_mask);
     }
 
-    /// The header as its 56 wire bytes.
-    #[must_use]
-    pub fn to_bytes(&self) -> [u8; SA_HEADER_LEN] {
-        let mut b = [0; SA_HEADER_LEN];
-        self.emit(&mut b);
-        b
-    }
+    emit_to_array!("header", SA_HEADER_LEN);
 }
 
 #[cfg(test)]
