@@ -33,10 +33,9 @@ pub const ACM_MAD_MAX_GIDS: usize = 6;
 pub const RESOLVE_REC_OFFSET: usize = 16;
 
 mod field {
-    /// The first half of the common MAD header, its class-specific word the control word.
-    pub(super) use crate::mad::field::{
-        BASE_VERSION, CLASS_SPECIFIC as CONTROL, CLASS_VERSION, METHOD, MGMT_CLASS, STATUS, TID,
-    };
+    /// The common MAD header's fields, its class-specific word the control word (the
+    /// versions, class and method are read by `mad_common_fields!`).
+    pub(super) use crate::mad::field::{CLASS_SPECIFIC as CONTROL, STATUS, TID};
     use core::ops::Range;
     pub(super) const DEST_TYPE: usize = 16;
     pub(super) const DEST_LENGTH: usize = 17;
@@ -160,22 +159,16 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> AcmMadPacket<T> {
     }
 }
 
+// Management class 0x2C, class version 1; method GET for a request, GET_RESP for a
+// response.
+mad_common_fields!(AcmMadPacket);
+
 view_fields! {
     impl AcmMadPacket, BigEndian {
-        /// Base version (1).
-        base_version, set_base_version: u8 = field::BASE_VERSION;
-        /// Management class (0x2C).
-        mgmt_class, set_mgmt_class: MgmtClass = field::MGMT_CLASS;
-        /// Class version (1).
-        class_version, set_class_version: u8 = field::CLASS_VERSION;
-        /// Method: GET for a request, GET_RESP for a response.
-        method, set_method: Method = field::METHOD;
         /// The whole status word.
         status, set_status: u16 = field::STATUS;
         /// Control word.
         control, set_control: AcmControl = field::CONTROL;
-        /// Transaction id.
-        tid, set_tid: u64 = field::TID;
         /// Destination address length (64 in a request).
         dest_length, set_dest_length: u8 = field::DEST_LENGTH;
         /// Source address length (64 in a request).

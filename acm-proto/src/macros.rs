@@ -350,6 +350,29 @@ macro_rules! view_bits {
     };
 }
 
+/// The accessors of the fields that every MAD begins with and that every class reads the
+/// same way (the versions, the class, the method and the transaction id), for the views of
+/// the common MAD header and of the ACM MAD. The status and the class-specific word
+/// between them have a type per class, so each view declares those itself.
+macro_rules! mad_common_fields {
+    ($view:ident) => {
+        view_fields! {
+            impl $view, byteorder::BigEndian {
+                /// Base version (1).
+                base_version, set_base_version: u8 = $crate::mad::field::BASE_VERSION;
+                /// Management class.
+                mgmt_class, set_mgmt_class: $crate::mad::MgmtClass = $crate::mad::field::MGMT_CLASS;
+                /// Class version.
+                class_version, set_class_version: u8 = $crate::mad::field::CLASS_VERSION;
+                /// Method; bit 7 marks a response.
+                method, set_method: $crate::mad::Method = $crate::mad::field::METHOD;
+                /// Transaction id.
+                tid, set_tid: u64 = $crate::mad::field::TID;
+            }
+        }
+    };
+}
+
 /// `to_vec` for a message Repr whose `emit(&self, &mut [u8]) -> usize` writes exactly
 /// `buffer_len()` bytes. Used inside the Repr's `impl`; `$what` names the message in the
 /// doc ("request", "reply").

@@ -277,22 +277,14 @@ impl<T: AsRef<[u8]>> MadHeaderPacket<T> {
     }
 }
 
+mad_common_fields!(MadHeaderPacket);
+
 view_fields! {
     impl MadHeaderPacket, BigEndian {
-        /// Base version (1).
-        base_version, set_base_version: u8 = field::BASE_VERSION;
-        /// Management class.
-        mgmt_class, set_mgmt_class: MgmtClass = field::MGMT_CLASS;
-        /// Class version.
-        class_version, set_class_version: u8 = field::CLASS_VERSION;
-        /// Method.
-        method, set_method: Method = field::METHOD;
         /// Status word.
         status, set_status: MadStatus = field::STATUS;
         /// Class-specific word (bytes 6–7).
         class_specific, set_class_specific: u16 = field::CLASS_SPECIFIC;
-        /// Transaction id.
-        tid, set_tid: u64 = field::TID;
         /// Attribute id.
         attr_id, set_attr_id: AttrId = field::ATTR_ID;
         /// Reserved word (bytes 18–19).
