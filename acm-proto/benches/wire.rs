@@ -85,62 +85,35 @@ fn pair<R>(
     g.finish();
 }
 
+/// One [`pair`] per row `name: Repr = bytes[, direction];` for a Repr whose
+/// `parse(bytes[, direction])` returns a `Result` and whose `emit(buf[, direction])` writes
+/// it back (the client messages take the direction, the other formats do not).
+macro_rules! pairs {
+    ($c:expr; $($name:literal: $repr:ty = $bytes:expr $(, $dir:expr)?;)*) => {
+        $(
+            pair(
+                $c,
+                $name,
+                $bytes,
+                |b| <$repr>::parse(b $(, $dir)?).expect(concat!($name, " parses")),
+                |r, buf| {
+                    r.emit(buf $(, $dir)?);
+                },
+            );
+        )*
+    };
+}
+
 fn client(c: &mut Criterion) {
     use Direction::{Request, Response};
-    pair(
-        c,
-        "client_resolve_request",
-        RESOLVE_REQUEST,
-        |b| ResolveRepr::parse(b, Request).expect("capture parses"),
-        |r, buf| {
-            r.emit(buf, Request);
-        },
-    );
-    pair(
-        c,
-        "client_resolve_reply",
-        RESOLVE_REPLY,
-        |b| ResolveRepr::parse(b, Response).expect("capture parses"),
-        |r, buf| {
-            r.emit(buf, Response);
-        },
-    );
-    pair(
-        c,
-        "client_perf_query_request",
-        PERF_REQUEST,
-        |b| PerfQueryRepr::parse(b, Request).expect("capture parses"),
-        |r, buf| {
-            r.emit(buf, Request);
-        },
-    );
-    pair(
-        c,
-        "client_perf_query_reply",
-        PERF_REPLY,
-        |b| PerfReplyRepr::parse(b, Response).expect("capture parses"),
-        |r, buf| {
-            r.emit(buf, Response);
-        },
-    );
-    pair(
-        c,
-        "client_ep_query_request",
-        EP_REQUEST,
-        |b| EpQueryRepr::parse(b, Request).expect("capture parses"),
-        |r, buf| {
-            r.emit(buf, Request);
-        },
-    );
-    pair(
-        c,
-        "client_ep_query_reply",
-        EP_REPLY,
-        |b| EpQueryReplyRepr::parse(b, Response).expect("capture parses"),
-        |r, buf| {
-            r.emit(buf, Response);
-        },
-    );
+    pairs! { c;
+        "client_resolve_request": ResolveRepr = RESOLVE_REQUEST, Request;
+        "client_resolve_reply": ResolveRepr = RESOLVE_REPLY, Response;
+        "client_perf_query_request": PerfQueryRepr = PERF_REQUEST, Request;
+        "client_perf_query_reply": PerfReplyRepr = PERF_REPLY, Response;
+        "client_ep_query_request": EpQueryRepr = EP_REQUEST, Request;
+        "client_ep_query_reply": EpQueryReplyRepr = EP_REPLY, Response;
+    }
 }
 
 /// A 256-byte SA MAD: `header`, then `data` at offset 56.
@@ -151,6 +124,32 @@ fn sa_mad(header: &SaHeaderRepr, data: &[u8]) -> Vec<u8> {
     m
 }
 
+/// A [`pair`] for an SA MAD: the SA header and the record at offset 56, the record parsed
+/// and emitted with `parse` and `emit`.
+fn sa_pair<R>(
+    c: &mut Criterion,
+    name: &str,
+    bytes: &[u8],
+    parse: impl Fn(&[u8]) -> acm_proto::Result<R>,
+    emit: impl Fn(&R, &mut [u8]),
+) {
+    pair(
+        c,
+        name,
+        bytes,
+        |b| {
+            (
+                SaHeaderRepr::parse(b).expect("SA header parses"),
+                parse(&b[SA_HEADER_LEN..]).expect("SA record parses"),
+            )
+        },
+        |(h, r), buf| {
+            h.emit(buf);
+            emit(r, &mut buf[SA_HEADER_LEN..]);
+        },
+    );
+}
+
 fn mads(c: &mut Criterion) {
     // The SA's PathRecord answer to the daemon's query for 10.0.0.2's path.
     let path = PathRecordRepr::parse(captured_path()).expect("captured path parses");
@@ -158,20 +157,12 @@ fn mads(c: &mut Criterion) {
     header.mad.method = Method::GET_RESP;
     header.attr_offset = 8;
     let bytes = sa_mad(&header, captured_path());
-    pair(
+    sa_pair(
         c,
         "sa_path_record_response",
         &bytes,
-        |b| {
-            (
-                SaHeaderRepr::parse(b).expect("SA header"),
-                PathRecordRepr::parse(&b[SA_HEADER_LEN..]).expect("PathRecord"),
-            )
-        },
-        |(h, p), buf| {
-            h.emit(buf);
-            p.emit(&mut buf[SA_HEADER_LEN..]);
-        },
+        PathRecordRepr::parse,
+        PathRecordRepr::emit,
     );
 
     // The daemon's MCMemberRecord join of its default group (SA Set).
@@ -187,20 +178,12 @@ fn mads(c: &mut Criterion) {
         &SaHeaderRepr::mcmember_join(0x0000_0001_0000_0001, McCompMask::IBACM_JOIN),
         &rec.to_bytes(),
     );
-    pair(
+    sa_pair(
         c,
         "sa_mcmember_join",
         &bytes,
-        |b| {
-            (
-                SaHeaderRepr::parse(b).expect("SA header"),
-                McMemberRecordRepr::parse(&b[SA_HEADER_LEN..]).expect("MCMemberRecord"),
-            )
-        },
-        |(h, r), buf| {
-            h.emit(buf);
-            r.emit(&mut buf[SA_HEADER_LEN..]);
-        },
+        McMemberRecordRepr::parse,
+        McMemberRecordRepr::emit,
     );
 
     // ACM resolve: 10.0.0.1 asks its group for 10.0.0.2, and 10.0.0.2's answer.
@@ -212,21 +195,11 @@ fn mads(c: &mut Criterion) {
         Bytes64::zero_padded(&[10, 0, 0, 1]),
         &[mgid],
     );
-    pair(
-        c,
-        "acm_mad_resolve_request",
-        &request.to_bytes(),
-        |b| AcmMadRepr::parse(b).expect("ACM MAD"),
-        |r, buf| r.emit(buf),
-    );
     let response = AcmMadRepr::resolve_response(0x0000_0002_0000_0001, mgid);
-    pair(
-        c,
-        "acm_mad_resolve_response",
-        &response.to_bytes(),
-        |b| AcmMadRepr::parse(b).expect("ACM MAD"),
-        |r, buf| r.emit(buf),
-    );
+    pairs! { c;
+        "acm_mad_resolve_request": AcmMadRepr = &request.to_bytes();
+        "acm_mad_resolve_response": AcmMadRepr = &response.to_bytes();
+    }
 
     // The GRH in front of a received multicast resolve.
     let grh = GrhRepr {
@@ -234,13 +207,9 @@ fn mads(c: &mut Criterion) {
         hop_limit: 0xff,
         ..GrhRepr::iba(gid("fe80::2:c903:a0:b001"), mgid)
     };
-    pair(
-        c,
-        "grh",
-        &grh.to_bytes(),
-        |b| GrhRepr::parse(b).expect("GRH"),
-        |r, buf| r.emit(buf),
-    );
+    pairs! { c;
+        "grh": GrhRepr = &grh.to_bytes();
+    }
 }
 
 fn netlink(c: &mut Criterion) {
@@ -250,30 +219,16 @@ fn netlink(c: &mut Criterion) {
     request.dgid = Some(gid("fe80::2:c903:a0:b002"));
     request.sgid = Some(gid("fe80::2:c903:a0:b001"));
     request.pkey = Some(0xffff);
-    pair(
-        c,
-        "netlink_ls_request",
-        &request.to_vec(),
-        |b| LsRequestRepr::parse(b).expect("LS request"),
-        |r, buf| {
-            r.emit(buf);
-        },
-    );
     let data = PathDataRepr {
         flags: PathFlags::IBACMP_REPLY,
         reserved: 0,
         path: PathRecordRepr::parse(captured_path()).expect("captured path parses"),
     };
     let reply = LsReplyRepr::success(&request.header, 4242, data);
-    pair(
-        c,
-        "netlink_ls_response",
-        &reply.to_vec(),
-        |b| LsReplyRepr::parse(b).expect("LS reply"),
-        |r, buf| {
-            r.emit(buf);
-        },
-    );
+    pairs! { c;
+        "netlink_ls_request": LsRequestRepr = &request.to_vec();
+        "netlink_ls_response": LsReplyRepr = &reply.to_vec();
+    }
 }
 
 criterion_group!(benches, client, mads, netlink);

@@ -7,8 +7,8 @@
 //! docs/reference-quirks.md §30.
 
 use crate::client::AddrType;
-use crate::error::{Layout, Result};
-use crate::mad::{MAD_LEN, Method, MgmtClass};
+use crate::error::{Layout, Result, extend_layout};
+use crate::mad::{MAD_LEN, MAD_START_LAYOUT, Method, MgmtClass};
 use crate::{BYTES64_LEN, Bytes64, Gid};
 use byteorder::BigEndian;
 
@@ -33,14 +33,10 @@ pub const ACM_MAD_MAX_GIDS: usize = 6;
 pub const RESOLVE_REC_OFFSET: usize = 16;
 
 mod field {
+    /// The common MAD header's fields, its class-specific word the control word (the
+    /// versions, class and method are read by `mad_common_fields!`).
+    pub(super) use crate::mad::field::{CLASS_SPECIFIC as CONTROL, STATUS, TID};
     use core::ops::Range;
-    pub(super) const BASE_VERSION: usize = 0;
-    pub(super) const MGMT_CLASS: usize = 1;
-    pub(super) const CLASS_VERSION: usize = 2;
-    pub(super) const METHOD: usize = 3;
-    pub(super) const STATUS: Range<usize> = 4..6;
-    pub(super) const CONTROL: Range<usize> = 6..8;
-    pub(super) const TID: Range<usize> = 8..16;
     pub(super) const DEST_TYPE: usize = 16;
     pub(super) const DEST_LENGTH: usize = 17;
     pub(super) const SRC_TYPE: usize = 18;
@@ -58,26 +54,25 @@ mod field {
     pub(super) const GID_LEN: usize = 16;
 }
 
-const LAYOUT: &Layout = &[
-    ("base_version", 0..1),
-    ("mgmt_class", 1..2),
-    ("class_version", 2..3),
-    ("method", 3..4),
-    ("status", field::STATUS),
-    ("control", field::CONTROL),
-    ("tid", field::TID),
-    ("dest_type", 16..17),
-    ("dest_length", 17..18),
-    ("src_type", 18..19),
-    ("src_length", 19..20),
-    ("gid_cnt", 20..21),
-    ("resp_resources", 21..22),
-    ("init_depth", 22..23),
-    ("reserved", 23..24),
-    ("dest", field::DEST),
-    ("src", field::SRC),
-    ("gid", field::GIDS),
-];
+/// The common MAD header's rows up to the status word, then the ACM MAD's own.
+const LAYOUT: &Layout = &extend_layout::<18>(
+    MAD_START_LAYOUT,
+    &[
+        ("control", field::CONTROL),
+        ("tid", field::TID),
+        ("dest_type", 16..17),
+        ("dest_length", 17..18),
+        ("src_type", 18..19),
+        ("src_length", 19..20),
+        ("gid_cnt", 20..21),
+        ("resp_resources", 21..22),
+        ("init_depth", 22..23),
+        ("reserved", 23..24),
+        ("dest", field::DEST),
+        ("src", field::SRC),
+        ("gid", field::GIDS),
+    ],
+);
 
 open_enum! {
     /// The ACM MAD control word (bytes 6–7).
@@ -164,22 +159,16 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> AcmMadPacket<T> {
     }
 }
 
+// Management class 0x2C, class version 1; method GET for a request, GET_RESP for a
+// response.
+mad_common_fields!(AcmMadPacket);
+
 view_fields! {
     impl AcmMadPacket, BigEndian {
-        /// Base version (1).
-        base_version, set_base_version: u8 = field::BASE_VERSION;
-        /// Management class (0x2C).
-        mgmt_class, set_mgmt_class: MgmtClass = field::MGMT_CLASS;
-        /// Class version (1).
-        class_version, set_class_version: u8 = field::CLASS_VERSION;
-        /// Method: GET for a request, GET_RESP for a response.
-        method, set_method: Method = field::METHOD;
         /// The whole status word.
         status, set_status: u16 = field::STATUS;
         /// Control word.
         control, set_control: AcmControl = field::CONTROL;
-        /// Transaction id.
-        tid, set_tid: u64 = field::TID;
         /// Destination address length (64 in a request).
         dest_length, set_dest_length: u8 = field::DEST_LENGTH;
         /// Source address length (64 in a request).
@@ -412,11 +401,6 @@ impl AcmMadRepr {
         }
     }
 
-    /// Bytes `emit` writes.
-    pub const fn buffer_len(&self) -> usize {
-        ACM_MAD_LEN
-    }
-
     /// Writes the whole 256-byte MAD into the start of `buf`, zero-filling the GID area
     /// past the first `min(gid_cnt, gids.len())` GIDs.
     ///
@@ -434,13 +418,7 @@ impl AcmMadRepr {
         self.rec.emit(&mut p);
     }
 
-    /// The MAD as its 256 wire bytes.
-    #[must_use]
-    pub fn to_bytes(&self) -> [u8; ACM_MAD_LEN] {
-        let mut b = [0; ACM_MAD_LEN];
-        self.emit(&mut b);
-        b
-    }
+    emit_to_array!("MAD", ACM_MAD_LEN);
 }
 
 #[cfg(test)]

@@ -110,6 +110,28 @@ pub type Result<T> = core::result::Result<T, ParseError>;
 /// A format's fixed layout: each field's name and byte range, in wire order.
 pub(crate) type Layout = [(&'static str, core::ops::Range<usize>)];
 
+/// The layout of a format that begins with another: `head`'s rows, then `tail`'s. `N`,
+/// the number of rows, is checked when the constant is built.
+pub(crate) const fn extend_layout<const N: usize>(
+    head: &Layout,
+    tail: &Layout,
+) -> [(&'static str, core::ops::Range<usize>); N] {
+    assert!(head.len() + tail.len() == N, "N must count every row");
+    const EMPTY: (&str, core::ops::Range<usize>) = ("", 0..0);
+    let mut rows = [EMPTY; N];
+    let mut i = 0;
+    while i < N {
+        let (name, range) = if i < head.len() {
+            &head[i]
+        } else {
+            &tail[i - head.len()]
+        };
+        rows[i] = (*name, range.start..range.end);
+        i += 1;
+    }
+    rows
+}
+
 /// Checks that a buffer of `len` bytes holds every field of `layout`; the error names the
 /// first field that is cut short and the length the whole layout needs.
 pub(crate) fn check_layout(format: &'static str, layout: &Layout, len: usize) -> Result<()> {

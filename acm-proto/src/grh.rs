@@ -50,19 +50,6 @@ pub struct GrhPacket<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> GrhPacket<T> {
     view_constructors!("GRH", LAYOUT);
-
-    /// IP version (bits 31:28), 6 in every valid GRH.
-    pub fn ip_version(&self) -> u8 {
-        (self.version_tclass_flow() >> 28) as u8
-    }
-    /// Traffic class (bits 27:20).
-    pub fn tclass(&self) -> u8 {
-        (self.version_tclass_flow() >> 20) as u8
-    }
-    /// Flow label (bits 19:0).
-    pub fn flow_label(&self) -> u32 {
-        self.version_tclass_flow() & 0xF_FFFF
-    }
 }
 
 impl<'a, T: AsRef<[u8]> + ?Sized> GrhPacket<&'a T> {
@@ -76,24 +63,20 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> GrhPacket<T> {
     fn bm(&mut self) -> &mut [u8] {
         self.buffer.as_mut()
     }
-    /// Sets the IP version (masked to 4 bits).
-    pub fn set_ip_version(&mut self, v: u8) {
-        let w = self.version_tclass_flow() & 0x0FFF_FFFF;
-        self.set_version_tclass_flow(w | (u32::from(v & 0xF) << 28));
-    }
-    /// Sets the traffic class.
-    pub fn set_tclass(&mut self, v: u8) {
-        let w = self.version_tclass_flow() & !0x0FF0_0000;
-        self.set_version_tclass_flow(w | (u32::from(v) << 20));
-    }
-    /// Sets the flow label (masked to 20 bits).
-    pub fn set_flow_label(&mut self, v: u32) {
-        let w = self.version_tclass_flow() & !0xF_FFFF;
-        self.set_version_tclass_flow(w | (v & 0xF_FFFF));
-    }
     /// Everything after the GRH, writable.
     pub fn payload_mut(&mut self) -> &mut [u8] {
         self.bm().get_mut(GRH_LEN..).unwrap_or(&mut [])
+    }
+}
+
+view_bits! {
+    impl GrhPacket, BigEndian, field::VERSION_TCLASS_FLOW => u32 {
+        /// IP version (bits 31:28), 6 in every valid GRH.
+        ip_version, set_ip_version: u8 = 28, 4;
+        /// Traffic class (bits 27:20).
+        tclass, set_tclass: u8 = 20, 8;
+        /// Flow label (bits 19:0).
+        flow_label, set_flow_label: u32 = 0, 20;
     }
 }
 
@@ -171,11 +154,6 @@ impl GrhRepr {
         }
     }
 
-    /// Bytes `emit` writes.
-    pub const fn buffer_len(&self) -> usize {
-        GRH_LEN
-    }
-
     /// Writes the GRH into the first 40 bytes of `buf`; the version and flow label are
     /// masked to 4 and 20 bits.
     ///
@@ -183,11 +161,9 @@ impl GrhRepr {
     /// If `buf` is shorter than 40 bytes.
     pub fn emit(&self, buf: &mut [u8]) {
         let mut p = GrhPacket::new_unchecked(&mut buf[..GRH_LEN]);
-        p.set_version_tclass_flow(
-            (u32::from(self.ip_version & 0xF) << 28)
-                | (u32::from(self.tclass) << 20)
-                | (self.flow_label & 0xF_FFFF),
-        );
+        p.set_ip_version(self.ip_version);
+        p.set_tclass(self.tclass);
+        p.set_flow_label(self.flow_label);
         p.set_pay_len(self.pay_len);
         p.set_next_header(self.next_header);
         p.set_hop_limit(self.hop_limit);
@@ -195,13 +171,7 @@ impl GrhRepr {
         p.set_dgid(self.dgid);
     }
 
-    /// The GRH as its 40 wire bytes.
-    #[must_use]
-    pub fn to_bytes(&self) -> [u8; GRH_LEN] {
-        let mut b = [0; GRH_LEN];
-        self.emit(&mut b);
-        b
-    }
+    emit_to_array!("GRH", GRH_LEN);
 }
 
 #[cfg(test)]

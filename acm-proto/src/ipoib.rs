@@ -102,11 +102,6 @@ impl IpoibHwAddrRepr {
         }
     }
 
-    /// Bytes `emit` writes.
-    pub const fn buffer_len(&self) -> usize {
-        IPOIB_HW_ADDR_LEN
-    }
-
     /// Writes the address into the first 20 bytes of `buf`; the QPN is masked to 24
     /// bits.
     ///
@@ -119,13 +114,7 @@ impl IpoibHwAddrRepr {
         p.set_gid(self.gid);
     }
 
-    /// The address as its 20 bytes.
-    #[must_use]
-    pub fn to_bytes(&self) -> [u8; IPOIB_HW_ADDR_LEN] {
-        let mut b = [0; IPOIB_HW_ADDR_LEN];
-        self.emit(&mut b);
-        b
-    }
+    emit_to_array!("address", IPOIB_HW_ADDR_LEN);
 }
 
 #[cfg(test)]

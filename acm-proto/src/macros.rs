@@ -294,6 +294,85 @@ macro_rules! view_fields {
     };
 }
 
+/// The getter/setter pairs of bit fields packed into one plain field (the word) of a
+/// view, one line a bit field:
+///
+/// ```text
+/// view_bits! {
+///     impl GrhPacket, BigEndian, field::VERSION_TCLASS_FLOW => u32 {
+///         /// Traffic class (bits 27:20).
+///         tclass, set_tclass: u8 = 20, 8;
+///     }
+/// }
+/// ```
+///
+/// generates `pub fn tclass(&self) -> u8`, the 8 bits of the word from bit 20 up, and
+/// `pub fn set_tclass(&mut self, v: u8)`, which writes the low 8 bits of `v` there and
+/// keeps the word's other bits. The word (a `u8`, `u16` or `u32` at a `usize` offset or
+/// a range) is read and written as a [`WireValue`](crate::wire_value::WireValue) in the
+/// format's byte order, the bit field's value converted through
+/// [`WireBits`](crate::wire_value::WireBits). Both panic on a buffer too short for the
+/// word, like every accessor before `check_len`.
+macro_rules! view_bits {
+    (
+        impl $view:ident, $order:ty, $at:expr => $word:ty {
+            $(
+                $(#[doc = $doc:literal])*
+                $get:ident, $set:ident: $ty:ty = $shift:literal, $width:literal;
+            )*
+        }
+    ) => {
+        impl<T: AsRef<[u8]>> $view<T> {
+            $(
+                $(#[doc = $doc])*
+                pub fn $get(&self) -> $ty {
+                    use $crate::wire_value::{FieldPos, WireBits, WireValue};
+                    let word = <$word as WireValue>::read::<$order>(&self.buffer.as_ref()[$at.bytes()]);
+                    <$ty as WireBits>::from_bits($crate::wire_value::get_bits(word.to_bits(), $shift, $width))
+                }
+            )*
+        }
+
+        impl<T: AsRef<[u8]> + AsMut<[u8]>> $view<T> {
+            $(
+                #[doc = concat!("Sets the bits [`", stringify!($get), "`](Self::", stringify!($get), ") reads (the low ", stringify!($width), " bits of `v`):")]
+                #[doc = ""]
+                $(#[doc = $doc])*
+                pub fn $set(&mut self, v: $ty) {
+                    use $crate::wire_value::{FieldPos, WireBits, WireValue};
+                    let b = &mut self.buffer.as_mut()[$at.bytes()];
+                    let word = <$word as WireValue>::read::<$order>(b).to_bits();
+                    let word = $crate::wire_value::set_bits(word, $shift, $width, v.to_bits());
+                    <$word as WireValue>::write::<$order>(<$word as WireBits>::from_bits(word), b);
+                }
+            )*
+        }
+    };
+}
+
+/// The accessors of the fields that every MAD begins with and that every class reads the
+/// same way (the versions, the class, the method and the transaction id), for the views of
+/// the common MAD header and of the ACM MAD. The status and the class-specific word
+/// between them have a type per class, so each view declares those itself.
+macro_rules! mad_common_fields {
+    ($view:ident) => {
+        view_fields! {
+            impl $view, byteorder::BigEndian {
+                /// Base version (1).
+                base_version, set_base_version: u8 = $crate::mad::field::BASE_VERSION;
+                /// Management class.
+                mgmt_class, set_mgmt_class: $crate::mad::MgmtClass = $crate::mad::field::MGMT_CLASS;
+                /// Class version.
+                class_version, set_class_version: u8 = $crate::mad::field::CLASS_VERSION;
+                /// Method; bit 7 marks a response.
+                method, set_method: $crate::mad::Method = $crate::mad::field::METHOD;
+                /// Transaction id.
+                tid, set_tid: u64 = $crate::mad::field::TID;
+            }
+        }
+    };
+}
+
 /// `to_vec` for a message Repr whose `emit(&self, &mut [u8]) -> usize` writes exactly
 /// `buffer_len()` bytes. Used inside the Repr's `impl`; `$what` names the message in the
 /// doc ("request", "reply").
@@ -305,6 +384,26 @@ macro_rules! emit_to_vec {
             let mut v = alloc::vec![0; self.buffer_len()];
             self.emit(&mut v);
             v
+        }
+    };
+}
+
+/// `buffer_len` and `to_bytes` for a Repr of fixed length `$len` whose
+/// `emit(&self, &mut [u8])` writes exactly `$len` bytes. Used inside the Repr's `impl`;
+/// `$what` names the value in the doc ("record", "header").
+macro_rules! emit_to_array {
+    ($what:literal, $len:ident) => {
+        #[doc = concat!("Bytes `emit` writes: [`", stringify!($len), "`].")]
+        pub const fn buffer_len(&self) -> usize {
+            $len
+        }
+
+        #[doc = concat!("The ", $what, " as its [`", stringify!($len), "`] wire bytes.")]
+        #[must_use]
+        pub fn to_bytes(&self) -> [u8; $len] {
+            let mut b = [0; $len];
+            self.emit(&mut b);
+            b
         }
     };
 }

@@ -5,7 +5,7 @@
 //! ([`crate::acm_mad`]) both begin with it (the ACM MAD uses only its first 16 bytes).
 //! See docs/protocol/acm-mad.md §2 and docs/protocol/sa.md §3, §6.
 
-use crate::error::{Layout, Result};
+use crate::error::{Layout, Result, extend_layout};
 use byteorder::{BigEndian, ByteOrder};
 
 /// Length of every MAD ibacm sends (and of the receive area after the GRH).
@@ -14,33 +14,44 @@ pub const MAD_LEN: usize = 256;
 /// Length of the common MAD header.
 pub const MAD_HEADER_LEN: usize = 24;
 
-mod field {
+/// The byte positions of the common header's fields, which the ACM MAD shares up to `TID`.
+pub(crate) mod field {
     use core::ops::Range;
-    pub(super) const BASE_VERSION: usize = 0;
-    pub(super) const MGMT_CLASS: usize = 1;
-    pub(super) const CLASS_VERSION: usize = 2;
-    pub(super) const METHOD: usize = 3;
-    pub(super) const STATUS: Range<usize> = 4..6;
-    pub(super) const CLASS_SPECIFIC: Range<usize> = 6..8;
-    pub(super) const TID: Range<usize> = 8..16;
+    pub(crate) const BASE_VERSION: usize = 0;
+    pub(crate) const MGMT_CLASS: usize = 1;
+    pub(crate) const CLASS_VERSION: usize = 2;
+    pub(crate) const METHOD: usize = 3;
+    pub(crate) const STATUS: Range<usize> = 4..6;
+    /// The class-specific word: the ACM MAD's control word.
+    pub(crate) const CLASS_SPECIFIC: Range<usize> = 6..8;
+    pub(crate) const TID: Range<usize> = 8..16;
     pub(super) const ATTR_ID: Range<usize> = 16..18;
     pub(super) const RESERVED: Range<usize> = 18..20;
     pub(super) const ATTR_MOD: Range<usize> = 20..24;
     pub(super) const PAYLOAD: core::ops::RangeFrom<usize> = 24..;
 }
 
-const LAYOUT: &Layout = &[
+/// The rows every MAD begins with, up to its status word; the ACM MAD names the
+/// class-specific word after them differently, so the rows from there are each format's.
+pub(crate) const MAD_START_LAYOUT: &Layout = &[
     ("base_version", 0..1),
     ("mgmt_class", 1..2),
     ("class_version", 2..3),
     ("method", 3..4),
     ("status", field::STATUS),
-    ("class_specific", field::CLASS_SPECIFIC),
-    ("tid", field::TID),
-    ("attr_id", field::ATTR_ID),
-    ("reserved", field::RESERVED),
-    ("attr_mod", field::ATTR_MOD),
 ];
+
+/// The common header's layout, which the SA header's extends.
+pub(crate) const MAD_HEADER_LAYOUT: &Layout = &extend_layout::<10>(
+    MAD_START_LAYOUT,
+    &[
+        ("class_specific", field::CLASS_SPECIFIC),
+        ("tid", field::TID),
+        ("attr_id", field::ATTR_ID),
+        ("reserved", field::RESERVED),
+        ("attr_mod", field::ATTR_MOD),
+    ],
+);
 
 open_enum! {
     /// Management class (MAD byte 1).
@@ -246,7 +257,7 @@ pub struct MadHeaderPacket<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> MadHeaderPacket<T> {
-    view_constructors!("MAD header", LAYOUT);
+    view_constructors!("MAD header", MAD_HEADER_LAYOUT);
 
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()
@@ -266,22 +277,14 @@ impl<T: AsRef<[u8]>> MadHeaderPacket<T> {
     }
 }
 
+mad_common_fields!(MadHeaderPacket);
+
 view_fields! {
     impl MadHeaderPacket, BigEndian {
-        /// Base version (1).
-        base_version, set_base_version: u8 = field::BASE_VERSION;
-        /// Management class.
-        mgmt_class, set_mgmt_class: MgmtClass = field::MGMT_CLASS;
-        /// Class version.
-        class_version, set_class_version: u8 = field::CLASS_VERSION;
-        /// Method.
-        method, set_method: Method = field::METHOD;
         /// Status word.
         status, set_status: MadStatus = field::STATUS;
         /// Class-specific word (bytes 6–7).
         class_specific, set_class_specific: u16 = field::CLASS_SPECIFIC;
-        /// Transaction id.
-        tid, set_tid: u64 = field::TID;
         /// Attribute id.
         attr_id, set_attr_id: AttrId = field::ATTR_ID;
         /// Reserved word (bytes 18–19).
@@ -358,11 +361,6 @@ impl MadHeaderRepr {
         }
     }
 
-    /// Bytes `emit` writes.
-    pub const fn buffer_len(&self) -> usize {
-        MAD_HEADER_LEN
-    }
-
     /// Writes the header into the first 24 bytes of `buf`.
     ///
     /// # Panics
@@ -381,13 +379,7 @@ impl MadHeaderRepr {
         p.set_attr_mod(self.attr_mod);
     }
 
-    /// The header as its 24 wire bytes.
-    #[must_use]
-    pub fn to_bytes(&self) -> [u8; MAD_HEADER_LEN] {
-        let mut b = [0; MAD_HEADER_LEN];
-        self.emit(&mut b);
-        b
-    }
+    emit_to_array!("header", MAD_HEADER_LEN);
 }
 
 #[cfg(test)]

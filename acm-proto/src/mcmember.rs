@@ -137,18 +137,6 @@ impl<T: AsRef<[u8]>> McMemberRecordPacket<T> {
         self.buffer.as_ref()
     }
 
-    /// Service level (bits 31:28).
-    pub fn sl(&self) -> u8 {
-        (self.sl_flow_hop() >> 28) as u8
-    }
-    /// 20-bit flow label (bits 27:8).
-    pub fn flow_label(&self) -> u32 {
-        (self.sl_flow_hop() >> 8) & 0xF_FFFF
-    }
-    /// Hop limit (bits 7:0).
-    pub fn hop_limit(&self) -> u8 {
-        self.sl_flow_hop() as u8
-    }
     /// Scope (bits 7:4 of byte 48).
     pub fn scope(&self) -> McScope {
         McScope(self.b()[field::SCOPE_JOIN_STATE] >> 4)
@@ -157,34 +145,11 @@ impl<T: AsRef<[u8]>> McMemberRecordPacket<T> {
     pub fn join_state(&self) -> JoinState {
         JoinState(self.b()[field::SCOPE_JOIN_STATE] & 0xF)
     }
-    /// ProxyJoin (bit 7 of byte 49).
-    pub fn proxy_join(&self) -> bool {
-        self.b()[field::PROXY_JOIN] & 0x80 != 0
-    }
-    /// The 7 reserved bits after ProxyJoin (bits 6:0 of byte 49).
-    pub fn proxy_join_reserved(&self) -> u8 {
-        self.b()[field::PROXY_JOIN] & 0x7F
-    }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> McMemberRecordPacket<T> {
     fn bm(&mut self) -> &mut [u8] {
         self.buffer.as_mut()
-    }
-    /// Sets the service level (masked to 4 bits).
-    pub fn set_sl(&mut self, v: u8) {
-        let w = self.sl_flow_hop() & 0x0FFF_FFFF;
-        self.set_sl_flow_hop(w | (u32::from(v & 0xF) << 28));
-    }
-    /// Sets the 20-bit flow label (masked).
-    pub fn set_flow_label(&mut self, v: u32) {
-        let w = self.sl_flow_hop() & !0x0FFF_FF00;
-        self.set_sl_flow_hop(w | ((v & 0xF_FFFF) << 8));
-    }
-    /// Sets the hop limit.
-    pub fn set_hop_limit(&mut self, v: u8) {
-        let w = self.sl_flow_hop() & !0xFF;
-        self.set_sl_flow_hop(w | u32::from(v));
     }
     /// Sets the scope (masked to 4 bits).
     pub fn set_scope(&mut self, v: McScope) {
@@ -196,15 +161,25 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> McMemberRecordPacket<T> {
         let b = &mut self.bm()[field::SCOPE_JOIN_STATE];
         *b = (*b & 0xF0) | (v.0 & 0xF);
     }
-    /// Sets the ProxyJoin bit.
-    pub fn set_proxy_join(&mut self, v: bool) {
-        let b = &mut self.bm()[field::PROXY_JOIN];
-        *b = (*b & 0x7F) | if v { 0x80 } else { 0 };
+}
+
+view_bits! {
+    impl McMemberRecordPacket, BigEndian, field::SL_FLOW_HOP => u32 {
+        /// Service level (bits 31:28).
+        sl, set_sl: u8 = 28, 4;
+        /// 20-bit flow label (bits 27:8).
+        flow_label, set_flow_label: u32 = 8, 20;
+        /// Hop limit (bits 7:0).
+        hop_limit, set_hop_limit: u8 = 0, 8;
     }
-    /// Sets the 7 reserved bits after ProxyJoin (masked).
-    pub fn set_proxy_join_reserved(&mut self, v: u8) {
-        let b = &mut self.bm()[field::PROXY_JOIN];
-        *b = (*b & 0x80) | (v & 0x7F);
+}
+
+view_bits! {
+    impl McMemberRecordPacket, BigEndian, field::PROXY_JOIN => u8 {
+        /// ProxyJoin (bit 7 of byte 49).
+        proxy_join, set_proxy_join: bool = 7, 1;
+        /// The 7 reserved bits after ProxyJoin (bits 6:0 of byte 49).
+        proxy_join_reserved, set_proxy_join_reserved: u8 = 0, 7;
     }
 }
 
@@ -325,11 +300,6 @@ impl McMemberRecordRepr {
         }
     }
 
-    /// Bytes `emit` writes.
-    pub const fn buffer_len(&self) -> usize {
-        MCMEMBER_RECORD_LEN
-    }
-
     /// Writes the record into the first 56 bytes of `buf`. Bit fields are masked to their
     /// widths.
     ///
@@ -346,24 +316,17 @@ impl McMemberRecordRepr {
         p.set_pkey(self.pkey);
         p.set_rate(self.rate);
         p.set_packet_lifetime(self.packet_lifetime);
-        p.set_sl_flow_hop(
-            (u32::from(self.sl & 0xF) << 28)
-                | ((self.flow_label & 0xF_FFFF) << 8)
-                | u32::from(self.hop_limit),
-        );
-        p.bm()[field::SCOPE_JOIN_STATE] = ((self.scope.0 & 0xF) << 4) | (self.join_state.0 & 0xF);
-        p.bm()[field::PROXY_JOIN] =
-            if self.proxy_join { 0x80 } else { 0 } | (self.proxy_join_reserved & 0x7F);
+        p.set_sl(self.sl);
+        p.set_flow_label(self.flow_label);
+        p.set_hop_limit(self.hop_limit);
+        p.set_scope(self.scope);
+        p.set_join_state(self.join_state);
+        p.set_proxy_join(self.proxy_join);
+        p.set_proxy_join_reserved(self.proxy_join_reserved);
         p.set_reserved(self.reserved);
     }
 
-    /// The record as its 56 wire bytes.
-    #[must_use]
-    pub fn to_bytes(&self) -> [u8; MCMEMBER_RECORD_LEN] {
-        let mut b = [0; MCMEMBER_RECORD_LEN];
-        self.emit(&mut b);
-        b
-    }
+    emit_to_array!("record", MCMEMBER_RECORD_LEN);
 }
 
 #[cfg(test)]

@@ -294,11 +294,6 @@ impl InformInfoRepr {
         }
     }
 
-    /// Bytes `emit` writes.
-    pub const fn buffer_len(&self) -> usize {
-        INFORM_INFO_LEN
-    }
-
     /// Writes the record into the first 36 bytes of `buf`; bit fields are masked to
     /// their widths.
     ///
@@ -319,13 +314,7 @@ impl InformInfoRepr {
         p.set_producer_type(self.producer_type);
     }
 
-    /// The record as its 36 wire bytes.
-    #[must_use]
-    pub fn to_bytes(&self) -> [u8; INFORM_INFO_LEN] {
-        let mut b = [0; INFORM_INFO_LEN];
-        self.emit(&mut b);
-        b
-    }
+    emit_to_array!("record", INFORM_INFO_LEN);
 }
 
 /// A zero-copy view of a Notice.
@@ -547,11 +536,6 @@ impl NoticeRepr {
         }
     }
 
-    /// Bytes `emit` writes.
-    pub const fn buffer_len(&self) -> usize {
-        NOTICE_LEN
-    }
-
     /// Writes the notice into the first 80 bytes of `buf`; the type, producer and count
     /// are masked to their widths.
     ///
@@ -568,13 +552,7 @@ impl NoticeRepr {
         p.set_issuer_gid(self.issuer_gid);
     }
 
-    /// The notice as its 80 wire bytes.
-    #[must_use]
-    pub fn to_bytes(&self) -> [u8; NOTICE_LEN] {
-        let mut b = [0; NOTICE_LEN];
-        self.emit(&mut b);
-        b
-    }
+    emit_to_array!("notice", NOTICE_LEN);
 }
 
 #[cfg(test)]

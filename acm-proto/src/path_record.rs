@@ -59,82 +59,34 @@ pub struct PathRecordPacket<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> PathRecordPacket<T> {
     view_constructors!("PathRecord", LAYOUT);
+}
 
-    fn b(&self) -> &[u8] {
-        self.buffer.as_ref()
-    }
-
-    /// Bits 31:28 of the flow-label word (RawTraffic and reserved bits).
-    pub fn raw_traffic_bits(&self) -> u8 {
-        (self.flowlabel_hoplimit() >> 28) as u8
-    }
-    /// The 20-bit flow label.
-    pub fn flow_label(&self) -> u32 {
-        (self.flowlabel_hoplimit() >> 8) & 0xF_FFFF
-    }
-    /// The hop limit.
-    pub fn hop_limit(&self) -> u8 {
-        self.flowlabel_hoplimit() as u8
-    }
-    /// Whether the path is reversible (bit 7).
-    pub fn reversible(&self) -> bool {
-        self.b()[field::REVERSIBLE_NUMPATH] & 0x80 != 0
-    }
-    /// NumbPath (bits 6:0).
-    pub fn numpath(&self) -> u8 {
-        self.b()[field::REVERSIBLE_NUMPATH] & 0x7F
-    }
-    /// The 12-bit QoS class.
-    pub fn qos_class(&self) -> u16 {
-        BigEndian::read_u16(&self.b()[field::QOSCLASS_SL]) >> 4
-    }
-    /// The 4-bit service level.
-    pub fn sl(&self) -> u8 {
-        (BigEndian::read_u16(&self.b()[field::QOSCLASS_SL]) & 0xF) as u8
+view_bits! {
+    impl PathRecordPacket, BigEndian, field::FLOWLABEL_HOPLIMIT => u32 {
+        /// Bits 31:28 of the flow-label word (RawTraffic and reserved bits).
+        raw_traffic_bits, set_raw_traffic_bits: u8 = 28, 4;
+        /// The 20-bit flow label.
+        flow_label, set_flow_label: u32 = 8, 20;
+        /// The hop limit.
+        hop_limit, set_hop_limit: u8 = 0, 8;
     }
 }
 
-impl<T: AsRef<[u8]> + AsMut<[u8]>> PathRecordPacket<T> {
-    fn bm(&mut self) -> &mut [u8] {
-        self.buffer.as_mut()
+view_bits! {
+    impl PathRecordPacket, BigEndian, field::REVERSIBLE_NUMPATH => u8 {
+        /// Whether the path is reversible (bit 7).
+        reversible, set_reversible: bool = 7, 1;
+        /// NumbPath (bits 6:0).
+        numpath, set_numpath: u8 = 0, 7;
     }
-    /// Sets bits 31:28 of the flow-label word (masked to 4 bits).
-    pub fn set_raw_traffic_bits(&mut self, v: u8) {
-        let w = self.flowlabel_hoplimit() & 0x0FFF_FFFF;
-        self.set_flowlabel_hoplimit(w | (u32::from(v & 0xF) << 28));
-    }
-    /// Sets the 20-bit flow label (masked).
-    pub fn set_flow_label(&mut self, v: u32) {
-        let w = self.flowlabel_hoplimit() & !0x0FFF_FF00;
-        self.set_flowlabel_hoplimit(w | ((v & 0xF_FFFF) << 8));
-    }
-    /// Sets the hop limit.
-    pub fn set_hop_limit(&mut self, v: u8) {
-        let w = self.flowlabel_hoplimit() & !0xFF;
-        self.set_flowlabel_hoplimit(w | u32::from(v));
-    }
-    /// Sets the reversible bit.
-    pub fn set_reversible(&mut self, v: bool) {
-        let b = &mut self.bm()[field::REVERSIBLE_NUMPATH];
-        *b = (*b & 0x7F) | if v { 0x80 } else { 0 };
-    }
-    /// Sets NumbPath (masked to 7 bits).
-    pub fn set_numpath(&mut self, v: u8) {
-        let b = &mut self.bm()[field::REVERSIBLE_NUMPATH];
-        *b = (*b & 0x80) | (v & 0x7F);
-    }
-    /// Sets the 12-bit QoS class (masked).
-    pub fn set_qos_class(&mut self, v: u16) {
-        let sl = u16::from(self.sl());
-        BigEndian::write_u16(&mut self.bm()[field::QOSCLASS_SL], (v << 4) | sl);
-    }
-    /// Sets the 4-bit SL (masked).
-    pub fn set_sl(&mut self, v: u8) {
-        let qos = self.qos_class();
-        BigEndian::write_u16(
-            &mut self.bm()[field::QOSCLASS_SL],
-            (qos << 4) | u16::from(v & 0xF),
-        );
+}
+
+view_bits! {
+    impl PathRecordPacket, BigEndian, field::QOSCLASS_SL => u16 {
+        /// The 12-bit QoS class.
+        qos_class, set_qos_class: u16 = 4, 12;
+        /// The 4-bit service level.
+        sl, set_sl: u8 = 0, 4;
     }
 }
 
@@ -246,11 +198,6 @@ impl PathRecordRepr {
         }
     }
 
-    /// Bytes `emit` writes.
-    pub const fn buffer_len(&self) -> usize {
-        PATH_RECORD_LEN
-    }
-
     /// Writes the record into the first 64 bytes of `buf`.
     ///
     /// # Panics
@@ -262,19 +209,15 @@ impl PathRecordRepr {
         p.set_sgid(self.sgid);
         p.set_dlid(self.dlid);
         p.set_slid(self.slid);
-        p.set_flowlabel_hoplimit(
-            (u32::from(self.raw_traffic_bits & 0xF) << 28)
-                | ((self.flow_label & 0xF_FFFF) << 8)
-                | u32::from(self.hop_limit),
-        );
+        p.set_raw_traffic_bits(self.raw_traffic_bits);
+        p.set_flow_label(self.flow_label);
+        p.set_hop_limit(self.hop_limit);
         p.set_tclass(self.tclass);
         p.set_reversible(self.reversible);
         p.set_numpath(self.numpath);
         p.set_pkey(self.pkey);
-        BigEndian::write_u16(
-            &mut p.bm()[field::QOSCLASS_SL],
-            ((self.qos_class & 0xFFF) << 4) | u16::from(self.sl & 0xF),
-        );
+        p.set_qos_class(self.qos_class);
+        p.set_sl(self.sl);
         p.set_mtu(self.mtu);
         p.set_rate(self.rate);
         p.set_packet_lifetime(self.packet_lifetime);
@@ -282,13 +225,7 @@ impl PathRecordRepr {
         p.set_reserved(self.reserved);
     }
 
-    /// The record as its 64 wire bytes.
-    #[must_use]
-    pub fn to_bytes(&self) -> [u8; PATH_RECORD_LEN] {
-        let mut b = [0; PATH_RECORD_LEN];
-        self.emit(&mut b);
-        b
-    }
+    emit_to_array!("record", PATH_RECORD_LEN);
 
     /// The SA component mask ibacm derives from a record before querying the SA with it:
     /// each bit is set only when its field is non-zero (docs/protocol/sa.md §4).

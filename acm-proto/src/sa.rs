@@ -6,8 +6,11 @@
 //! bytes. See docs/protocol/sa.md §3 (layout), §4–§6; IBTA Vol 1 §13.6.2 (RMPP) and
 //! IBTA Vol 1 §15.2.1.1.
 
-use crate::error::{Layout, Result};
-use crate::mad::{AttrId, MadHeaderPacket, MadHeaderRepr, MadStatus, Method, MgmtClass};
+use crate::error::{Layout, Result, extend_layout};
+use crate::mad::{
+    AttrId, MAD_HEADER_LAYOUT, MAD_HEADER_LEN, MadHeaderPacket, MadHeaderRepr, MadStatus, Method,
+    MgmtClass,
+};
 use crate::mcmember::McCompMask;
 use crate::path_record::PathCompMask;
 use byteorder::BigEndian;
@@ -23,7 +26,7 @@ pub const SA_CLASS_VERSION: u8 = 2;
 
 mod field {
     use core::ops::{Range, RangeFrom};
-    pub(super) const MAD_HEADER: Range<usize> = 0..24;
+    pub(super) const MAD_HEADER: Range<usize> = 0..super::MAD_HEADER_LEN;
     pub(super) const RMPP_VERSION: usize = 24;
     pub(super) const RMPP_TYPE: usize = 25;
     /// Bits 7:3 response time, 2:0 RMPP flags.
@@ -38,28 +41,22 @@ mod field {
     pub(super) const DATA: RangeFrom<usize> = 56..;
 }
 
-const LAYOUT: &Layout = &[
-    ("base_version", 0..1),
-    ("mgmt_class", 1..2),
-    ("class_version", 2..3),
-    ("method", 3..4),
-    ("status", 4..6),
-    ("class_specific", 6..8),
-    ("tid", 8..16),
-    ("attr_id", 16..18),
-    ("reserved", 18..20),
-    ("attr_mod", 20..24),
-    ("rmpp_version", 24..25),
-    ("rmpp_type", 25..26),
-    ("rmpp_rtime_flags", 26..27),
-    ("rmpp_status", 27..28),
-    ("seg_num", field::SEG_NUM),
-    ("paylen_newwin", field::PAYLEN_NEWWIN),
-    ("sm_key", field::SM_KEY),
-    ("attr_offset", field::ATTR_OFFSET),
-    ("reserved", field::RESERVED),
-    ("comp_mask", field::COMP_MASK),
-];
+/// The common MAD header's rows, then the RMPP header's and the SA's own.
+const LAYOUT: &Layout = &extend_layout::<20>(
+    MAD_HEADER_LAYOUT,
+    &[
+        ("rmpp_version", 24..25),
+        ("rmpp_type", 25..26),
+        ("rmpp_rtime_flags", 26..27),
+        ("rmpp_status", 27..28),
+        ("seg_num", field::SEG_NUM),
+        ("paylen_newwin", field::PAYLEN_NEWWIN),
+        ("sm_key", field::SM_KEY),
+        ("attr_offset", field::ATTR_OFFSET),
+        ("reserved", field::RESERVED),
+        ("comp_mask", field::COMP_MASK),
+    ],
+);
 
 open_enum! {
     /// The class-specific status byte of an SA response (MAD status bits 15:8).
@@ -348,11 +345,6 @@ impl SaHeaderRepr {
         }
     }
 
-    /// Bytes `emit` writes.
-    pub const fn buffer_len(&self) -> usize {
-        SA_HEADER_LEN
-    }
-
     /// Writes the header into the first 56 bytes of `buf`, leaving the data untouched.
     /// The RMPP response time and flags are masked to 5 and 3 bits.
     ///
@@ -373,13 +365,7 @@ impl SaHeaderRepr {
         p.set_comp_mask(self.comp_mask);
     }
 
-    /// The header as its 56 wire bytes.
-    #[must_use]
-    pub fn to_bytes(&self) -> [u8; SA_HEADER_LEN] {
-        let mut b = [0; SA_HEADER_LEN];
-        self.emit(&mut b);
-        b
-    }
+    emit_to_array!("header", SA_HEADER_LEN);
 }
 
 #[cfg(test)]

@@ -108,3 +108,66 @@ impl<V: From<u8> + Into<u8> + Copy> WireValue for Selected<V> {
         b[0] = self.to_byte();
     }
 }
+
+/// A value that a bit field holds: converted to and from the field's bits, which
+/// `view_bits!` shifts into place and masks to the field's width. The integers are also
+/// the plain words that hold bit fields.
+pub(crate) trait WireBits: Copy {
+    /// The value of the low bits of `bits` (the others are zero, or cut off).
+    fn from_bits(bits: u32) -> Self;
+    /// The value as bits, in the low bits.
+    fn to_bits(self) -> u32;
+}
+
+/// The unsigned integers up to 32 bits: a field's bits are the integer.
+macro_rules! wire_bits_int {
+    ($($ty:ty),*) => {$(
+        impl WireBits for $ty {
+            #[inline]
+            #[allow(clippy::cast_possible_truncation)]
+            fn from_bits(bits: u32) -> Self {
+                bits as $ty
+            }
+            #[inline]
+            fn to_bits(self) -> u32 {
+                u32::from(self)
+            }
+        }
+    )*};
+}
+
+wire_bits_int!(u8, u16, u32);
+
+/// A one-bit flag.
+impl WireBits for bool {
+    #[inline]
+    fn from_bits(bits: u32) -> Self {
+        bits & 1 != 0
+    }
+    #[inline]
+    fn to_bits(self) -> u32 {
+        u32::from(self)
+    }
+}
+
+/// The `width` bits of `word` from bit `shift` up (bit 0 the least significant).
+#[inline]
+pub(crate) const fn get_bits(word: u32, shift: u32, width: u32) -> u32 {
+    (word >> shift) & low_mask(width)
+}
+
+/// `word` with the `width` bits from bit `shift` up replaced by the low bits of `value`.
+#[inline]
+pub(crate) const fn set_bits(word: u32, shift: u32, width: u32, value: u32) -> u32 {
+    let mask = low_mask(width) << shift;
+    (word & !mask) | ((value << shift) & mask)
+}
+
+/// The low `width` bits set.
+const fn low_mask(width: u32) -> u32 {
+    if width >= u32::BITS {
+        u32::MAX
+    } else {
+        (1 << width) - 1
+    }
+}

@@ -51,6 +51,17 @@ pub(super) fn rebase(e: ParseError, base: usize) -> ParseError {
     e
 }
 
+/// Writes `count` empty attributes of type 0 (no mandatory bit) at the start of `buf` and
+/// returns their length: what a parsed message's skipped attributes re-emit as, so that it
+/// parses the same again.
+pub(super) fn put_empty_attrs(buf: &mut [u8], count: u16) -> usize {
+    let mut pos = 0;
+    for _ in 0..count {
+        pos += put_attr(&mut buf[pos..], 0, &[]);
+    }
+    pos
+}
+
 mod field {
     use core::ops::Range;
     pub(super) const LEN: Range<usize> = 0..2;
@@ -197,6 +208,22 @@ impl NlAttr<'_> {
     #[must_use]
     pub const fn nla_len(&self) -> usize {
         NLA_HDRLEN + self.payload.len()
+    }
+
+    /// The error of `format` for this attribute, found at `at` in the message, when its
+    /// payload is not the size its type needs: `BadValue` on the type's name, the value
+    /// `nla_len`, the reason [`LsAttrType::size_rule`].
+    pub(super) fn wrong_size(&self, format: &'static str, at: usize) -> ParseError {
+        let kind = self.ls_type();
+        ParseError::new(
+            format,
+            kind.name().unwrap_or("nla_len"),
+            at,
+            Reason::BadValue {
+                value: self.nla_len() as u64,
+                why: kind.size_rule(),
+            },
+        )
     }
 }
 

@@ -114,6 +114,24 @@ impl LsAttrType {
             _ => None,
         }
     }
+
+    /// What a parser says of an attribute of this type whose payload has the wrong
+    /// size: the size each message needs it to have.
+    pub(crate) const fn size_rule(self) -> &'static str {
+        match self {
+            Self::PATH_RECORD => "PATH_RECORD needs a 72-byte ib_path_rec_data (nla_len 76)",
+            Self::TIMEOUT => "TIMEOUT needs a 4-byte payload (nla_len 8)",
+            Self::SERVICE_ID => "SERVICE_ID needs an 8-byte payload (nla_len 12)",
+            Self::DGID => "DGID needs a 16-byte payload (nla_len 20)",
+            Self::SGID => "SGID needs a 16-byte payload (nla_len 20)",
+            Self::TCLASS => "TCLASS needs a 1-byte payload (nla_len 5)",
+            Self::PKEY => "PKEY needs a 2-byte payload (nla_len 6)",
+            Self::QOS_CLASS => "QOS_CLASS needs a 2-byte payload (nla_len 6)",
+            Self::IPV4 => "IPV4 needs a 4-byte payload (nla_len 8)",
+            Self::IPV6 => "IPV6 needs a 16-byte payload (nla_len 20)",
+            _ => "unexpected attribute size",
+        }
+    }
 }
 
 open_enum! {

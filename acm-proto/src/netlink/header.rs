@@ -177,6 +177,27 @@ impl NlMsgHeaderRepr {
         LsOp(rdma_nl_op(self.msg_type))
     }
 
+    /// A request of `op` as the kernel or the daemon sends it: flags NLM_F_REQUEST.
+    pub(super) const fn ls_request(op: LsOp, seq: u32, pid: u32) -> Self {
+        Self {
+            msg_type: op.msg_type(),
+            flags: NlMsgFlags::REQUEST,
+            seq,
+            pid,
+        }
+    }
+
+    /// The header of an answer to `request` from the process `pid`: the request's type and
+    /// seq, so the kernel can match it, with `flags`.
+    pub(super) const fn answer_to(request: &Self, flags: NlMsgFlags, pid: u32) -> Self {
+        Self {
+            msg_type: request.msg_type,
+            flags,
+            seq: request.seq,
+            pid,
+        }
+    }
+
     /// Whether the type's client is RDMA_NL_LS (4).
     #[must_use]
     pub const fn is_ls(&self) -> bool {

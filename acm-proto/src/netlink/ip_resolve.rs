@@ -9,9 +9,12 @@
 //! sooner, when a neighbour entry becomes valid), so it takes an answer until then.
 
 use super::answer::emit_answer;
-use super::attr::{NLA_HDRLEN, NlAttrIter, RDMA_NLA_F_MANDATORY, nla_align, put_attr, rebase};
+use super::attr::{
+    NLA_HDRLEN, NlAttrIter, RDMA_NLA_F_MANDATORY, nla_align, put_attr, put_empty_attrs, rebase,
+};
 use super::codes::{LsAttrType, LsOp};
-use super::header::{NLMSG_HDRLEN, NlMsgFlags, NlMsgHeaderPacket, NlMsgHeaderRepr};
+use super::header::{NLMSG_HDRLEN, NlMsgFlags, NlMsgHeaderRepr};
+use super::message::{WantedAttr, read_ls_message, read_message};
 use crate::error::{Reason, Result};
 use crate::{Gid, ParseError};
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -56,12 +59,7 @@ impl IpResolveRequestRepr {
     #[must_use]
     pub const fn new(seq: u32, ifindex: u32, addr: IpAddr) -> Self {
         Self {
-            header: NlMsgHeaderRepr {
-                msg_type: LsOp::IP_RESOLVE.msg_type(),
-                flags: NlMsgFlags::REQUEST,
-                seq,
-                pid: 0,
-            },
+            header: NlMsgHeaderRepr::ls_request(LsOp::IP_RESOLVE, seq, 0),
             ifindex,
             addr,
             ignored_attrs: 0,
@@ -70,20 +68,8 @@ impl IpResolveRequestRepr {
 
     /// Parses the message at the start of `buf` (rules in the type's documentation).
     pub fn parse(buf: &[u8]) -> Result<Self> {
-        let hp = NlMsgHeaderPacket::new_checked(buf)?;
-        let len = hp.check_msg_len()?;
-        let header = NlMsgHeaderRepr::from_packet(&hp);
-        if !header.is_ls() {
-            return Err(ParseError::new(
-                FORMAT,
-                "nlmsg_type",
-                4,
-                Reason::BadValue {
-                    value: header.msg_type.into(),
-                    why: "client (bits 15:10) is not RDMA_NL_LS (4)",
-                },
-            ));
-        }
+        let (header, msg) = read_ls_message(buf, FORMAT)?;
+        let len = msg.len();
         if len < IP_RESOLVE_ATTRS_OFFSET {
             return Err(ParseError::new(
                 FORMAT,
@@ -95,7 +81,6 @@ impl IpResolveRequestRepr {
                 },
             ));
         }
-        let msg = &buf[..len];
         let ifindex = u32::from_ne_bytes([msg[16], msg[17], msg[18], msg[19]]);
         let mut addr = None;
         let mut ignored_attrs: u16 = 0;
@@ -105,10 +90,10 @@ impl IpResolveRequestRepr {
             let parsed = match a.ls_type() {
                 LsAttrType::IPV4 => <[u8; 4]>::try_from(a.payload)
                     .map(|b| IpAddr::V4(Ipv4Addr::from(b)))
-                    .map_err(|_| "IPV4 needs a 4-byte payload (nla_len 8)"),
+                    .map_err(|_| LsAttrType::IPV4.size_rule()),
                 LsAttrType::IPV6 => <[u8; 16]>::try_from(a.payload)
                     .map(|b| IpAddr::V6(Ipv6Addr::from(b)))
-                    .map_err(|_| "IPV6 needs a 16-byte payload (nla_len 20)"),
+                    .map_err(|_| LsAttrType::IPV6.size_rule()),
                 _ if a.is_mandatory() => {
                     Err("unknown attribute type with RDMA_NLA_F_MANDATORY set")
                 }
@@ -189,9 +174,7 @@ impl IpResolveRequestRepr {
                 &a.octets(),
             ),
         };
-        for _ in 0..self.ignored_attrs {
-            pos += put_attr(&mut buf[pos..], 0, &[]);
-        }
+        pos += put_empty_attrs(&mut buf[pos..], self.ignored_attrs);
         debug_assert_eq!(pos, total);
         total
     }
@@ -229,23 +212,24 @@ pub enum IpResolveReplyRepr {
     },
 }
 
+/// The answer's DGID attribute.
+const DGID: WantedAttr = WantedAttr {
+    format: FORMAT,
+    kind: LsAttrType::DGID,
+    missing: "neither RDMA_NL_LS_F_ERR nor a DGID attribute",
+};
+
 impl IpResolveReplyRepr {
     /// The answer to `request` with `dgid`, or the error reply when `None`.
     #[must_use]
     pub const fn answer(request: &NlMsgHeaderRepr, pid: u32, dgid: Option<Gid>) -> Self {
-        let header = NlMsgHeaderRepr {
-            msg_type: request.msg_type,
-            flags: NlMsgFlags::EMPTY,
-            seq: request.seq,
-            pid,
-        };
         match dgid {
-            Some(dgid) => Self::Success { header, dgid },
+            Some(dgid) => Self::Success {
+                header: NlMsgHeaderRepr::answer_to(request, NlMsgFlags::EMPTY, pid),
+                dgid,
+            },
             None => Self::Error {
-                header: NlMsgHeaderRepr {
-                    flags: NlMsgFlags::LS_ERR,
-                    ..header
-                },
+                header: NlMsgHeaderRepr::answer_to(request, NlMsgFlags::LS_ERR, pid),
             },
         }
     }
@@ -260,43 +244,16 @@ impl IpResolveReplyRepr {
 
     /// Parses the reply at the start of `buf`.
     pub fn parse(buf: &[u8]) -> Result<Self> {
-        let hp = NlMsgHeaderPacket::new_checked(buf)?;
-        let len = hp.check_msg_len()?;
-        let header = NlMsgHeaderRepr::from_packet(&hp);
+        let (header, msg) = read_message(buf)?;
         if header.flags.contains(NlMsgFlags::LS_ERR) {
             return Ok(Self::Error { header });
         }
-        let mut dgid = None;
-        for item in NlAttrIter::new(&buf[NLMSG_HDRLEN..len]) {
-            let a = item.map_err(|e| rebase(e, NLMSG_HDRLEN))?;
-            if a.ls_type() != LsAttrType::DGID {
-                continue;
-            }
-            let Ok(g) = <[u8; 16]>::try_from(a.payload) else {
-                return Err(ParseError::new(
-                    FORMAT,
-                    "DGID",
-                    NLMSG_HDRLEN + a.offset,
-                    Reason::BadValue {
-                        value: a.nla_len() as u64,
-                        why: "DGID needs a 16-byte payload (nla_len 20)",
-                    },
-                ));
-            };
-            dgid = Some(Gid(g));
-        }
-        match dgid {
-            Some(dgid) => Ok(Self::Success { header, dgid }),
-            None => Err(ParseError::new(
-                FORMAT,
-                "DGID",
-                NLMSG_HDRLEN,
-                Reason::BadValue {
-                    value: header.flags.0.into(),
-                    why: "neither RDMA_NL_LS_F_ERR nor a DGID attribute",
-                },
-            )),
-        }
+        // The last DGID is the answer, as for the kernel.
+        let (dgid, _) = DGID.last::<16>(msg, header.flags.0.into())?;
+        Ok(Self::Success {
+            header,
+            dgid: Gid(*dgid),
+        })
     }
 
     /// Bytes `emit` writes: 36 for a success, 16 for an error.

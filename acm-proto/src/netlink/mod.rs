@@ -30,6 +30,7 @@ mod attr;
 mod codes;
 mod header;
 mod ip_resolve;
+mod message;
 mod reply;
 mod request;
 mod resolve_header;

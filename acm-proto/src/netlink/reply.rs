@@ -2,11 +2,11 @@
 //! See docs/protocol/netlink-ls.md §5, docs/test-vectors.md §19.
 
 use super::answer::emit_answer;
-use super::attr::{NLA_HDRLEN, NlAttrIter, rebase};
+use super::attr::{NLA_HDRLEN, rebase};
 use super::codes::LsAttrType;
-use super::header::{NLMSG_HDRLEN, NlMsgFlags, NlMsgHeaderPacket, NlMsgHeaderRepr};
-use crate::ParseError;
-use crate::error::{Reason, Result};
+use super::header::{NLMSG_HDRLEN, NlMsgFlags, NlMsgHeaderRepr};
+use super::message::{WantedAttr, read_ls_message};
+use crate::error::Result;
 use crate::path_record::{PATH_DATA_LEN, PathDataRepr};
 
 /// Length of a success reply: nlmsghdr + one 76-byte PATH_RECORD attribute = 92.
@@ -16,6 +16,13 @@ pub const LS_SUCCESS_REPLY_LEN: usize = NLMSG_HDRLEN + NLA_HDRLEN + PATH_DATA_LE
 pub const LS_ERROR_REPLY_LEN: usize = NLMSG_HDRLEN;
 
 const FORMAT: &str = "RDMA_NL_LS reply";
+
+/// A success's PATH_RECORD attribute.
+const PATH_RECORD: WantedAttr = WantedAttr {
+    format: FORMAT,
+    kind: LsAttrType::PATH_RECORD,
+    missing: "neither RDMA_NL_LS_F_ERR nor a PATH_RECORD attribute",
+};
 
 /// An LS reply, sent by ibacm to `{nl_pid 0, nl_groups 0x4}`.
 ///
@@ -63,12 +70,7 @@ impl LsReplyRepr {
     #[must_use]
     pub const fn success(request: &NlMsgHeaderRepr, pid: u32, data: PathDataRepr) -> Self {
         Self::Success {
-            header: NlMsgHeaderRepr {
-                msg_type: request.msg_type,
-                flags: NlMsgFlags::EMPTY,
-                seq: request.seq,
-                pid,
-            },
+            header: NlMsgHeaderRepr::answer_to(request, NlMsgFlags::EMPTY, pid),
             data,
         }
     }
@@ -78,12 +80,7 @@ impl LsReplyRepr {
     #[must_use]
     pub const fn error(request: &NlMsgHeaderRepr, pid: u32) -> Self {
         Self::Error {
-            header: NlMsgHeaderRepr {
-                msg_type: request.msg_type,
-                flags: NlMsgFlags::LS_ERR,
-                seq: request.seq,
-                pid,
-            },
+            header: NlMsgHeaderRepr::answer_to(request, NlMsgFlags::LS_ERR, pid),
         }
     }
 
@@ -107,52 +104,13 @@ impl LsReplyRepr {
     /// on `PATH_RECORD`), or a non-error reply without a PATH_RECORD (`BadValue` on
     /// `PATH_RECORD` at offset 16, the value being `nlmsg_flags`).
     pub fn parse(buf: &[u8]) -> Result<Self> {
-        let hp = NlMsgHeaderPacket::new_checked(buf)?;
-        let len = hp.check_msg_len()?;
-        let header = NlMsgHeaderRepr::from_packet(&hp);
-        if !header.is_ls() {
-            return Err(ParseError::new(
-                FORMAT,
-                "nlmsg_type",
-                4,
-                Reason::BadValue {
-                    value: header.msg_type.into(),
-                    why: "client (bits 15:10) is not RDMA_NL_LS (4)",
-                },
-            ));
-        }
+        let (header, msg) = read_ls_message(buf, FORMAT)?;
         if header.flags.contains(NlMsgFlags::LS_ERR) {
             return Ok(Self::Error { header });
         }
-        for item in NlAttrIter::new(&buf[NLMSG_HDRLEN..len]) {
-            let a = item.map_err(|e| rebase(e, NLMSG_HDRLEN))?;
-            if a.ls_type() != LsAttrType::PATH_RECORD {
-                continue;
-            }
-            if a.payload.len() != PATH_DATA_LEN {
-                return Err(ParseError::new(
-                    FORMAT,
-                    "PATH_RECORD",
-                    NLMSG_HDRLEN + a.offset,
-                    Reason::BadValue {
-                        value: a.nla_len() as u64,
-                        why: "PATH_RECORD needs a 72-byte ib_path_rec_data (nla_len 76)",
-                    },
-                ));
-            }
-            let data = PathDataRepr::parse(a.payload)
-                .map_err(|e| rebase(e, NLMSG_HDRLEN + a.offset + NLA_HDRLEN))?;
-            return Ok(Self::Success { header, data });
-        }
-        Err(ParseError::new(
-            FORMAT,
-            "PATH_RECORD",
-            NLMSG_HDRLEN,
-            Reason::BadValue {
-                value: header.flags.0.into(),
-                why: "neither RDMA_NL_LS_F_ERR nor a PATH_RECORD attribute",
-            },
-        ))
+        let (payload, at) = PATH_RECORD.first::<PATH_DATA_LEN>(msg, header.flags.0.into())?;
+        let data = PathDataRepr::parse(payload).map_err(|e| rebase(e, at + NLA_HDRLEN))?;
+        Ok(Self::Success { header, data })
     }
 
     /// Bytes `emit` writes: 92 for a success, 16 for an error.
@@ -186,6 +144,7 @@ impl LsReplyRepr {
 mod tests {
     use super::*;
     use crate::Gid;
+    use crate::error::Reason;
     use crate::netlink::put_attr;
     use crate::netlink::{LsOp, NlMsgHeaderPacket};
     use crate::path_record::{PathFlags, PathRecordRepr};

@@ -2,10 +2,12 @@
 //! See docs/protocol/netlink-ls.md §2, §3.
 
 use super::attr::{
-    NLA_HDRLEN, NlAttr, NlAttrIter, RDMA_NLA_F_MANDATORY, nla_align, put_attr, rebase,
+    NLA_HDRLEN, NlAttr, NlAttrIter, RDMA_NLA_F_MANDATORY, nla_align, put_attr, put_empty_attrs,
+    rebase,
 };
 use super::codes::{LsAttrType, LsOp};
-use super::header::{NLMSG_HDRLEN, NlMsgFlags, NlMsgHeaderPacket, NlMsgHeaderRepr};
+use super::header::{NLMSG_HDRLEN, NlMsgHeaderRepr};
+use super::message::read_ls_message;
 use super::resolve_header::{RESOLVE_HEADER_LEN, ResolveHeaderRepr};
 use crate::error::{Reason, Result};
 use crate::{Gid, ParseError};
@@ -86,31 +88,13 @@ pub struct LsRequestRepr {
     pub ignored_attrs: u16,
 }
 
-/// Why a known attribute's size is wrong, per type.
-const fn size_rule(t: LsAttrType) -> &'static str {
-    match t {
-        LsAttrType::SERVICE_ID => "SERVICE_ID needs an 8-byte payload (nla_len 12)",
-        LsAttrType::DGID => "DGID needs a 16-byte payload (nla_len 20)",
-        LsAttrType::SGID => "SGID needs a 16-byte payload (nla_len 20)",
-        LsAttrType::TCLASS => "TCLASS needs a 1-byte payload (nla_len 5)",
-        LsAttrType::PKEY => "PKEY needs a 2-byte payload (nla_len 6)",
-        LsAttrType::QOS_CLASS => "QOS_CLASS needs a 2-byte payload (nla_len 6)",
-        _ => "unexpected attribute size",
-    }
-}
-
 impl LsRequestRepr {
     /// A RESOLVE request as the kernel sends it (type 0x1000, flags NLM_F_REQUEST, pid 0),
     /// with no attributes yet.
     #[must_use]
     pub const fn resolve(seq: u32, resolve: ResolveHeaderRepr) -> Self {
         Self {
-            header: NlMsgHeaderRepr {
-                msg_type: LsOp::RESOLVE.msg_type(),
-                flags: NlMsgFlags::REQUEST,
-                seq,
-                pid: 0,
-            },
+            header: NlMsgHeaderRepr::ls_request(LsOp::RESOLVE, seq, 0),
             resolve,
             service_id: None,
             dgid: None,
@@ -131,21 +115,8 @@ impl LsRequestRepr {
     /// Parses the message at the start of `buf` (see the type's documentation for the
     /// rules).
     pub fn parse(buf: &[u8]) -> Result<Self> {
-        let hp = NlMsgHeaderPacket::new_checked(buf)?;
-        let len = hp.check_msg_len()?;
-        let header = NlMsgHeaderRepr::from_packet(&hp);
-        if !header.is_ls() {
-            return Err(ParseError::new(
-                FORMAT,
-                "nlmsg_type",
-                4,
-                Reason::BadValue {
-                    value: header.msg_type.into(),
-                    why: "client (bits 15:10) is not RDMA_NL_LS (4)",
-                },
-            ));
-        }
-        let payload_len = len - NLMSG_HDRLEN;
+        let (header, msg) = read_ls_message(buf, FORMAT)?;
+        let payload_len = msg.len() - NLMSG_HDRLEN;
         if payload_len < LS_REQUEST_MIN_PAYLOAD {
             return Err(ParseError::new(
                 FORMAT,
@@ -157,7 +128,6 @@ impl LsRequestRepr {
                 },
             ));
         }
-        let msg = &buf[..len];
         let resolve =
             ResolveHeaderRepr::parse(&msg[NLMSG_HDRLEN..]).map_err(|e| rebase(e, NLMSG_HDRLEN))?;
         let mut r = Self {
@@ -192,15 +162,7 @@ impl LsRequestRepr {
         };
         let p = a.payload;
         if p.len() != want {
-            return Err(ParseError::new(
-                FORMAT,
-                t.name().unwrap_or("nla_len"),
-                offset,
-                Reason::BadValue {
-                    value: a.nla_len() as u64,
-                    why: size_rule(t),
-                },
-            ));
+            return Err(a.wrong_size(FORMAT, offset));
         }
         match t {
             LsAttrType::SERVICE_ID => self.service_id = Some(NativeEndian::read_u64(p)),
@@ -266,9 +228,7 @@ impl LsRequestRepr {
         if let Some(v) = self.qos_class {
             put(LsAttrType::QOS_CLASS, &v.to_ne_bytes());
         }
-        for _ in 0..self.ignored_attrs {
-            pos += put_attr(&mut buf[pos..], 0, &[]);
-        }
+        pos += put_empty_attrs(&mut buf[pos..], self.ignored_attrs);
         debug_assert_eq!(pos, total);
         total
     }
@@ -279,7 +239,7 @@ impl LsRequestRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::netlink::PathUse;
+    use crate::netlink::{NlMsgFlags, PathUse};
     use crate::testutil::{Garbage, ls_header};
     use alloc::vec;
     use alloc::vec::Vec;

@@ -8,11 +8,11 @@
 //! [`KERNEL_LS_TIMEOUT_MIN_MS`]..=[`KERNEL_LS_TIMEOUT_MAX_MS`] and sends no answer. The
 //! value stays in the kernel after the sender exits, until the next SET_TIMEOUT.
 
-use super::attr::{NLA_HDRLEN, NlAttrIter, put_attr, rebase};
+use super::attr::{NLA_HDRLEN, put_attr};
 use super::codes::{LsAttrType, LsOp};
-use super::header::{NLMSG_HDRLEN, NlMsgFlags, NlMsgHeaderPacket, NlMsgHeaderRepr};
-use crate::ParseError;
-use crate::error::{Reason, Result};
+use super::header::{NLMSG_HDRLEN, NlMsgHeaderRepr};
+use super::message::{WantedAttr, read_message};
+use crate::error::Result;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -27,6 +27,13 @@ pub const KERNEL_LS_TIMEOUT_MAX_MS: u32 = 200_000;
 pub const SET_TIMEOUT_LEN: usize = NLMSG_HDRLEN + NLA_HDRLEN + 4;
 
 const FORMAT: &str = "RDMA_NL_LS SET_TIMEOUT";
+
+/// The TIMEOUT attribute.
+const TIMEOUT: WantedAttr = WantedAttr {
+    format: FORMAT,
+    kind: LsAttrType::TIMEOUT,
+    missing: "no TIMEOUT attribute",
+};
 
 /// A SET_TIMEOUT message: type 0x1001, flags NLM_F_REQUEST (the kernel refuses it
 /// without), then one TIMEOUT attribute (type 2, **without** the mandatory bit) holding
@@ -50,12 +57,7 @@ impl SetTimeoutRepr {
     #[must_use]
     pub const fn new(seq: u32, pid: u32, timeout_ms: u32) -> Self {
         Self {
-            header: NlMsgHeaderRepr {
-                msg_type: LsOp::SET_TIMEOUT.msg_type(),
-                flags: NlMsgFlags::REQUEST,
-                seq,
-                pid,
-            },
+            header: NlMsgHeaderRepr::ls_request(LsOp::SET_TIMEOUT, seq, pid),
             timeout_ms,
         }
     }
@@ -77,39 +79,12 @@ impl SetTimeoutRepr {
     /// Parses the message at the start of `buf`: the first TIMEOUT attribute (flag bits
     /// masked) of exactly 4 bytes; other attributes are skipped.
     pub fn parse(buf: &[u8]) -> Result<Self> {
-        let hp = NlMsgHeaderPacket::new_checked(buf)?;
-        let len = hp.check_msg_len()?;
-        let header = NlMsgHeaderRepr::from_packet(&hp);
-        for item in NlAttrIter::new(&buf[NLMSG_HDRLEN..len]) {
-            let a = item.map_err(|e| rebase(e, NLMSG_HDRLEN))?;
-            if a.ls_type() != LsAttrType::TIMEOUT {
-                continue;
-            }
-            let Ok(v) = <[u8; 4]>::try_from(a.payload) else {
-                return Err(ParseError::new(
-                    FORMAT,
-                    "TIMEOUT",
-                    NLMSG_HDRLEN + a.offset,
-                    Reason::BadValue {
-                        value: a.nla_len() as u64,
-                        why: "TIMEOUT needs a 4-byte payload (nla_len 8)",
-                    },
-                ));
-            };
-            return Ok(Self {
-                header,
-                timeout_ms: u32::from_ne_bytes(v),
-            });
-        }
-        Err(ParseError::new(
-            FORMAT,
-            "TIMEOUT",
-            NLMSG_HDRLEN,
-            Reason::BadValue {
-                value: 0,
-                why: "no TIMEOUT attribute",
-            },
-        ))
+        let (header, msg) = read_message(buf)?;
+        let (timeout, _) = TIMEOUT.first::<4>(msg, 0)?;
+        Ok(Self {
+            header,
+            timeout_ms: u32::from_ne_bytes(*timeout),
+        })
     }
 
     /// Bytes `emit` writes: 24.
