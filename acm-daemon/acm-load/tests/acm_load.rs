@@ -12,12 +12,12 @@ mod daemon;
 #[path = "../../ibacm/tests/support/programs.rs"]
 mod programs;
 
-use daemon::{DEADLINE, Daemon, TempDir, run_bounded};
+use daemon::{DEADLINE, Daemon, KillOnDrop, TempDir, run_bounded};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixListener;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 const ACM_LOAD: &str = env!("CARGO_BIN_EXE_acm-load");
@@ -26,7 +26,7 @@ const RUN_LIMIT: Duration = Duration::from_secs(60);
 
 /// An `acm-load --echo-server` process, killed on drop.
 struct Echo {
-    child: Child,
+    _child: KillOnDrop,
     /// The TCP address it printed, when asked to listen on TCP.
     tcp: Option<String>,
 }
@@ -67,14 +67,10 @@ impl Echo {
                 tcp = Some(a.to_owned());
             }
         }
-        Self { child, tcp }
-    }
-}
-
-impl Drop for Echo {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        Self {
+            _child: KillOnDrop(child),
+            tcp,
+        }
     }
 }
 

@@ -46,7 +46,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use support::daemon::{DEADLINE, Daemon, Ending, TempDir, header, run_bounded, tid};
+use support::daemon::{DEADLINE, Daemon, Ending, KillOnDrop, TempDir, header, run_bounded, tid};
 
 /// The reference fabric's files.
 fn reference(name: &str) -> PathBuf {
@@ -481,7 +481,7 @@ fn a_client_waiting_while_descriptors_run_out_is_served_when_one_frees() {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    let mut child = Guard(cmd.spawn().expect("spawn sh"));
+    let mut child = KillOnDrop(cmd.spawn().expect("spawn sh"));
     let sock = dir.join("ibacm-unix.sock");
     wait_until("the daemon listening", DEADLINE, || {
         UnixStream::connect(&sock).is_ok()
@@ -536,16 +536,6 @@ fn a_client_waiting_while_descriptors_run_out_is_served_when_one_frees() {
     wait_until("the recovery in the log", DEADLINE, || {
         log(&dir).contains("accepting clients again after")
     });
-}
-
-/// Kills and reaps the child on drop.
-struct Guard(std::process::Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -873,7 +863,7 @@ fn perl_as(uid: u32, script: &str, args: &[&std::ffi::OsStr]) -> Command {
 /// A process of uid `uid` (and gid) holding connections to the daemon ([`HOLDER`]);
 /// killed on drop.
 struct Holder {
-    child: Guard,
+    child: KillOnDrop,
     stdin: std::process::ChildStdin,
     lines: std::sync::mpsc::Receiver<String>,
 }
@@ -909,7 +899,7 @@ impl Holder {
             }
         });
         Self {
-            child: Guard(child),
+            child: KillOnDrop(child),
             stdin,
             lines,
         }
@@ -1077,10 +1067,10 @@ fn one_user_holding_every_connection_it_may_leaves_root_and_other_users_served()
     assert_eq!(first.answered(), held);
     assert_eq!(second.answered(), held2);
     // The same user goes on connecting, from two processes, each connection refused.
-    let loops: Vec<Guard> = (0..2)
+    let loops: Vec<KillOnDrop> = (0..2)
         .map(|_| {
             let mut cmd = perl_as(NOBODY, CONNECT_LOOP, &[d.socket().as_os_str()]);
-            Guard(cmd.stdin(Stdio::null()).spawn().expect("spawn perl"))
+            KillOnDrop(cmd.stdin(Stdio::null()).spawn().expect("spawn perl"))
         })
         .collect();
     wait_until("refusals of the connecting loops", DEADLINE, || {
