@@ -127,12 +127,17 @@ impl CProvider {
         Self::log(cx, Level::Basic, "acm_provider", format!("{file}: {e}"));
     }
 
+    /// What a library call that opens something gave: its context, or `None` when it
+    /// failed (logged).
+    fn opened(&mut self, cx: &mut Ctx<'_>, call: Result<Context, CallError>) -> Option<Context> {
+        call.inspect_err(|e| self.failed(cx, e)).ok()
+    }
+
     /// Hands everything the provider queued to the core.
     fn drain(&mut self, cx: &mut Ctx<'_>) {
         while let Some(ev) = self.shared.pop(self.slot) {
             match ev {
-                Event::Resolved { id, msg } => self.answer(cx, id, false, &msg),
-                Event::Queried { id, msg } => self.answer(cx, id, true, &msg),
+                Event::Answered { id, msg, query } => self.answer(cx, id, query, &msg),
                 Event::Sa(req) => self.send_sa(cx, *req),
                 Event::Counter(i) => {
                     if let Some(c) = counter(i) {
@@ -369,13 +374,7 @@ impl Provider for CProvider {
 
     fn open_device(&mut self, cx: &mut Ctx<'_>, dev: &DeviceDesc) {
         let obj = Device::new(dev.guid, (self.verbs)(&dev.name));
-        let ctx = match self.lib.open_device(&obj) {
-            Ok(c) => Some(c),
-            Err(e) => {
-                self.failed(cx, &e);
-                None
-            }
-        };
+        let ctx = self.opened(cx, self.lib.open_device(&obj));
         self.devices.insert(dev.id, DeviceState { obj, ctx });
         self.drain(cx);
     }
@@ -401,13 +400,7 @@ impl Provider for CProvider {
         };
         let obj = Port::new(&dev.obj, port.port, gids(attrs));
         let ctx = match &dev.ctx {
-            Some(dev_ctx) => match self.lib.open_port(&obj, dev_ctx) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    self.failed(cx, &e);
-                    None
-                }
-            },
+            Some(dev_ctx) => self.opened(cx, self.lib.open_port(&obj, dev_ctx)),
             None => None,
         };
         self.ports.insert(port, PortState { obj, ctx });
@@ -435,13 +428,7 @@ impl Provider for CProvider {
         };
         let obj = Endpoint::new(&p.obj, pkey, endpoint_key(self.slot, ep.0));
         let ctx = match &p.ctx {
-            Some(port_ctx) => match self.lib.open_endpoint(&obj, port_ctx) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    self.failed(cx, &e);
-                    None
-                }
-            },
+            Some(port_ctx) => self.opened(cx, self.lib.open_endpoint(&obj, port_ctx)),
             None => None,
         };
         self.endpoints.insert(
@@ -471,13 +458,7 @@ impl Provider for CProvider {
         let (ty, info) = message::address_parts(addr);
         let obj = LocalAddress::new(&e.obj, ty, info, &addr.to_string());
         let ctx = match &e.ctx {
-            Some(ep_ctx) => match self.lib.add_address(&obj, ep_ctx) {
-                Ok(c) => Some(c),
-                Err(err) => {
-                    self.failed(cx, &err);
-                    None
-                }
-            },
+            Some(ep_ctx) => self.opened(cx, self.lib.add_address(&obj, ep_ctx)),
             None => None,
         };
         if let Some(e) = self.endpoints.get_mut(&ep) {
