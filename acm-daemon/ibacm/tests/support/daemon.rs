@@ -227,6 +227,25 @@ impl Daemon {
         }
     }
 
+    /// Fails the test unless `out`, a run of `ib_acme -v` on this daemon, found the
+    /// path from LID `slid` to LID `dlid` and the SA verified it.
+    pub(crate) fn assert_verified_path(&self, out: &Output, slid: u16, dlid: u16, context: &str) {
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{context}: {out:?}\n{text}\n{}",
+            self.diagnostics()
+        );
+        assert!(
+            text.contains("Path information")
+                && text.contains(&format!("dlid: {dlid}\n"))
+                && text.contains(&format!("slid: {slid}\n"))
+                && text.contains("SA verification: success"),
+            "{context}:\n{text}\n{}",
+            self.diagnostics()
+        );
+    }
+
     /// What the daemon printed and logged, for failure messages.
     pub(crate) fn diagnostics(&self) -> String {
         let read = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
