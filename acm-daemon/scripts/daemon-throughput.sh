@@ -41,19 +41,8 @@ echo "daemon idle RSS: $(awk '/VmRSS/ {print $2, $3}' /proc/$daemon/status)"
 run() { # socket clients -> json
   "$bin/acm-load" -S "$1" -c "$2" --duration "$secs" -s 10.0.0.1 -d 10.0.0.2 --json -q
 }
-summary() { # json -> "rps requests p50"
-  python3 -c 'import json,sys; j=json.load(sys.stdin); l=j["latency_us"]
-assert j["errors"]["total"] == 0, j["errors"]
-print("%d %d %s" % (j["requests_per_s"], j["requests"]["answered"], l["p50"]))'
-}
-usage() { # pid -> "cpu_ticks context_switches", summed over the process's threads
-  local ticks=0 cs=0 t
-  for t in /proc/"$1"/task/*; do
-    ticks=$(( ticks + $(awk '{print $14 + $15}' "$t/stat") ))
-    cs=$(( cs + $(awk '/ctxt_switches/ {n += $2} END {print n}' "$t/status") ))
-  done
-  echo "$ticks $cs"
-}
+# shellcheck source=SCRIPTDIR/load-figures.sh
+source "$(dirname "${BASH_SOURCE[0]}")/load-figures.sh"
 hz=$(getconf CLK_TCK)
 
 echo "clients round  echo_rps (p50 us)  ref_echo_rps (p50 us)  daemon_rps (p50 us)  daemon/echo  daemon/ref_echo  daemon_cpu_us/req  daemon_cs/req"

@@ -72,19 +72,8 @@ load() { # where clients src -> json
     *) "${on_load_cpus[@]}" "$bin/acm-load" -S "$where" -c "$n" --duration "$secs" -f n -s "$src" -d node2 --json -q ;;
   esac
 }
-summary() { # json -> "rps answered p50"
-  python3 -c 'import json,sys; j=json.load(sys.stdin); l=j["latency_us"]
-assert j["errors"]["total"] == 0, j["errors"]
-print("%d %d %s" % (j["requests_per_s"], j["requests"]["answered"], l["p50"]))'
-}
-usage() { # pid -> "cpu_ticks context_switches", summed over the process's threads
-  local ticks=0 cs=0 t
-  for t in /proc/"$1"/task/*; do
-    ticks=$(( ticks + $(awk '{print $14 + $15}' "$t/stat") ))
-    cs=$(( cs + $(awk '/ctxt_switches/ {n += $2} END {print n}' "$t/status") ))
-  done
-  echo "$ticks $cs"
-}
+# shellcheck source=SCRIPTDIR/load-figures.sh
+source "$(dirname "${BASH_SOURCE[0]}")/load-figures.sh"
 measured() { # pid where clients src -> "rps p50 cpu_us/req cs/req"
   local t0 cs0 t1 cs1 rps n p50
   read -r t0 cs0 < <(usage "$1")

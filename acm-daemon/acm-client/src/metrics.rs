@@ -223,6 +223,110 @@ fn escape_help(v: &str) -> String {
     v.replace('\\', "\\\\").replace('\n', "\\n")
 }
 
+/// Where a daemon family's value is in a [`DaemonSample`].
+type DaemonValue = fn(&DaemonSample) -> u64;
+
+/// The daemon's own families (its metrics file only), in the order they are written:
+/// name, type, help, and where the value is.
+const DAEMON_FAMILIES: [(&str, &str, &str, DaemonValue); 16] = [
+    (
+        "acm_clients_connected",
+        "gauge",
+        "Client connections open now (the kernel's netlink channel is not one).",
+        |d| d.clients_connected,
+    ),
+    (
+        "acm_clients_accepted_total",
+        "counter",
+        "Client connections served since the daemon started (refused ones are counted apart).",
+        |d| d.clients_accepted,
+    ),
+    (
+        "acm_clients_refused_total",
+        "counter",
+        "Client connections refused by allow_users and allow_groups since the daemon started.",
+        |d| d.clients_refused,
+    ),
+    (
+        "acm_clients_over_user_limit_total",
+        "counter",
+        "Client connections closed at accept because their user already held max_connections_per_user (root and the daemon's user have no such limit).",
+        |d| d.clients_over_user_limit,
+    ),
+    (
+        "acm_clients_over_shared_limit_total",
+        "counter",
+        "Client connections of users other than root and the daemon's closed at accept because the connections they share were all open (the descriptors left are root's reserve).",
+        |d| d.clients_over_shared_limit,
+    ),
+    (
+        "acm_clients_user_limit",
+        "gauge",
+        "Client connections one user other than root and the daemon's may hold (max_connections_per_user, or half of acm_clients_shared_limit).",
+        |d| d.clients_user_limit,
+    ),
+    (
+        "acm_clients_shared_limit",
+        "gauge",
+        "Client connections users other than root and the daemon's may hold together: the descriptor limit less the daemon's own descriptors and root's reserve.",
+        |d| d.clients_shared_limit,
+    ),
+    (
+        "acm_clients_closed_not_allowed_total",
+        "counter",
+        "Connected clients closed because a reload changed allow_users or allow_groups so that they no longer let their user in.",
+        |d| d.clients_closed_not_allowed,
+    ),
+    (
+        "acm_clients_closed_unread_total",
+        "counter",
+        "Client connections closed because the replies queued for all clients reached max_queued_reply_bytes while they were not reading theirs.",
+        |d| d.clients_closed_unread,
+    ),
+    (
+        "acm_lookups_rejected_total",
+        "counter",
+        "Resolve requests answered ENOMEM at once because their connection already waited on max_pending_per_client destinations.",
+        |d| d.lookups.rejected,
+    ),
+    (
+        "acm_lookups_cancelled_total",
+        "counter",
+        "Lookups stopped because every client waiting for them closed.",
+        |d| d.lookups.cancelled,
+    ),
+    (
+        "acm_background_resolves_dropped_total",
+        "counter",
+        "NODELAY misses that started no background lookup because the endpoint already had max_background_resolves.",
+        |d| d.lookups.background_dropped,
+    ),
+    (
+        "acm_log_lines_dropped_total",
+        "counter",
+        "Log lines lost since the daemon started because the log file or stream could not be written (a full disk, say); the log says how many when writing works again.",
+        |d| d.log_lines_dropped,
+    ),
+    (
+        "acm_reloads_total",
+        "counter",
+        "Reloads (SIGHUP) applied since the daemon started (refused ones are counted apart).",
+        |d| d.reloads.applied,
+    ),
+    (
+        "acm_reload_refused_total",
+        "counter",
+        "Reloads (SIGHUP) refused since the daemon started: a configuration file missing, unreadable, not a regular file, over its size bound, not text, or with a line its parser does not take; the running configuration stayed.",
+        |d| d.reloads.refused,
+    ),
+    (
+        "acm_start_time_seconds",
+        "gauge",
+        "When the daemon started, in seconds since the Unix epoch; its counters started from 0 then.",
+        |d| d.start_time_seconds,
+    ),
+];
+
 /// Renders `snapshots` (one per daemon) as one exposition: each family once, with the
 /// samples of every snapshot under it.
 #[must_use]
@@ -266,86 +370,10 @@ pub fn render(snapshots: &[Snapshot]) -> String {
         "counter",
         "Idle destinations evicted from the endpoint's full cache to make room for new ones, since the endpoint opened.",
     );
-    let mut connected = Family::new(
-        "acm_clients_connected",
-        "gauge",
-        "Client connections open now (the kernel's netlink channel is not one).",
-    );
-    let mut accepted = Family::new(
-        "acm_clients_accepted_total",
-        "counter",
-        "Client connections served since the daemon started (refused ones are counted apart).",
-    );
-    let mut refused = Family::new(
-        "acm_clients_refused_total",
-        "counter",
-        "Client connections refused by allow_users and allow_groups since the daemon started.",
-    );
-    let mut over_user_limit = Family::new(
-        "acm_clients_over_user_limit_total",
-        "counter",
-        "Client connections closed at accept because their user already held max_connections_per_user (root and the daemon's user have no such limit).",
-    );
-    let mut over_shared_limit = Family::new(
-        "acm_clients_over_shared_limit_total",
-        "counter",
-        "Client connections of users other than root and the daemon's closed at accept because the connections they share were all open (the descriptors left are root's reserve).",
-    );
-    let mut user_limit = Family::new(
-        "acm_clients_user_limit",
-        "gauge",
-        "Client connections one user other than root and the daemon's may hold (max_connections_per_user, or half of acm_clients_shared_limit).",
-    );
-    let mut shared_limit = Family::new(
-        "acm_clients_shared_limit",
-        "gauge",
-        "Client connections users other than root and the daemon's may hold together: the descriptor limit less the daemon's own descriptors and root's reserve.",
-    );
-    let mut closed_not_allowed = Family::new(
-        "acm_clients_closed_not_allowed_total",
-        "counter",
-        "Connected clients closed because a reload changed allow_users or allow_groups so that they no longer let their user in.",
-    );
-    let mut closed_unread = Family::new(
-        "acm_clients_closed_unread_total",
-        "counter",
-        "Client connections closed because the replies queued for all clients reached max_queued_reply_bytes while they were not reading theirs.",
-    );
-    let mut rejected = Family::new(
-        "acm_lookups_rejected_total",
-        "counter",
-        "Resolve requests answered ENOMEM at once because their connection already waited on max_pending_per_client destinations.",
-    );
-    let mut cancelled = Family::new(
-        "acm_lookups_cancelled_total",
-        "counter",
-        "Lookups stopped because every client waiting for them closed.",
-    );
-    let mut background_dropped = Family::new(
-        "acm_background_resolves_dropped_total",
-        "counter",
-        "NODELAY misses that started no background lookup because the endpoint already had max_background_resolves.",
-    );
-    let mut log_dropped = Family::new(
-        "acm_log_lines_dropped_total",
-        "counter",
-        "Log lines lost since the daemon started because the log file or stream could not be written (a full disk, say); the log says how many when writing works again.",
-    );
-    let mut reloads = Family::new(
-        "acm_reloads_total",
-        "counter",
-        "Reloads (SIGHUP) applied since the daemon started (refused ones are counted apart).",
-    );
-    let mut reloads_refused = Family::new(
-        "acm_reload_refused_total",
-        "counter",
-        "Reloads (SIGHUP) refused since the daemon started: a configuration file missing, unreadable, not a regular file, over its size bound, not text, or with a line its parser does not take; the running configuration stayed.",
-    );
-    let mut started = Family::new(
-        "acm_start_time_seconds",
-        "gauge",
-        "When the daemon started, in seconds since the Unix epoch; its counters started from 0 then.",
-    );
+    let mut daemon: Vec<Family> = DAEMON_FAMILIES
+        .iter()
+        .map(|(n, k, h, _)| Family::new(*n, k, h))
+        .collect();
 
     for snap in snapshots {
         let svc: Vec<(&str, &str)> = snap
@@ -406,40 +434,9 @@ pub fn render(snapshots: &[Snapshot]) -> String {
             }
         }
         if let Some(d) = &snap.daemon {
-            connected.samples.push((plain.clone(), d.clients_connected));
-            accepted.samples.push((plain.clone(), d.clients_accepted));
-            refused.samples.push((plain.clone(), d.clients_refused));
-            over_user_limit
-                .samples
-                .push((plain.clone(), d.clients_over_user_limit));
-            over_shared_limit
-                .samples
-                .push((plain.clone(), d.clients_over_shared_limit));
-            user_limit
-                .samples
-                .push((plain.clone(), d.clients_user_limit));
-            shared_limit
-                .samples
-                .push((plain.clone(), d.clients_shared_limit));
-            closed_not_allowed
-                .samples
-                .push((plain.clone(), d.clients_closed_not_allowed));
-            closed_unread
-                .samples
-                .push((plain.clone(), d.clients_closed_unread));
-            rejected.samples.push((plain.clone(), d.lookups.rejected));
-            cancelled.samples.push((plain.clone(), d.lookups.cancelled));
-            background_dropped
-                .samples
-                .push((plain.clone(), d.lookups.background_dropped));
-            log_dropped
-                .samples
-                .push((plain.clone(), d.log_lines_dropped));
-            reloads.samples.push((plain.clone(), d.reloads.applied));
-            reloads_refused
-                .samples
-                .push((plain.clone(), d.reloads.refused));
-            started.samples.push((plain.clone(), d.start_time_seconds));
+            for (f, (.., value)) in daemon.iter_mut().zip(&DAEMON_FAMILIES) {
+                f.samples.push((plain.clone(), value(d)));
+            }
         }
     }
 
@@ -453,27 +450,10 @@ pub fn render(snapshots: &[Snapshot]) -> String {
     for f in &endpoint {
         f.write(&mut out);
     }
-    for f in [
-        &cache,
-        &cache_limit,
-        &evictions,
-        &connected,
-        &accepted,
-        &refused,
-        &over_user_limit,
-        &over_shared_limit,
-        &user_limit,
-        &shared_limit,
-        &closed_not_allowed,
-        &closed_unread,
-        &rejected,
-        &cancelled,
-        &background_dropped,
-        &log_dropped,
-        &reloads,
-        &reloads_refused,
-        &started,
-    ] {
+    for f in [&cache, &cache_limit, &evictions]
+        .into_iter()
+        .chain(&daemon)
+    {
         f.write(&mut out);
     }
     out

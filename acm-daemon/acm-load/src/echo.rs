@@ -120,45 +120,23 @@ impl EchoServer {
         };
         if let Some(path) = &config.unix {
             let listener = bind_unix(path)?;
-            let loops = Arc::clone(&loops);
             server.unix = Some(path.clone());
-            server.acceptors.push(
-                std::thread::Builder::new()
-                    .name("acm-echo-unix".into())
-                    .spawn(move || {
-                        let mut next = 0;
-                        for s in listener.incoming().flatten() {
-                            if s.set_nonblocking(true).is_ok() {
-                                hand_over(
-                                    &loops,
-                                    &mut next,
-                                    EchoStream::Unix(mio::net::UnixStream::from_std(s)),
-                                );
-                            }
-                        }
-                    })?,
-            );
+            server.acceptors.push(spawn_acceptor(
+                "acm-echo-unix",
+                listener,
+                &loops,
+                accept_unix,
+            )?);
         }
         if let Some(addr) = config.tcp {
             let listener = std::net::TcpListener::bind(addr)?;
             server.tcp = Some(listener.local_addr()?);
-            let loops = Arc::clone(&loops);
-            server.acceptors.push(
-                std::thread::Builder::new()
-                    .name("acm-echo-tcp".into())
-                    .spawn(move || {
-                        let mut next = 0;
-                        for s in listener.incoming().flatten() {
-                            if s.set_nonblocking(true).is_ok() && s.set_nodelay(true).is_ok() {
-                                hand_over(
-                                    &loops,
-                                    &mut next,
-                                    EchoStream::Tcp(mio::net::TcpStream::from_std(s)),
-                                );
-                            }
-                        }
-                    })?,
-            );
+            server.acceptors.push(spawn_acceptor(
+                "acm-echo-tcp",
+                listener,
+                &loops,
+                accept_tcp,
+            )?);
         }
         Ok(server)
     }
@@ -196,6 +174,41 @@ impl EchoServer {
 }
 
 type Loops = Vec<(Sender<EchoStream>, Arc<Waker>)>;
+
+/// Starts the thread that takes the connections of `listener`, each readied by
+/// `accept`, and hands them to the loops in turn; a connection that cannot be readied
+/// is dropped.
+fn spawn_acceptor<L: Send + 'static>(
+    name: &str,
+    listener: L,
+    loops: &Arc<Loops>,
+    accept: fn(&L) -> io::Result<EchoStream>,
+) -> io::Result<JoinHandle<()>> {
+    let loops = Arc::clone(loops);
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            let mut next = 0;
+            loop {
+                if let Ok(stream) = accept(&listener) {
+                    hand_over(&loops, &mut next, stream);
+                }
+            }
+        })
+}
+
+fn accept_unix(listener: &std::os::unix::net::UnixListener) -> io::Result<EchoStream> {
+    let (s, _) = listener.accept()?;
+    s.set_nonblocking(true)?;
+    Ok(EchoStream::Unix(mio::net::UnixStream::from_std(s)))
+}
+
+fn accept_tcp(listener: &std::net::TcpListener) -> io::Result<EchoStream> {
+    let (s, _) = listener.accept()?;
+    s.set_nonblocking(true)?;
+    s.set_nodelay(true)?;
+    Ok(EchoStream::Tcp(mio::net::TcpStream::from_std(s)))
+}
 
 fn hand_over(loops: &Loops, next: &mut usize, stream: EchoStream) {
     let (tx, waker) = &loops[*next % loops.len()];
@@ -442,14 +455,7 @@ mod tests {
         assert!(EpQueryReplyRepr::parse(ep, Direction::Response).is_ok());
 
         // Two requests and half of a third: two replies, the half left over.
-        let req = crate::requests::resolve_request(
-            acm_client::addr::AddrFormat::Ip,
-            Some("10.0.0.1"),
-            "10.0.0.2",
-            false,
-            "destination",
-        )
-        .unwrap();
+        let req = crate::requests::ip_resolve_request();
         let mut input = req.clone();
         input[8] = 0x11;
         let mut perf = crate::requests::perf_request();
@@ -471,10 +477,8 @@ mod tests {
 
     #[test]
     fn serves_a_unix_socket_and_replaces_only_stale_files() {
-        let dir = std::env::temp_dir().join(format!("acm-echo-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("e.sock");
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("e.sock");
         // A stale socket file is replaced.
         drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
         let server = EchoServer::start(&EchoConfig {
@@ -501,6 +505,5 @@ mod tests {
             assert_eq!(&reply[..2], &[1, 0x82]);
         }
         drop(server);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

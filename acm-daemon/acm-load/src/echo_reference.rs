@@ -136,14 +136,7 @@ mod tests {
         assert_eq!(reply[8], 0x5a);
         // Short of the header's length, or two requests in one recv: closed, as the
         // reference compares the received count with the header.
-        let resolve = crate::requests::resolve_request(
-            acm_client::addr::AddrFormat::Ip,
-            Some("10.0.0.1"),
-            "10.0.0.2",
-            false,
-            "destination",
-        )
-        .unwrap();
+        let resolve = crate::requests::ip_resolve_request();
         assert_eq!(reply_for(&resolve, &r).map(|v| v.len()), Some(88));
         assert_eq!(reply_for(&resolve[..100], &r), None);
         assert_eq!(reply_for(&perf[..10], &r), None);

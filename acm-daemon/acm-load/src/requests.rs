@@ -96,6 +96,9 @@ impl Templates {
     pub fn build(addrs: &Addresses, mix: &Mix) -> Result<Self, RequestError> {
         let mut variants: [Vec<Vec<u8>>; Kind::ALL.len()] = Default::default();
         let src = addrs.src.as_deref();
+        let resolve = |dst: &str, nodelay: bool, role: &'static str| {
+            resolve_request(addrs.format, src, dst, nodelay, role)
+        };
         if mix.uses(Kind::Hit) || mix.uses(Kind::NoDelay) {
             let Some(dst) = addrs.dst.as_deref() else {
                 return Err(RequestError::Missing(
@@ -104,21 +107,9 @@ impl Templates {
             };
             for d in expand_list(dst)? {
                 // Built for NODELAY-only runs too: the warm-up sends them.
-                variants[Kind::Hit.index()].push(resolve_request(
-                    addrs.format,
-                    src,
-                    &d,
-                    false,
-                    "destination",
-                )?);
+                variants[Kind::Hit.index()].push(resolve(&d, false, "destination")?);
                 if mix.uses(Kind::NoDelay) {
-                    variants[Kind::NoDelay.index()].push(resolve_request(
-                        addrs.format,
-                        src,
-                        &d,
-                        true,
-                        "destination",
-                    )?);
+                    variants[Kind::NoDelay.index()].push(resolve(&d, true, "destination")?);
                 }
             }
         }
@@ -136,13 +127,7 @@ impl Templates {
                 }
             };
             for d in expand_list(list)? {
-                variants[Kind::Miss.index()].push(resolve_request(
-                    addrs.format,
-                    src,
-                    &d,
-                    false,
-                    "miss destination",
-                )?);
+                variants[Kind::Miss.index()].push(resolve(&d, false, "miss destination")?);
             }
         }
         if mix.uses(Kind::Perf) {
@@ -170,6 +155,19 @@ impl Templates {
         let v = &self.variants[kind.index()];
         &v[i % v.len()]
     }
+}
+
+/// A RESOLVE of 10.0.0.2 from 10.0.0.1, for the tests of what answers requests.
+#[cfg(test)]
+pub(crate) fn ip_resolve_request() -> Vec<u8> {
+    resolve_request(
+        AddrFormat::Ip,
+        Some("10.0.0.1"),
+        "10.0.0.2",
+        false,
+        "destination",
+    )
+    .unwrap()
 }
 
 /// The global PERF_QUERY (`ib_acme -P`).

@@ -12,12 +12,12 @@ mod daemon;
 #[path = "../../ibacm/tests/support/programs.rs"]
 mod programs;
 
-use daemon::{DEADLINE, Daemon, TempDir, run_bounded};
+use daemon::{DEADLINE, Daemon, KillOnDrop, TempDir, run_bounded};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixListener;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 const ACM_LOAD: &str = env!("CARGO_BIN_EXE_acm-load");
@@ -26,7 +26,7 @@ const RUN_LIMIT: Duration = Duration::from_secs(60);
 
 /// An `acm-load --echo-server` process, killed on drop.
 struct Echo {
-    child: Child,
+    _child: KillOnDrop,
     /// The TCP address it printed, when asked to listen on TCP.
     tcp: Option<String>,
 }
@@ -67,14 +67,10 @@ impl Echo {
                 tcp = Some(a.to_owned());
             }
         }
-        Self { child, tcp }
-    }
-}
-
-impl Drop for Echo {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        Self {
+            _child: KillOnDrop(child),
+            tcp,
+        }
     }
 }
 
@@ -97,6 +93,14 @@ fn json_run(args: &[&str]) -> (i32, Value) {
         )
     });
     (out.status.code().expect("exit code"), doc)
+}
+
+/// `acm-load --json` on `sock`: `count` requests of `mix` by 4 clients, from 10.0.0.1 to
+/// 10.0.0.2.
+fn four_clients_to_node2(sock: &str, count: &str, mix: &str) -> (i32, Value) {
+    json_run(&[
+        "-S", sock, "--count", count, "-c", "4", "-s", "10.0.0.1", "-d", "10.0.0.2", "--mix", mix,
+    ])
 }
 
 fn n(v: &Value) -> u64 {
@@ -152,20 +156,7 @@ fn echo_server_answers_every_request_of_every_kind() {
     let sock = dir.join("echo.sock");
     let sock = sock.to_str().expect("utf-8 path");
     let _echo = Echo::start(&["--echo-server", sock]);
-    let (code, doc) = json_run(&[
-        "-S",
-        sock,
-        "--count",
-        "2000",
-        "-c",
-        "4",
-        "-s",
-        "10.0.0.1",
-        "-d",
-        "10.0.0.2",
-        "--mix",
-        "hit=90,nodelay=4,perf=4,ep=2",
-    ]);
+    let (code, doc) = four_clients_to_node2(sock, "2000", "hit=90,nodelay=4,perf=4,ep=2");
     assert_eq!(code, 0, "{doc:#}");
     assert_consistent(&doc);
     assert_eq!(doc["tool"], "acm-load");
@@ -257,20 +248,7 @@ fn our_daemon_answers_a_mix_of_hits_misses_and_perf_queries() {
     );
     let sock = d.socket();
     let sock = sock.to_str().expect("utf-8 path");
-    let (code, doc) = json_run(&[
-        "-S",
-        sock,
-        "--count",
-        "400",
-        "-c",
-        "4",
-        "-s",
-        "10.0.0.1",
-        "-d",
-        "10.0.0.2",
-        "--mix",
-        "hit=90,miss=2,perf=8",
-    ]);
+    let (code, doc) = four_clients_to_node2(sock, "400", "hit=90,miss=2,perf=8");
     assert_eq!(code, 0, "{doc:#}\n{}", d.diagnostics());
     assert_consistent(&doc);
     let (req, kinds) = (&doc["requests"], &doc["kinds"]);

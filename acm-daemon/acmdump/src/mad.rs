@@ -78,31 +78,22 @@ fn decode_mad(mad: &[u8]) -> Result<(String, Value, Vec<u8>), ParseError> {
         let data = &mad[SA_HEADER_LEN..];
         let mut value = Map::new();
         value.insert("header".into(), fields(&sa));
+        // A record: parsed, written back after the header, its fields named; its length.
+        macro_rules! record {
+            ($repr:ty, $name:literal, $len:expr) => {{
+                let r = <$repr>::parse(data).map_err(|e| e.at_base(SA_HEADER_LEN))?;
+                r.emit(&mut out[SA_HEADER_LEN..]);
+                value.insert($name.into(), fields(&r));
+                $len
+            }};
+        }
         let record_len = match sa.mad.attr_id {
-            AttrId::PATH_RECORD => {
-                let r = PathRecordRepr::parse(data).map_err(|e| e.at_base(SA_HEADER_LEN))?;
-                r.emit(&mut out[SA_HEADER_LEN..]);
-                value.insert("path_record".into(), fields(&r));
-                PATH_RECORD_LEN
-            }
+            AttrId::PATH_RECORD => record!(PathRecordRepr, "path_record", PATH_RECORD_LEN),
             AttrId::MC_MEMBER_RECORD => {
-                let r = McMemberRecordRepr::parse(data).map_err(|e| e.at_base(SA_HEADER_LEN))?;
-                r.emit(&mut out[SA_HEADER_LEN..]);
-                value.insert("mcmember_record".into(), fields(&r));
-                MCMEMBER_RECORD_LEN
+                record!(McMemberRecordRepr, "mcmember_record", MCMEMBER_RECORD_LEN)
             }
-            AttrId::INFORM_INFO => {
-                let r = InformInfoRepr::parse(data).map_err(|e| e.at_base(SA_HEADER_LEN))?;
-                r.emit(&mut out[SA_HEADER_LEN..]);
-                value.insert("inform_info".into(), fields(&r));
-                INFORM_INFO_LEN
-            }
-            AttrId::NOTICE => {
-                let r = NoticeRepr::parse(data).map_err(|e| e.at_base(SA_HEADER_LEN))?;
-                r.emit(&mut out[SA_HEADER_LEN..]);
-                value.insert("notice".into(), fields(&r));
-                NOTICE_LEN
-            }
+            AttrId::INFORM_INFO => record!(InformInfoRepr, "inform_info", INFORM_INFO_LEN),
+            AttrId::NOTICE => record!(NoticeRepr, "notice", NOTICE_LEN),
             _ => 0,
         };
         let rest = &data[record_len..];

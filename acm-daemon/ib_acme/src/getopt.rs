@@ -198,58 +198,38 @@ impl<'a> Getopt<'a> {
             s.cluster = None;
             s.word += 1;
         };
-        let Some(kind) = self.spec.kind(c) else {
-            if rest.is_empty() {
-                finish_word(self);
-            } else {
-                self.cluster = Some(next);
-            }
-            return Err(GetoptError::Invalid(c));
-        };
-        match kind {
-            ArgKind::None => {
+        let kind = match self.spec.kind(c) {
+            Some(k @ (ArgKind::Required | ArgKind::Optional)) => k,
+            // No argument: the word's next option, if it has one, comes next.
+            unknown_or_none => {
                 if rest.is_empty() {
                     finish_word(self);
                 } else {
                     self.cluster = Some(next);
                 }
-                Ok(Item::Short(c, None))
+                return match unknown_or_none {
+                    None => Err(GetoptError::Invalid(c)),
+                    Some(_) => Ok(Item::Short(c, None)),
+                };
             }
-            ArgKind::Required => {
-                if !rest.is_empty() {
-                    let arg = rest.to_owned();
-                    finish_word(self);
-                    return Ok(Item::Short(c, Some(arg)));
-                }
-                finish_word(self);
-                match args.get(self.word) {
-                    Some(a) => {
-                        let arg = a.clone();
-                        self.word += 1;
-                        Ok(Item::Short(c, Some(arg)))
-                    }
-                    None => Err(GetoptError::MissingArgument(c)),
-                }
+        };
+        // The argument is the rest of the word; else the next word, which an optional
+        // argument takes only when the settings say so and it is no option.
+        finish_word(self);
+        if !rest.is_empty() {
+            return Ok(Item::Short(c, Some(rest.to_owned())));
+        }
+        let next_word = args.get(self.word).filter(|a| {
+            kind == ArgKind::Required || (self.settings.optional_next_word && !a.starts_with('-'))
+        });
+        match next_word {
+            Some(a) => {
+                let arg = a.clone();
+                self.word += 1;
+                Ok(Item::Short(c, Some(arg)))
             }
-            ArgKind::Optional => {
-                if !rest.is_empty() {
-                    let arg = rest.to_owned();
-                    finish_word(self);
-                    return Ok(Item::Short(c, Some(arg)));
-                }
-                finish_word(self);
-                let next_word = args
-                    .get(self.word)
-                    .filter(|a| self.settings.optional_next_word && !a.starts_with('-'));
-                match next_word {
-                    Some(a) => {
-                        let arg = a.clone();
-                        self.word += 1;
-                        Ok(Item::Short(c, Some(arg)))
-                    }
-                    None => Ok(Item::Short(c, None)),
-                }
-            }
+            None if kind == ArgKind::Required => Err(GetoptError::MissingArgument(c)),
+            None => Ok(Item::Short(c, None)),
         }
     }
 }

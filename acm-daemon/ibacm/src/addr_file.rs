@@ -192,24 +192,6 @@ mod tests {
         }]
     }
 
-    /// A fresh directory under the system's temp dir, removed on drop.
-    struct TempDir(PathBuf);
-
-    impl TempDir {
-        fn new(tag: &str) -> Self {
-            let d = std::env::temp_dir().join(format!("acm-addr-{tag}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&d);
-            std::fs::create_dir_all(&d).unwrap();
-            Self(d)
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
     fn run(spec: &AddrFileSpec, run_dir: &Path) -> (Option<AddrText>, Vec<String>) {
         let mut logs = Vec::new();
         let got = load_or_generate(spec, run_dir, "node9.example", &devices(), &mut |l| {
@@ -220,28 +202,28 @@ mod tests {
 
     #[test]
     fn an_existing_file_is_read_and_nothing_is_written() {
-        let t = TempDir::new("read");
-        let path = t.0.join("mine.cfg");
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("mine.cfg");
         std::fs::write(&path, "h mlx5_0 1 default\n").unwrap();
         let spec = AddrFileSpec::from_arg(Some(&path));
-        let (got, logs) = run(&spec, &t.0);
+        let (got, logs) = run(&spec, t.path());
         let got = got.unwrap();
         assert_eq!(got.text, b"h mlx5_0 1 default\n");
         assert_eq!(got.name, path.display().to_string());
         assert!(logs.is_empty(), "{logs:?}");
-        assert!(!t.0.join(GENERATED_NAME).exists());
+        assert!(!t.path().join(GENERATED_NAME).exists());
     }
 
     #[test]
     fn a_missing_default_file_is_generated_in_the_run_directory() {
-        let t = TempDir::new("default");
+        let t = tempfile::tempdir().unwrap();
         // The default path stands in for /etc/rdma/ibacm_addr.cfg: not explicit, so it
         // is never written even where it could be.
         let spec = AddrFileSpec {
-            path: t.0.join("etc-rdma-ibacm_addr.cfg"),
+            path: t.path().join("etc-rdma-ibacm_addr.cfg"),
             explicit: false,
         };
-        let run_dir = t.0.join("run");
+        let run_dir = t.path().join("run");
         std::fs::create_dir(&run_dir).unwrap();
         let (got, logs) = run(&spec, &run_dir);
         let got = got.unwrap();
@@ -274,10 +256,10 @@ mod tests {
 
     #[test]
     fn a_missing_explicit_file_is_generated_where_the_command_line_says() {
-        let t = TempDir::new("explicit");
-        let path = t.0.join("addr.cfg");
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("addr.cfg");
         let spec = AddrFileSpec::from_arg(Some(&path));
-        let run_dir = t.0.join("run");
+        let run_dir = t.path().join("run");
         std::fs::create_dir(&run_dir).unwrap();
         let (got, logs) = run(&spec, &run_dir);
         let got = got.unwrap();
@@ -296,14 +278,14 @@ mod tests {
 
     #[test]
     fn an_unwritable_explicit_path_falls_back_to_the_run_directory() {
-        let t = TempDir::new("fallback");
+        let t = tempfile::tempdir().unwrap();
         // A file in a directory that does not exist: not found when read, and not
         // creatable, even by root (who may write a read-only directory).
-        let path = t.0.join("missing-dir").join("addr.cfg");
+        let path = t.path().join("missing-dir").join("addr.cfg");
         let spec = AddrFileSpec::from_arg(Some(&path));
-        let (got, logs) = run(&spec, &t.0);
+        let (got, logs) = run(&spec, t.path());
         let got = got.unwrap();
-        let generated = t.0.join(GENERATED_NAME);
+        let generated = t.path().join(GENERATED_NAME);
         assert_eq!(std::fs::read(&generated).unwrap(), got.text);
         assert_eq!(got.name, generated.display().to_string());
         assert_eq!(logs.len(), 1, "{logs:?}");
@@ -316,9 +298,9 @@ mod tests {
 
     #[test]
     fn with_nowhere_to_write_the_text_is_used_from_memory() {
-        let t = TempDir::new("memory");
-        let spec = AddrFileSpec::from_arg(Some(&t.0.join("missing-dir").join("addr.cfg")));
-        let (got, logs) = run(&spec, &t.0.join("missing-run-dir"));
+        let t = tempfile::tempdir().unwrap();
+        let spec = AddrFileSpec::from_arg(Some(&t.path().join("missing-dir").join("addr.cfg")));
+        let (got, logs) = run(&spec, &t.path().join("missing-run-dir"));
         let got = got.unwrap();
         let text = String::from_utf8(got.text).unwrap();
         assert!(text.contains("\nnode9-1 mlx5_0 1 default\n"));
@@ -331,13 +313,13 @@ mod tests {
 
     #[test]
     fn an_unreadable_file_is_reported_and_left_alone() {
-        let t = TempDir::new("unreadable");
+        let t = tempfile::tempdir().unwrap();
         // A directory where the file should be: reading fails with something other
         // than "not found", whoever runs the test.
-        let path = t.0.join("addr.cfg");
+        let path = t.path().join("addr.cfg");
         std::fs::create_dir(&path).unwrap();
         let spec = AddrFileSpec::from_arg(Some(&path));
-        let (got, logs) = run(&spec, &t.0);
+        let (got, logs) = run(&spec, t.path());
         assert!(got.is_none());
         assert_eq!(
             logs,
@@ -347,6 +329,6 @@ mod tests {
             )]
         );
         assert!(check_named(&path).is_err());
-        assert!(!t.0.join(GENERATED_NAME).exists());
+        assert!(!t.path().join(GENERATED_NAME).exists());
     }
 }

@@ -203,25 +203,16 @@ where
                 "run-dir" => a.run_dir = Some(PathBuf::from(value("--run-dir")?)),
                 "log-file" => a.log_file = Some(value("--log-file")?),
                 "socket-mode" => {
-                    let v = value("--socket-mode")?;
-                    a.socket_mode =
-                        Some(
-                            super::access::parse_mode(&v).map_err(|why| ArgError::BadValue {
-                                option: "--socket-mode".into(),
-                                value: v.clone(),
-                                why,
-                            })?,
-                        );
+                    a.socket_mode = Some(checked(
+                        &mut value,
+                        "--socket-mode",
+                        super::access::parse_mode,
+                    )?);
                 }
                 "socket-group" => a.socket_group = Some(value("--socket-group")?),
                 "allow-users" | "allow-groups" => {
-                    let flag = format!("--{name}");
-                    let v = value(&flag)?;
-                    let list = super::access::split_list(&v).map_err(|why| ArgError::BadValue {
-                        option: flag.clone(),
-                        value: v.clone(),
-                        why,
-                    })?;
+                    let list =
+                        checked(&mut value, &format!("--{name}"), super::access::split_list)?;
                     if name == "allow-users" {
                         a.allow_users = Some(list);
                     } else {
@@ -230,46 +221,29 @@ where
                 }
                 "metrics-file" => a.metrics_file = Some(PathBuf::from(value("--metrics-file")?)),
                 "metrics-interval" => {
-                    let v = value("--metrics-interval")?;
-                    let n = super::option_values::parse_interval(&v).map_err(|_| {
-                        ArgError::BadValue {
-                            option: "--metrics-interval".into(),
-                            value: v.clone(),
-                            why: "expected whole seconds from 1 to 86400",
-                        }
-                    })?;
-                    a.metrics_interval = Some(n);
+                    a.metrics_interval = Some(checked(&mut value, "--metrics-interval", |v| {
+                        super::option_values::parse_interval(v)
+                            .map_err(|_| "expected whole seconds from 1 to 86400")
+                    })?);
                 }
                 "max-queued-reply-bytes" => {
-                    let v = value("--max-queued-reply-bytes")?;
-                    let n = super::option_values::parse_queued_bytes(&v).map_err(|_| {
-                        ArgError::BadValue {
-                            option: "--max-queued-reply-bytes".into(),
-                            value: v.clone(),
-                            why: "expected whole bytes from 65536 to 1099511627776",
-                        }
-                    })?;
-                    a.max_queued_reply_bytes = Some(n);
+                    a.max_queued_reply_bytes =
+                        Some(checked(&mut value, "--max-queued-reply-bytes", |v| {
+                            super::option_values::parse_queued_bytes(v)
+                                .map_err(|_| "expected whole bytes from 65536 to 1099511627776")
+                        })?);
                 }
                 "max-connections-per-user" => {
-                    let v = value("--max-connections-per-user")?;
-                    let n = super::option_values::parse_per_user(&v).map_err(|_| {
-                        ArgError::BadValue {
-                            option: "--max-connections-per-user".into(),
-                            value: v.clone(),
-                            why: "expected whole connections from 1 to 1073741824",
-                        }
-                    })?;
-                    a.max_connections_per_user = Some(n);
+                    a.max_connections_per_user =
+                        Some(checked(&mut value, "--max-connections-per-user", |v| {
+                            super::option_values::parse_per_user(v)
+                                .map_err(|_| "expected whole connections from 1 to 1073741824")
+                        })?);
                 }
                 "log-level" => {
-                    let v = value("--log-level")?;
-                    let n = v.parse::<i32>().map_err(|_| ArgError::BadValue {
-                        option: "--log-level".into(),
-                        value: v.clone(),
-                        why: "not a number",
-                    })?;
-                    a.log_level = Some(n);
+                    a.log_level = Some(checked(&mut value, "--log-level", |v| {
+                        v.parse::<i32>().map_err(|_| "not a number")
+                    })?);
                 }
                 _ => return Err(ArgError::Unknown(arg)),
             }
@@ -341,35 +315,53 @@ fn parse_fabric(v: &str) -> Result<FabricArg, ArgError> {
     }
 }
 
+/// The value of `option`, taken with `value`, as `parse` reads it; a value it refuses
+/// is [`ArgError::BadValue`], saying why.
+fn checked<T>(
+    value: &mut impl FnMut(&str) -> Result<String, ArgError>,
+    option: &str,
+    parse: impl FnOnce(&str) -> Result<T, &'static str>,
+) -> Result<T, ArgError> {
+    let v = value(option)?;
+    parse(&v).map_err(|why| ArgError::BadValue {
+        option: option.to_owned(),
+        value: v.clone(),
+        why,
+    })
+}
+
+/// The run that `words` ask for, for the tests of the modules that take [`Args`];
+/// fails the test when they ask for anything else.
+#[cfg(test)]
+pub(crate) fn run_args(words: &[&str]) -> Args {
+    match parse(words.iter().copied()) {
+        Ok(Command::Run(a)) => *a,
+        other => panic!("{words:?}: {other:?}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn run(args: &[&str]) -> Args {
-        match parse(args.iter().copied()) {
-            Ok(Command::Run(a)) => *a,
-            other => panic!("{args:?}: {other:?}"),
-        }
-    }
-
     #[test]
     fn reference_options() {
-        let a = run(&["-D", "-P", "-A", "/a.cfg", "-O/o.cfg"]);
+        let a = run_args(&["-D", "-P", "-A", "/a.cfg", "-O/o.cfg"]);
         assert!(a.foreground && !a.systemd);
         assert_eq!(a.addr_file, Some(PathBuf::from("/a.cfg")));
         assert_eq!(a.opts_file, Some(PathBuf::from("/o.cfg")));
         assert_eq!(a.fabric, FabricArg::Hardware);
-        let a = run(&["-DPA", "x"]);
+        let a = run_args(&["-DPA", "x"]);
         assert!(a.foreground);
         assert_eq!(a.addr_file, Some(PathBuf::from("x")));
-        let a = run(&["--systemd"]);
+        let a = run_args(&["--systemd"]);
         assert!(a.systemd && a.foreground);
-        assert!(!run(&[]).foreground, "daemon mode is the default");
+        assert!(!run_args(&[]).foreground, "daemon mode is the default");
     }
 
     #[test]
     fn long_options() {
-        let a = run(&[
+        let a = run_args(&[
             "--fabric",
             "sim",
             "--run-dir=/tmp/r",
@@ -389,27 +381,30 @@ mod tests {
         assert_eq!(a.log_file.as_deref(), Some("stderr"));
         assert_eq!(a.log_level, Some(2));
         assert_eq!(a.socket_mode, None, "the options file's, or 0777");
-        assert_eq!(run(&["--socket-mode", "0660"]).socket_mode, Some(0o660));
+        assert_eq!(
+            run_args(&["--socket-mode", "0660"]).socket_mode,
+            Some(0o660)
+        );
         assert!(matches!(
             parse(["--socket-mode", "999"]),
             Err(ArgError::BadValue { .. })
         ));
         assert_eq!(
-            run(&["--fabric", "sim:/f.toml:node2"]).fabric,
+            run_args(&["--fabric", "sim:/f.toml:node2"]).fabric,
             FabricArg::Sim {
                 file: Some(PathBuf::from("/f.toml")),
                 host: Some("node2".into())
             }
         );
         assert_eq!(
-            run(&["--fabric", "sim:/f.toml"]).fabric,
+            run_args(&["--fabric", "sim:/f.toml"]).fabric,
             FabricArg::Sim {
                 file: Some(PathBuf::from("/f.toml")),
                 host: None
             }
         );
         assert_eq!(
-            run(&["--fabric", "hub:/run/hub.sock:node3"]).fabric,
+            run_args(&["--fabric", "hub:/run/hub.sock:node3"]).fabric,
             FabricArg::Hub {
                 socket: PathBuf::from("/run/hub.sock"),
                 host: "node3".into()
@@ -421,7 +416,7 @@ mod tests {
 
     #[test]
     fn access_and_metrics_options() {
-        let a = run(&[
+        let a = run_args(&[
             "--socket-group",
             "rdma",
             "--allow-users",
@@ -441,7 +436,7 @@ mod tests {
         assert_eq!(a.metrics_interval, Some(5));
         assert_eq!(a.max_queued_reply_bytes, Some(1 << 20));
         assert_eq!(a.max_connections_per_user, Some(4096));
-        let d = run(&[]);
+        let d = run_args(&[]);
         assert_eq!(
             (
                 d.socket_group,

@@ -290,18 +290,10 @@ mod tests {
 
     #[test]
     fn overrides_and_missing_files() {
-        let args = match super::super::args::parse([
-            "--systemd",
-            "--log-level",
-            "2",
-            "--log-file",
-            "stderr",
-        ]) {
-            Ok(super::super::args::Command::Run(a)) => *a,
-            other => panic!("{other:?}"),
-        };
-        let dir = std::env::temp_dir().join(format!("acm-cfg-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let args =
+            crate::args::run_args(&["--systemd", "--log-level", "2", "--log-file", "stderr"]);
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let dir = dir.path();
         let opts = dir.join("opts.cfg");
         std::fs::write(&opts, "server_mode loop\nlog_level 0\nbogus_option 1\n").unwrap();
         let l = load_options(&opts, &args).unwrap();
@@ -325,13 +317,12 @@ mod tests {
                 opts.display()
             )
         );
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn preload_files_come_from_the_paths_the_options_name() {
-        let dir = std::env::temp_dir().join(format!("acm-cfg-pre-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let dir = dir.path();
         let hosts = dir.join("hosts.data");
         std::fs::write(&hosts, "10.0.0.2 fe80::2:c903:a0:b002\n").unwrap();
         let (options, diagnostics) = Options::parse(
@@ -355,7 +346,6 @@ mod tests {
         assert_eq!(c.hosts.len(), 1);
         assert!(c.addr_file.is_some());
         assert!(logs.is_empty(), "{logs:?}");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

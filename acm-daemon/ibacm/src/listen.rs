@@ -309,30 +309,38 @@ fn remove_quietly(path: &Path) {
 mod tests {
     use super::*;
 
-    fn dir(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("acm-listen-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    fn dir() -> tempfile::TempDir {
+        tempfile::tempdir().expect("a temporary directory")
+    }
+
+    /// [`open`] with the default socket access and no inherited socket.
+    fn open_default(
+        mode: ServerMode,
+        port: u16,
+        paths: &RunPaths,
+        public: bool,
+        warnings: &mut Vec<String>,
+    ) -> Listener {
+        open(
+            mode,
+            port,
+            paths,
+            &SocketAccess::default(),
+            public,
+            None,
+            warnings,
+        )
+        .unwrap()
     }
 
     #[test]
     fn unix_mode_makes_the_socket_and_public_link_and_removes_port_files() {
         use std::os::unix::fs::PermissionsExt;
-        let d = dir("unix");
-        let p = RunPaths::new(&d);
+        let d = dir();
+        let p = RunPaths::new(d.path());
         std::fs::write(p.tcp_port_file(), "6125\n").unwrap();
         let mut w = Vec::new();
-        let l = open(
-            ServerMode::Unix,
-            6125,
-            &p,
-            &SocketAccess::default(),
-            true,
-            None,
-            &mut w,
-        )
-        .unwrap();
+        let l = open_default(ServerMode::Unix, 6125, &p, true, &mut w);
         assert!(matches!(l, Listener::Unix(_)));
         assert!(!p.tcp_port_file().exists());
         let mode = std::fs::metadata(p.unix_socket())
@@ -358,14 +366,13 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o700, "--socket-mode");
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
     fn socket_group_and_mode_are_set_on_bound_and_passed_sockets() {
         use std::os::unix::fs::{MetadataExt, PermissionsExt};
-        let d = dir("perm");
-        let p = RunPaths::new(&d);
+        let d = dir();
+        let p = RunPaths::new(d.path());
         // A group this process may give its files: its own (any group as root).
         let gid = nix::unistd::getegid().as_raw();
         let socket = SocketAccess {
@@ -381,7 +388,7 @@ mod tests {
         assert_eq!((m.permissions().mode() & 0o777, m.gid()), (0o660, gid));
         drop(l);
         // A socket systemd passed keeps its mode unless one is configured.
-        let passed = d.join("passed.sock");
+        let passed = d.path().join("passed.sock");
         let std_l = std::os::unix::net::UnixListener::bind(&passed).unwrap();
         std::fs::set_permissions(&passed, std::fs::Permissions::from_mode(0o666)).unwrap();
         let _l = open(
@@ -398,7 +405,7 @@ mod tests {
             std::fs::metadata(&passed).unwrap().permissions().mode() & 0o777,
             0o666
         );
-        let std_l = std::os::unix::net::UnixListener::bind(d.join("passed2.sock")).unwrap();
+        let std_l = std::os::unix::net::UnixListener::bind(d.path().join("passed2.sock")).unwrap();
         let _l = open(
             ServerMode::Unix,
             6125,
@@ -409,26 +416,16 @@ mod tests {
             &mut w,
         )
         .unwrap();
-        let m = std::fs::metadata(d.join("passed2.sock")).unwrap();
+        let m = std::fs::metadata(d.path().join("passed2.sock")).unwrap();
         assert_eq!(m.permissions().mode() & 0o777, 0o660);
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
     fn loop_mode_writes_the_port_file_and_link() {
-        let d = dir("loop");
-        let p = RunPaths::new(&d);
+        let d = dir();
+        let p = RunPaths::new(d.path());
         let mut w = Vec::new();
-        let l = open(
-            ServerMode::Loop,
-            0,
-            &p,
-            &SocketAccess::default(),
-            true,
-            None,
-            &mut w,
-        )
-        .unwrap();
+        let l = open_default(ServerMode::Loop, 0, &p, true, &mut w);
         let Listener::Tcp(t) = &l else { panic!() };
         let addr = t.local_addr().unwrap();
         assert!(addr.ip().is_loopback());
@@ -443,7 +440,6 @@ mod tests {
         );
         assert!(w.is_empty());
         assert!(!p.unix_socket().exists());
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     /// The kernel's longest listen queue.
@@ -458,19 +454,10 @@ mod tests {
     #[test]
     fn the_listen_queue_is_the_systems_longest() {
         use std::os::fd::AsRawFd;
-        let d = dir("backlog");
-        let p = RunPaths::new(&d);
+        let d = dir();
+        let p = RunPaths::new(d.path());
         let mut w = Vec::new();
-        let l = open(
-            ServerMode::Loop,
-            0,
-            &p,
-            &SocketAccess::default(),
-            false,
-            None,
-            &mut w,
-        )
-        .unwrap();
+        let l = open_default(ServerMode::Loop, 0, &p, false, &mut w);
         let Listener::Tcp(t) = &l else { panic!() };
         let port = t.local_addr().unwrap().port();
         // ss(8) shows a listening socket's queue limit as its Send-Q.
@@ -491,16 +478,7 @@ mod tests {
         drop(l);
         // The unix socket: more clients than the libraries' usual 128 wait in the queue
         // unaccepted (a connect to a full queue would fail with EAGAIN).
-        let l = open(
-            ServerMode::Unix,
-            0,
-            &p,
-            &SocketAccess::default(),
-            false,
-            None,
-            &mut w,
-        )
-        .unwrap();
+        let l = open_default(ServerMode::Unix, 0, &p, false, &mut w);
         let addr = nix::sys::socket::UnixAddr::new(&p.unix_socket()).unwrap();
         let waiting: Vec<_> = (0..300)
             .map(|i| {
@@ -518,6 +496,5 @@ mod tests {
             .collect();
         assert_eq!(waiting.len(), 300);
         drop(l);
-        let _ = std::fs::remove_dir_all(&d);
     }
 }

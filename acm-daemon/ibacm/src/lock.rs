@@ -180,9 +180,8 @@ mod tests {
     #[test]
     fn writes_the_pid_and_creates_with_mode_0640() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = std::env::temp_dir().join(format!("acm-lock-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("ibacm.pid");
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("ibacm.pid");
         std::fs::write(&path, "123456789\n").unwrap();
         let lock = PidLock::acquire(&path).expect("free");
         assert_eq!(
@@ -196,7 +195,6 @@ mod tests {
         let mode = std::fs::metadata(lock.path()).unwrap().permissions().mode();
         assert_eq!(mode & 0o777 & !0o022, 0o640 & !0o022);
         drop(lock);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -131,9 +131,9 @@ mod tests {
 
     #[test]
     fn writes_replace_the_file_and_failures_are_reported_once() {
-        let dir = std::env::temp_dir().join(format!("acm-metrics-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().expect("a temporary directory");
+        let dir = tmp.path().join("metrics");
+        std::fs::create_dir(&dir).unwrap();
         let path = dir.join("ibacm.prom");
         let config = MetricsConfig {
             path: path.clone(),
@@ -170,7 +170,6 @@ mod tests {
         assert!(matches!(m.write(t0, "a 4\n"), Written::Recovered));
         assert!(matches!(m.write(t0, "a 5\n"), Written::Ok));
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "a 5\n");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -187,14 +187,7 @@ pub fn names_log_file(text: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::{Command, parse};
-
-    fn args(a: &[&str]) -> Args {
-        match parse(a.iter().copied()) {
-            Ok(Command::Run(a)) => *a,
-            other => panic!("{other:?}"),
-        }
-    }
+    use crate::args::run_args;
 
     #[test]
     fn a_log_file_line_is_recognised_as_the_parser_reads_it() {
@@ -218,7 +211,7 @@ mod tests {
     #[test]
     fn fabric_options_govern_and_the_log_moves_to_the_run_dir() {
         let run = Path::new("/tmp/r");
-        let a = args(&["--fabric", "sim", "--run-dir", "/tmp/r"]);
+        let a = run_args(&["--fabric", "sim", "--run-dir", "/tmp/r"]);
         let f = FabricHostOptions {
             file: None,
             host: "node1",
@@ -240,7 +233,7 @@ mod tests {
         let (l, src) = load(&a, Some(f), run).unwrap();
         assert_eq!(l.options.log_file, "stderr");
         assert_eq!(src.to_string(), "options from fabric /f.toml host n2");
-        let a = args(&[
+        let a = run_args(&[
             "--fabric",
             "sim",
             "--log-file",
@@ -260,7 +253,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let o = dir.path().join("o.cfg");
         std::fs::write(&o, "log_level 1\n").unwrap();
-        let a = args(&["--fabric", "sim", "-O", o.to_str().unwrap()]);
+        let a = run_args(&["--fabric", "sim", "-O", o.to_str().unwrap()]);
         let f = FabricHostOptions {
             file: None,
             host: "node1",
@@ -271,12 +264,12 @@ mod tests {
         assert_eq!(l.options.log_file, "/run/ibacm.log", "any simulated fabric");
         assert_eq!(src, OptionsSource::CommandLine(o.clone()));
         // On hardware without --run-dir the reference's log stays.
-        let a = args(&["-O", o.to_str().unwrap()]);
+        let a = run_args(&["-O", o.to_str().unwrap()]);
         let (l, _) = load(&a, None, Path::new("/run")).unwrap();
         assert_eq!(l.options.log_file, "/var/log/ibacm.log");
         // A file -O names must exist (the default one need not).
         let missing = dir.path().join("missing.cfg");
-        let a = args(&["-O", missing.to_str().unwrap()]);
+        let a = run_args(&["-O", missing.to_str().unwrap()]);
         assert_eq!(
             load(&a, None, Path::new("/run")).unwrap_err().to_string(),
             format!("options file {} (-O) not found", missing.display())

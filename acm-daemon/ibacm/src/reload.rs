@@ -488,21 +488,14 @@ fn shown(path: Option<&PathBuf>, instead: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::{Command, parse};
+    use crate::args::run_args;
     use tempfile::TempDir;
-
-    fn args(a: &[&str]) -> Args {
-        match parse(a.iter().copied()) {
-            Ok(Command::Run(a)) => *a,
-            other => panic!("{other:?}"),
-        }
-    }
 
     /// A reloader over `dir`'s o.cfg and a.cfg, running with `opts`.
     fn reloader(dir: &TempDir, opts: &str) -> Reloader {
         let o = dir.path().join("o.cfg");
         std::fs::write(&o, opts).unwrap();
-        let a = args(&["-O", o.to_str().unwrap(), "--run-dir", "/tmp/r"]);
+        let a = run_args(&["-O", o.to_str().unwrap(), "--run-dir", "/tmp/r"]);
         let mut loaded = config::load_options(&o, &a).unwrap();
         options_source::place_log_file(&mut loaded, &a, dir.path());
         Reloader::new(
@@ -724,7 +717,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let o = dir.path().join("o.cfg");
         // As the default options file, which Debian does not ship.
-        let a = args(&["--run-dir", "/tmp/r"]);
+        let a = run_args(&["--run-dir", "/tmp/r"]);
         let mut loaded = config::load_options(&o, &a).unwrap();
         options_source::place_log_file(&mut loaded, &a, dir.path());
         let mut r = Reloader::new(

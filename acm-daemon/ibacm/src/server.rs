@@ -933,21 +933,15 @@ impl<B: Backend> Server<B> {
         }
         self.paused.retain(|id| self.conns.contains_key(id));
         self.paused.shrink_to(self.paused.len() * 2);
-        let shown: Vec<String> = closed.iter().take(8).map(u64::to_string).collect();
-        let more = if closed.len() > shown.len() {
-            format!(" and {} more", closed.len() - shown.len())
-        } else {
-            String::new()
-        };
+        let shown = first_few(&closed, u64::to_string);
         self.log.log_with(
             Level::Basic,
             Priority::Warning,
             "acm_server",
             &format!(
-                "replies queued for clients reached {over} bytes, over max_queued_reply_bytes {}: closed {} clients that were not reading them (client {}{more}), {} bytes left queued",
+                "replies queued for clients reached {over} bytes, over max_queued_reply_bytes {}: closed {} clients that were not reading them (client {shown}), {} bytes left queued",
                 self.max_queued,
                 closed.len(),
-                shown.join(", "),
                 self.queued
             ),
         );
@@ -1000,27 +994,17 @@ impl<B: Backend> Server<B> {
         }
         self.closed_not_allowed += gone.len() as u64;
         self.paused.retain(|id| self.conns.contains_key(id));
-        let shown: Vec<String> = gone
-            .iter()
-            .take(8)
-            .map(|(id, uid)| match uid {
-                Some(u) => format!("client {id} uid {u}"),
-                None => format!("client {id} without credentials"),
-            })
-            .collect();
-        let more = if gone.len() > shown.len() {
-            format!(" and {} more", gone.len() - shown.len())
-        } else {
-            String::new()
-        };
+        let shown = first_few(&gone, |(id, uid)| match uid {
+            Some(u) => format!("client {id} uid {u}"),
+            None => format!("client {id} without credentials"),
+        });
         self.log.log_with(
             Level::Basic,
             Priority::Warning,
             REFUSED_ORIGIN,
             &format!(
-                "allow_users and allow_groups no longer let in the users of {} connected clients: closed them ({}{more})",
+                "allow_users and allow_groups no longer let in the users of {} connected clients: closed them ({shown})",
                 gone.len(),
-                shown.join(", ")
             ),
         );
     }
@@ -1112,6 +1096,22 @@ impl<B: Backend> Server<B> {
             HostOutput::Log(ev) => self.log.event(&ev),
         }
     }
+}
+
+/// The first eight of `items` as `show` writes them, separated by commas, then how many
+/// more there are: a log line names a flood's first few, not all of it.
+fn first_few<T>(items: &[T], show: impl Fn(&T) -> String) -> String {
+    const SHOWN: usize = 8;
+    let mut text = items
+        .iter()
+        .take(SHOWN)
+        .map(show)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if items.len() > SHOWN {
+        text.push_str(&format!(" and {} more", items.len() - SHOWN));
+    }
+    text
 }
 
 /// Writes a reply to client `id` (queued if the socket is full), keeps `queued` (the

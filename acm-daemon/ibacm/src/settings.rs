@@ -367,16 +367,16 @@ mod tests {
     use super::*;
     use acm_engine::config::Options;
 
-    fn args(words: &[&str]) -> Args {
-        match super::super::args::parse(words.iter().copied()) {
-            Ok(super::super::args::Command::Run(a)) => *a,
-            other => panic!("{other:?}"),
-        }
-    }
+    use crate::args::run_args;
 
     fn from(text: &str, words: &[&str]) -> Result<Settings, SettingError> {
         let (o, _) = Options::parse("opts.cfg", text);
-        Settings::resolve(&o.daemon_options, "opts.cfg", &args(words), o.server_mode)
+        Settings::resolve(
+            &o.daemon_options,
+            "opts.cfg",
+            &run_args(words),
+            o.server_mode,
+        )
     }
 
     fn error(text: &str, words: &[&str]) -> String {
@@ -577,7 +577,7 @@ max_connections_per_user 5000
             ),
         ] {
             let (o, _) = Options::parse("opts.cfg", text);
-            let e = Settings::resolve(&o.daemon_options, "opts.cfg", &args(&[]), o.server_mode)
+            let e = Settings::resolve(&o.daemon_options, "opts.cfg", &run_args(&[]), o.server_mode)
                 .unwrap_err()
                 .to_string();
             // The value's byte: the last one above 0x7f.
@@ -595,8 +595,8 @@ max_connections_per_user 5000
         );
         // --systemd forces unix.
         let (mut o, _) = Options::parse("o", "server_mode open\nallow_users 1\n");
-        super::super::config::apply_overrides(&mut o, &args(&["--systemd"]));
-        assert!(Settings::resolve(&o.daemon_options, "o", &args(&[]), o.server_mode).is_ok());
+        super::super::config::apply_overrides(&mut o, &run_args(&["--systemd"]));
+        assert!(Settings::resolve(&o.daemon_options, "o", &run_args(&[]), o.server_mode).is_ok());
         // The command line's values are named by their flags.
         assert_eq!(
             error("", &["--allow-users", "no-such-user-acm"]),

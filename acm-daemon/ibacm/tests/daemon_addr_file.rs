@@ -11,19 +11,9 @@ mod support {
     pub(crate) mod programs;
 }
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use support::daemon::{DEADLINE, TempDir, ibacm_command, run_bounded};
-
-/// Kills and reaps the daemon when the test ends, passed or failed.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use support::daemon::{DEADLINE, KillOnDrop, TempDir, ibacm_command, run_bounded};
 
 #[test]
 fn an_unwritable_addr_file_path_is_generated_into_the_run_directory_and_used() {
@@ -34,7 +24,7 @@ fn an_unwritable_addr_file_path_is_generated_into_the_run_directory_and_used() {
     let mut cmd = ibacm_command(dir.path(), "sim", "", &log);
     cmd.arg("-A").arg(&wanted);
     let out = std::fs::File::create(dir.join("ibacm.stdout")).unwrap();
-    let mut child = Killed(
+    let mut child = KillOnDrop(
         cmd.stdout(out)
             .stderr(Stdio::null())
             .spawn()

@@ -21,14 +21,14 @@ use nix::unistd::Pid;
 use std::net::TcpListener;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
-use support::daemon::{Client, DEADLINE, DEMO, IBACM, TempDir, header, run_bounded};
+use support::daemon::{Client, DEADLINE, DEMO, IBACM, KillOnDrop, TempDir, header, run_bounded};
 
 /// `ibacm ARGS` in the foreground or not as `args` say, stdout and stderr to files in
 /// `dir`; killed on drop.
 struct Ibacm {
-    child: Child,
+    child: KillOnDrop,
     out: PathBuf,
     err: PathBuf,
 }
@@ -44,7 +44,11 @@ impl Ibacm {
             .stderr(std::fs::File::create(&err).expect("stderr file"))
             .spawn()
             .expect("spawn ibacm");
-        Self { child, out, err }
+        Self {
+            child: KillOnDrop(child),
+            out,
+            err,
+        }
     }
 
     /// Starts `ibacm -P ARGS` and waits until it says it listens.
@@ -112,13 +116,6 @@ impl Ibacm {
             "{s} ends in exit 0, not {status}\n{}",
             self.diagnostics()
         );
-    }
-}
-
-impl Drop for Ibacm {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -586,7 +583,7 @@ fn a_socket_systemd_passed_survives_sigterm() {
         .spawn()
         .expect("systemd-socket-activate starts");
     let mut d = Ibacm {
-        child,
+        child: KillOnDrop(child),
         out: top.join("none.stdout"),
         err: top.join("none.stderr"),
     };

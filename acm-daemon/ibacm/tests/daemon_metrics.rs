@@ -15,7 +15,7 @@ use acm_io_sim::sim::requests;
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use support::daemon::{Client, DEADLINE, Daemon, TempDir, ibacm_command, run_bounded};
 use support::prometheus;
@@ -24,6 +24,13 @@ use support::prometheus;
 /// Our `ib_acme`.
 fn ours() -> std::path::PathBuf {
     support::programs::program("ib_acme")
+}
+
+/// Our `ib_acme -S sock args…`, run to completion.
+fn ours_on(sock: &Path, args: &[&str]) -> Output {
+    let mut cmd = Command::new(ours());
+    cmd.arg("-S").arg(sock).args(args);
+    run_bounded(cmd, DEADLINE)
 }
 
 /// Polls `f` until it gives something, for at most [`DEADLINE`].
@@ -131,11 +138,7 @@ fn ib_acme_prints_the_same_series_as_the_metrics_file() {
     );
     assert_eq!(resolve(&d.socket()), 0);
     let sock = d.socket();
-    let mut cmd = Command::new(ours());
-    cmd.arg("-S")
-        .arg(&sock)
-        .args(["-P", "--format", "prometheus"]);
-    let out = run_bounded(cmd, DEADLINE);
+    let out = ours_on(&sock, &["-P", "--format", "prometheus"]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
@@ -167,11 +170,7 @@ fn ib_acme_prints_the_same_series_as_the_metrics_file() {
     prometheus::check(&metrics).unwrap();
 
     // -P N narrows the endpoints to endpoint N; one the daemon lacks is said on stderr.
-    let mut cmd = Command::new(ours());
-    cmd.arg("-S")
-        .arg(&sock)
-        .args(["-P", "7", "--format=prometheus"]);
-    let out = run_bounded(cmd, DEADLINE);
+    let out = ours_on(&sock, &["-P", "7", "--format=prometheus"]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),

@@ -45,23 +45,6 @@ fn acme_to_node3(d: &Daemon) -> (Output, Duration) {
     (out, t0.elapsed())
 }
 
-fn assert_found_node3(d: &Daemon, out: &Output, context: &str) {
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{context}: {out:?}\n{text}\n{}",
-        d.diagnostics()
-    );
-    assert!(
-        text.contains("Path information")
-            && text.contains("dlid: 3\n")
-            && text.contains("slid: 1\n")
-            && text.contains("SA verification: success"),
-        "{context}:\n{text}\n{}",
-        d.diagnostics()
-    );
-}
-
 fn assert_not_found(d: &Daemon, out: &Output, context: &str) {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -89,14 +72,14 @@ fn a_daemon_on_a_simulated_fabric_finds_a_host_without_ibacm() {
     // ACM first, then the neighbour table once ACM gave up.
     let d = Daemon::start(&top.subdir("both"), &fabric, &options("acm,neigh"));
     let (out, took) = acme_to_node3(&d);
-    assert_found_node3(&d, &out, "addr_prot acm,neigh");
+    d.assert_verified_path(&out, 1, 3, "addr_prot acm,neigh");
     assert!(took >= acm_tries, "{took:?}");
     drop(d);
 
     // The neighbour table alone: no ACM wait.
     let mut d = Daemon::start(&top.subdir("neigh"), &fabric, &options("neigh"));
     let (out, took) = acme_to_node3(&d);
-    assert_found_node3(&d, &out, "addr_prot neigh");
+    d.assert_verified_path(&out, 1, 3, "addr_prot neigh");
     assert!(took < acm_tries, "{took:?}");
     d.assert_running();
 }
@@ -123,7 +106,7 @@ fn daemons_on_a_fabric_hub_find_a_host_without_ibacm() {
     );
     // node3 does not: found after the ACM tries, from the hub's answer.
     let (out, _) = acme_to_node3(&node1);
-    assert_found_node3(&node1, &out, "node1 -> node3 on the hub");
+    node1.assert_verified_path(&out, 1, 3, "node1 -> node3 on the hub");
     node1.assert_running();
     node2.assert_running();
     drop(node1);

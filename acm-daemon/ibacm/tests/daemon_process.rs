@@ -158,6 +158,21 @@ fn assert_serving(d: &mut Daemon, after: &str) {
     assert_perf_reply(&r, 0x600d, &format!("a good request after {after}"));
 }
 
+/// Sends `partial`, less than a whole message, on a new connection: the daemon waits
+/// for the rest without replying, and closes without a reply when the peer stops
+/// sending.
+fn assert_waits_then_closes(d: &Daemon, partial: &[u8], what: &str) {
+    let mut c = d.connect();
+    c.send(partial);
+    assert_eq!(c.ending(QUIET), Ending::Open(Vec::new()), "{what}");
+    c.shutdown_write();
+    assert_eq!(
+        c.ending(DEADLINE),
+        Ending::Closed(Vec::new()),
+        "{what}, then end of file"
+    );
+}
+
 // ---------------------------------------------------------------------------------
 // 1. Malformed requests (docs/protocol/client-messages.md §11)
 
@@ -221,15 +236,7 @@ fn malformed_requests_get_the_reference_reaction_and_the_daemon_keeps_serving() 
     // for the rest (no reply), then closes without a reply when the peer stops sending.
     // The reference compares one recv() with the length and closes at once, also
     // without a reply.
-    let mut c = d.connect();
-    c.send(&valid[..40]);
-    assert_eq!(c.ending(QUIET), Ending::Open(Vec::new()), "half a RESOLVE");
-    c.shutdown_write();
-    assert_eq!(
-        c.ending(DEADLINE),
-        Ending::Closed(Vec::new()),
-        "half a RESOLVE, then end of file"
-    );
+    assert_waits_then_closes(&d, &valid[..40], "half a RESOLVE");
     assert_serving(&mut d, "half a RESOLVE");
 
     // RESOLVE with length < 16: the reference answers EINVAL when fewer than 16 bytes
@@ -238,15 +245,7 @@ fn malformed_requests_get_the_reference_reaction_and_the_daemon_keeps_serving() 
     // connection closed without a reply, as a short message.
     let mut short = header(1, RESOLVE, 8u16.to_ne_bytes(), 1);
     short.truncate(8);
-    let mut c = d.connect();
-    c.send(&short);
-    assert_eq!(c.ending(QUIET), Ending::Open(Vec::new()), "8-byte RESOLVE");
-    c.shutdown_write();
-    assert_eq!(
-        c.ending(DEADLINE),
-        Ending::Closed(Vec::new()),
-        "8-byte RESOLVE, then end of file"
-    );
+    assert_waits_then_closes(&d, &short, "8-byte RESOLVE");
     assert_serving(&mut d, "an 8-byte RESOLVE");
 
     // More bytes than the length field says: the reference closes without a reply
@@ -666,20 +665,8 @@ fn three_daemons_on_one_fabric_hub_resolve_one_another_through_ib_acme() {
                 .args(["-f", "i", "-s", &format!("10.0.0.{x}")])
                 .args(["-d", &format!("10.0.0.{y}"), "-v"]);
             let out = run_bounded(cmd, DEADLINE * 2);
-            let text = String::from_utf8_lossy(&out.stdout);
             let context = format!("ib_acme on node{x}: 10.0.0.{x} -> 10.0.0.{y}");
-            assert!(
-                out.status.success(),
-                "{context}: {out:?}\n{text}\n{}",
-                d.diagnostics()
-            );
-            assert!(
-                text.contains("Path information")
-                    && text.contains(&format!("dlid: {y}\n"))
-                    && text.contains(&format!("slid: {x}\n"))
-                    && text.contains("SA verification: success"),
-                "{context}:\n{text}"
-            );
+            d.assert_verified_path(&out, x.into(), y.into(), &context);
         }
     }
     for d in &mut daemons {

@@ -28,6 +28,27 @@ fn start(dir: &TempDir, opts: &str) -> Daemon {
     Daemon::start_with(dir.path(), &fabric, opts, &["-A", &addr])
 }
 
+/// The daemon with the test provider built with `flags` and named `name` (in `dir`'s
+/// `libs`), selected for every address.
+fn start_named_provider(dir: &TempDir, name: &str, flags: &[&str]) -> Daemon {
+    let libs = dir.subdir("libs");
+    let prov_name = format!("-DPROV_NAME=\"{name}\"");
+    let mut flags = flags.to_vec();
+    flags.push(&prov_name);
+    build(&libs, &format!("{name}.so"), &flags);
+    start(dir, &options(&libs, &format!("provider {name} default\n")))
+}
+
+/// A RESOLVE on `d` fails with ETIMEDOUT: its provider did not answer in time.
+fn assert_resolve_times_out(d: &Daemon) {
+    let out = acme(d, &RESOLVE);
+    assert!(
+        out.contains("ib_acm_resolve_ip failed: Connection timed out"),
+        "{out}\n{}",
+        d.diagnostics()
+    );
+}
+
 /// Runs Debian's ib_acme against `d` with `args`; its standard output.
 fn acme(d: &Daemon, args: &[&str]) -> String {
     support::test_provider::acme(&d.socket(), args)
@@ -131,13 +152,7 @@ fn broken_libraries_are_logged_and_the_others_serve() {
 #[test]
 fn a_provider_whose_open_device_fails_leaves_its_port_unused() {
     let dir = TempDir::new("prov-failopen");
-    let libs = dir.subdir("libs");
-    build(
-        &libs,
-        "failopen.so",
-        &["-DFAIL_OPEN_DEVICE", "-DPROV_NAME=\"failopen\""],
-    );
-    let mut d = start(&dir, &options(&libs, "provider failopen default\n"));
+    let mut d = start_named_provider(&dir, "failopen", &["-DFAIL_OPEN_DEVICE"]);
     let out = acme(&d, &RESOLVE);
     assert!(!out.contains("Path information"), "{out}");
     // ENODATA: the endpoint exists, the provider has no context for it.
@@ -161,15 +176,8 @@ fn a_provider_whose_open_device_fails_leaves_its_port_unused() {
 #[test]
 fn a_provider_that_never_answers_gets_etimedout_from_the_core() {
     let dir = TempDir::new("prov-silent");
-    let libs = dir.subdir("libs");
-    build(&libs, "silent.so", &["-DSILENT", "-DPROV_NAME=\"silent\""]);
-    let mut d = start(&dir, &options(&libs, "provider silent default\n"));
-    let out = acme(&d, &RESOLVE);
-    assert!(
-        out.contains("ib_acm_resolve_ip failed: Connection timed out"),
-        "{out}\n{}",
-        d.diagnostics()
-    );
+    let mut d = start_named_provider(&dir, "silent", &["-DSILENT"]);
+    assert_resolve_times_out(&d);
     d.assert_running();
     assert!(
         log(&dir).contains("silent: no answer to request"),
@@ -183,16 +191,9 @@ fn a_provider_that_never_answers_gets_etimedout_from_the_core() {
 #[test]
 fn a_late_answer_is_dropped_after_the_core_answered_etimedout() {
     let dir = TempDir::new("prov-late");
-    let libs = dir.subdir("libs");
     // Budget: provider_timeout 400 ms; the provider answers after 800 ms.
-    build(&libs, "slow.so", &["-DSLOW_MS=800", "-DPROV_NAME=\"slow\""]);
-    let mut d = start(&dir, &options(&libs, "provider slow default\n"));
-    let out = acme(&d, &RESOLVE);
-    assert!(
-        out.contains("ib_acm_resolve_ip failed: Connection timed out"),
-        "{out}\n{}",
-        d.diagnostics()
-    );
+    let mut d = start_named_provider(&dir, "slow", &["-DSLOW_MS=800"]);
+    assert_resolve_times_out(&d);
     // The answer still comes, later: dropped, and said so.
     let start = std::time::Instant::now();
     while !log(&dir).contains("slow: late or unknown resolve answer") {

@@ -11,16 +11,11 @@
 //! a section of the same page; elsewhere it is an error, unless the line cites the
 //! InfiniBand Architecture Specification ("IBTA Vol 1 §...").
 
+#[path = "support/workspace.rs"]
+mod workspace;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .expect("the workspace root")
-        .to_path_buf()
-}
 
 /// The repository's text files worth checking: sources, manifests, scripts, documents.
 fn files(root: &Path) -> Vec<PathBuf> {
@@ -220,7 +215,7 @@ fn markdown_links(text: &str) -> Vec<(usize, String)> {
 
 #[test]
 fn every_docs_reference_resolves() {
-    let root = repo();
+    let root = workspace::root();
     let this_file = Path::new(file!())
         .file_name()
         .expect("this file's name")

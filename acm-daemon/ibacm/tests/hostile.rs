@@ -46,7 +46,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use support::daemon::{DEADLINE, Daemon, Ending, TempDir, header, run_bounded, tid};
+use support::daemon::{DEADLINE, Daemon, Ending, KillOnDrop, TempDir, header, run_bounded, tid};
 
 /// The reference fabric's files.
 fn reference(name: &str) -> PathBuf {
@@ -104,6 +104,19 @@ fn start(dir: &TempDir, options: &str) -> Daemon {
         options,
         &["-A", addr.to_str().expect("a UTF-8 path")],
     )
+}
+
+/// The options that have the daemon write its metrics to `prom` every second.
+fn metrics_options(prom: &Path) -> String {
+    format!("metrics_file {}\nmetrics_interval 1\n", prom.display())
+}
+
+/// [`start`] with the reference's options, `extra`, and the metrics written every
+/// second to `m.prom` in `dir`: the daemon and that file.
+fn start_with_metrics(dir: &TempDir, extra: &str) -> (Daemon, PathBuf) {
+    let prom = dir.join("m.prom");
+    let options = reference_options(&format!("{extra}{}", metrics_options(&prom)));
+    (start(dir, &options), prom)
 }
 
 fn ip(a: u8, b: u8, c: u8, d: u8) -> IpAddr {
@@ -169,14 +182,7 @@ fn a_miss_flood_neither_delays_another_client_nor_outlives_its_connection() {
     const FLOOD: u32 = 1_000;
     const PENDING: u32 = 64;
     let dir = TempDir::new("flood");
-    let prom = dir.join("m.prom");
-    let d = start(
-        &dir,
-        &reference_options(&format!(
-            "metrics_file {}\nmetrics_interval 1\n",
-            prom.display()
-        )),
-    );
+    let (d, prom) = start_with_metrics(&dir, "");
     let mut flood = d.connect();
     let reqs: Vec<u8> = (0..FLOOD)
         .flat_map(|i| resolve(unknown(i), false, u64::from(i)))
@@ -225,14 +231,7 @@ fn a_nodelay_flood_starts_at_most_max_background_resolves_lookups() {
     const FLOOD: u32 = 1_000;
     const BACKGROUND: u32 = 16;
     let dir = TempDir::new("nodelay");
-    let prom = dir.join("m.prom");
-    let d = start(
-        &dir,
-        &reference_options(&format!(
-            "max_background_resolves {BACKGROUND}\nmetrics_file {}\nmetrics_interval 1\n",
-            prom.display()
-        )),
-    );
+    let (d, prom) = start_with_metrics(&dir, &format!("max_background_resolves {BACKGROUND}\n"));
     let mut flood = d.connect();
     let reqs: Vec<u8> = (0..FLOOD)
         .flat_map(|i| resolve(unknown(i), true, u64::from(i)))
@@ -371,15 +370,11 @@ fn non_reading_clients_are_closed_at_the_global_bound_and_memory_is_returned() {
         return;
     }
     let dir = TempDir::new("unread");
-    let prom = dir.join("m.prom");
     // Level 0: the reference's level 2 writes a line per request, which is not what
     // this measures.
-    let mut d = start(
+    let (mut d, prom) = start_with_metrics(
         &dir,
-        &reference_options(&format!(
-            "log_level 0\nmax_queued_reply_bytes {BOUND}\nmetrics_file {}\nmetrics_interval 1\n",
-            prom.display()
-        )),
+        &format!("log_level 0\nmax_queued_reply_bytes {BOUND}\n"),
     );
     let pid = d.pid();
     // Warm: one client served.
@@ -481,7 +476,7 @@ fn a_client_waiting_while_descriptors_run_out_is_served_when_one_frees() {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    let mut child = Guard(cmd.spawn().expect("spawn sh"));
+    let mut child = KillOnDrop(cmd.spawn().expect("spawn sh"));
     let sock = dir.join("ibacm-unix.sock");
     wait_until("the daemon listening", DEADLINE, || {
         UnixStream::connect(&sock).is_ok()
@@ -536,16 +531,6 @@ fn a_client_waiting_while_descriptors_run_out_is_served_when_one_frees() {
     wait_until("the recovery in the log", DEADLINE, || {
         log(&dir).contains("accepting clients again after")
     });
-}
-
-/// Kills and reaps the child on drop.
-struct Guard(std::process::Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -873,7 +858,7 @@ fn perl_as(uid: u32, script: &str, args: &[&std::ffi::OsStr]) -> Command {
 /// A process of uid `uid` (and gid) holding connections to the daemon ([`HOLDER`]);
 /// killed on drop.
 struct Holder {
-    child: Guard,
+    child: KillOnDrop,
     stdin: std::process::ChildStdin,
     lines: std::sync::mpsc::Receiver<String>,
 }
@@ -909,7 +894,7 @@ impl Holder {
             }
         });
         Self {
-            child: Guard(child),
+            child: KillOnDrop(child),
             stdin,
             lines,
         }
@@ -1000,14 +985,7 @@ fn one_user_holding_every_connection_it_may_leaves_root_and_other_users_served()
     let machine = raise_fd_limit();
     let hard = machine.min(LIMIT);
     let dir = TempDir::new("peruser");
-    let prom = dir.join("m.prom");
-    let mut d = start(
-        &dir,
-        &reference_options(&format!(
-            "log_level 0\nmetrics_file {}\nmetrics_interval 1\n",
-            prom.display()
-        )),
-    );
+    let (mut d, prom) = start_with_metrics(&dir, "log_level 0\n");
     if machine > LIMIT {
         // Lowered while it runs; a reload counts the descriptors again.
         let mut cmd = Command::new("prlimit");
@@ -1077,10 +1055,10 @@ fn one_user_holding_every_connection_it_may_leaves_root_and_other_users_served()
     assert_eq!(first.answered(), held);
     assert_eq!(second.answered(), held2);
     // The same user goes on connecting, from two processes, each connection refused.
-    let loops: Vec<Guard> = (0..2)
+    let loops: Vec<KillOnDrop> = (0..2)
         .map(|_| {
             let mut cmd = perl_as(NOBODY, CONNECT_LOOP, &[d.socket().as_os_str()]);
-            Guard(cmd.stdin(Stdio::null()).spawn().expect("spawn perl"))
+            KillOnDrop(cmd.stdin(Stdio::null()).spawn().expect("spawn perl"))
         })
         .collect();
     wait_until("refusals of the connecting loops", DEADLINE, || {
@@ -1124,7 +1102,7 @@ fn narrowing_the_allow_lists_on_reload_closes_the_users_no_longer_allowed() {
     }
     let dir = TempDir::new("narrow");
     let prom = dir.join("m.prom");
-    let metrics = format!("metrics_file {}\nmetrics_interval 1\n", prom.display());
+    let metrics = metrics_options(&prom);
     let mut d = start(
         &dir,
         &reference_options(&format!(

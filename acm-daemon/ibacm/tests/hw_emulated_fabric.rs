@@ -19,17 +19,10 @@ mod support {
 use acm_io_verbs::umad::{MadSend, UmadDevice};
 use nix::errno::Errno;
 use std::os::fd::{AsFd, AsRawFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use support::daemon::{DEADLINE, TempDir, ib_acme, run_bounded};
-use support::fake_hca::{EmulatedHost, RunningHub};
-
-/// What the daemon logs once its endpoint joined its multicast groups.
-const JOINED: &str = "join successful";
-
-fn demo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/fabrics/demo.toml")
-}
+use support::fake_hca::{EmulatedHost, HostConfig, JOINED, RunningHub, demo};
 
 /// Host `n` (1..=3) of the demo fabric: its name, addresses, GID and LID.
 struct Node {
@@ -55,6 +48,23 @@ fn addr_file(n: &Node) -> String {
     format!(
         "{} mlx5_0 1 default\n{} mlx5_0 1 default\n{} mlx5_0 1 default\n",
         n.name, n.ip4, n.ip6
+    )
+}
+
+/// Node `nd` on `hub`, in a directory of its own under `dir`, routing with
+/// `route_prot`: its configuration, to start.
+fn demo_host<'a>(
+    dir: &TempDir,
+    hub: &'a RunningHub,
+    nd: &'a Node,
+    route_prot: &str,
+) -> HostConfig<'a> {
+    EmulatedHost::config(
+        &dir.subdir(&nd.name),
+        hub,
+        &nd.name,
+        options(route_prot),
+        addr_file(nd),
     )
 }
 
@@ -90,16 +100,7 @@ fn resolve_all(route_prot: &str) {
     let hosts: Vec<(Node, EmulatedHost)> = (1..=3)
         .map(|n| {
             let nd = node(n);
-            let h = EmulatedHost::start(
-                &dir.subdir(&nd.name),
-                &hub.path,
-                &demo(),
-                &nd.name,
-                &options(route_prot),
-                &addr_file(&nd),
-                &[],
-                JOINED,
-            );
+            let h = demo_host(&dir, &hub, &nd, route_prot).start();
             (nd, h)
         })
         .collect();
@@ -159,18 +160,7 @@ fn three_hardware_daemons_resolve_one_another_with_route_prot_acm() {
 fn a_host_that_leaves_is_reported_through_umad_and_invalidated() {
     let dir = TempDir::new("hw-sm-events");
     let hub = RunningHub::start(&demo(), dir.join("hub.sock"));
-    let start = |nd: &Node| {
-        EmulatedHost::start(
-            &dir.subdir(&nd.name),
-            &hub.path,
-            &demo(),
-            &nd.name,
-            &options("sa"),
-            &addr_file(nd),
-            &[],
-            JOINED,
-        )
-    };
+    let start = |nd: &Node| demo_host(&dir, &hub, nd, "sa").start();
     let (n1, n2) = (node(1), node(2));
     let h1 = start(&n1);
     let mut h2 = start(&n2);
@@ -201,16 +191,9 @@ fn without_register_agent2_the_fallback_registration_reaches_the_sa() {
     let dir = TempDir::new("hw-agent1");
     let hub = RunningHub::start(&demo(), dir.join("hub.sock"));
     let n = node(1);
-    let host = EmulatedHost::start(
-        &dir.subdir("node1"),
-        &hub.path,
-        &demo(),
-        &n.name,
-        &options("sa"),
-        &addr_file(&n),
-        &[("ACM_FAKE_HCA_NO_AGENT2", "1")],
-        JOINED,
-    );
+    let host = demo_host(&dir, &hub, &n, "sa")
+        .env(&[("ACM_FAKE_HCA_NO_AGENT2", "1")])
+        .start();
     let (out, status) = acme(&host.socket(), &["-f", "l", "-d", "3"]);
     assert_eq!(status, 0, "{out}\nlog:\n{}", host.log());
     assert_eq!(field(&out, "dgid"), Some(node(3).gid.as_str()), "{out}");
@@ -224,16 +207,10 @@ fn sa_queries_nobody_answers_come_back_timed_out() {
     let dir = TempDir::new("hw-sa-timeout");
     let hub = RunningHub::start(&demo(), dir.join("hub.sock"));
     let n = node(2);
-    let host = EmulatedHost::start(
-        &dir.subdir("node2"),
-        &hub.path,
-        &demo(),
-        &n.name,
-        &options("sa"),
-        &addr_file(&n),
-        &[("ACM_FAKE_HCA_SM_LID", "99")],
-        "join failed for pkey 0xffff",
-    );
+    let host = demo_host(&dir, &hub, &n, "sa")
+        .env(&[("ACM_FAKE_HCA_SM_LID", "99")])
+        .ready("join failed for pkey 0xffff")
+        .start();
     let (out, status) = acme(&host.socket(), &["-f", "l", "-d", "3"]);
     assert_ne!(status, 0, "{out}");
     assert!(
@@ -368,16 +345,7 @@ fn a_hub_that_goes_away_is_a_fatal_device_error() {
     let dir = TempDir::new("hw-fatal");
     let hub = RunningHub::start(&demo(), dir.join("hub.sock"));
     let n = node(1);
-    let host = EmulatedHost::start(
-        &dir.subdir("node1"),
-        &hub.path,
-        &demo(),
-        &n.name,
-        &options("sa"),
-        &addr_file(&n),
-        &[],
-        JOINED,
-    );
+    let host = demo_host(&dir, &hub, &n, "sa").start();
     let (out, status) = acme(&host.socket(), &["-f", "l", "-d", "3"]);
     assert_eq!(status, 0, "{out}");
     drop(hub);
@@ -404,18 +372,9 @@ fn an_xdr_port_is_read_through_the_extended_port_query() {
     .expect("fabric file");
     let hub = RunningHub::start(&fabric, dir.join("hub.sock"));
     let n = node(2);
-    let host = EmulatedHost::start(
-        &dir.subdir("node2"),
-        &hub.path,
-        &fabric,
-        &n.name,
-        // Routes from groups: the endpoint also joins its port's native group, at the
-        // port's rate.
-        &options("acm"),
-        &addr_file(&n),
-        &[],
-        JOINED,
-    );
+    // Routes from groups: the endpoint also joins its port's native group, at the
+    // port's rate.
+    let host = demo_host(&dir, &hub, &n, "acm").start();
     host.wait_log_count(JOINED, 2);
     let log = host.log();
     assert!(

@@ -19,24 +19,16 @@ mod support {
     pub(crate) mod programs;
 }
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use support::daemon::TempDir;
-use support::fake_hca::{EmulatedHost, RunningHub};
-
-/// What the daemon logs once its endpoint joined its multicast groups.
-const JOINED: &str = "join successful";
+use support::fake_hca::{EmulatedHost, RunningHub, demo, demo_addr_file};
 
 /// The one line a daemon without the capability logs about the kernel.
 const NOT_LISTENING: &str = "acm_init_nl: not listening for kernel path requests: no \
                              CAP_NET_ADMIN, so the kernel would refuse every answer; it \
                              asks the SA directly";
 
-fn demo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/fabrics/demo.toml")
-}
-
-const ADDR_FILE: &str = "node1 mlx5_0 1 default\n10.0.0.1 mlx5_0 1 default\n";
 const OPTIONS: &str = "log_level 1\nsupport_ips_in_addr_cfg 1\n";
 
 /// Why the capability cannot be dropped here, if it cannot.
@@ -60,19 +52,10 @@ fn cannot_drop_capabilities() -> Option<String> {
 }
 
 /// Starts host node1 of the demo fabric in `dir`, through `wrapper`.
-fn start(dir: &Path, hub: &Path, wrapper: &[&str]) -> EmulatedHost {
-    EmulatedHost::start_with(
-        dir,
-        hub,
-        &demo(),
-        "node1",
-        OPTIONS,
-        ADDR_FILE,
-        &[],
-        JOINED,
-        &[],
-        wrapper,
-    )
+fn start(dir: &Path, hub: &RunningHub, wrapper: &[&str]) -> EmulatedHost {
+    EmulatedHost::config(dir, hub, "node1", OPTIONS, demo_addr_file(1))
+        .wrapper(wrapper)
+        .start()
 }
 
 #[test]
@@ -85,7 +68,7 @@ fn without_cap_net_admin_the_daemon_does_not_listen_for_the_kernel_and_says_so_o
     let hub = RunningHub::start(&demo(), dir.join("hub.sock"));
     let mut host = start(
         &dir.subdir("node1"),
-        &hub.path,
+        &hub,
         &[
             "setpriv",
             "--inh-caps=-net_admin",
@@ -122,7 +105,7 @@ fn without_cap_net_admin_the_daemon_does_not_listen_for_the_kernel_and_says_so_o
 fn with_cap_net_admin_the_daemon_listens_or_names_what_the_kernel_lacks() {
     let dir = TempDir::new("hw-cap");
     let hub = RunningHub::start(&demo(), dir.join("hub.sock"));
-    let host = start(&dir.subdir("node1"), &hub.path, &[]);
+    let host = start(&dir.subdir("node1"), &hub, &[]);
     let log = host.log();
     let status = std::fs::read_to_string(format!("/proc/{}/status", host.pid())).expect("status");
     let capable = status

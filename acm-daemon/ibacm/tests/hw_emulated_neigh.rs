@@ -15,14 +15,9 @@ mod support {
     pub(crate) mod programs;
 }
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use support::daemon::{DEADLINE, TempDir, ib_acme, run_bounded};
-use support::fake_hca::{EmulatedHost, RunningHub};
-
-fn demo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/fabrics/demo.toml")
-}
+use support::fake_hca::{EmulatedHost, RunningHub, demo, demo_addr_file};
 
 #[test]
 fn without_an_ipoib_interface_the_table_gives_way_to_acm() {
@@ -33,16 +28,8 @@ fn without_an_ipoib_interface_the_table_gives_way_to_acm() {
     let hosts: Vec<EmulatedHost> = (1..=2)
         .map(|n| {
             let name = format!("node{n}");
-            EmulatedHost::start(
-                &dir.subdir(&name),
-                &hub.path,
-                &demo(),
-                &name,
-                options,
-                &format!("{name} mlx5_0 1 default\n10.0.0.{n} mlx5_0 1 default\n"),
-                &[],
-                "join successful",
-            )
+            EmulatedHost::config(&dir.subdir(&name), &hub, &name, options, demo_addr_file(n))
+                .start()
         })
         .collect();
     let mut cmd = Command::new(ib_acme());

@@ -17,10 +17,10 @@ mod support {
 }
 
 use acm_io_sim::hub::wire::Control;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use support::daemon::{DEADLINE, TempDir, ib_acme, run_bounded};
-use support::fake_hca::{EmulatedHost, RunningHub, change, write_sysfs};
+use support::fake_hca::{EmulatedHost, RunningHub, change, demo, demo_addr_file, write_sysfs};
 use support::test_provider::{REFERENCE, assert_resolved_by_test_provider, build, options};
 
 /// What the test provider logs once fakehost's last address is added.
@@ -28,19 +28,17 @@ const READY: &str = "add_address: address fd00::1";
 
 /// fakehost on the emulated HCA with the provider libraries of `libs` and `lines`.
 fn start(dir: &TempDir, hub: &RunningHub, libs: &Path, lines: &str) -> EmulatedHost {
-    let fabric = Path::new(REFERENCE).join("fabric.toml");
     let addr = std::fs::read_to_string(Path::new(REFERENCE).join("ibacm_addr.cfg"))
         .expect("the reference address file");
-    EmulatedHost::start(
+    EmulatedHost::config(
         &dir.subdir("fakehost"),
-        &hub.path,
-        &fabric,
+        hub,
         "fakehost",
-        &options(libs, lines),
+        options(libs, lines),
         &addr,
-        &[],
-        READY,
     )
+    .ready(READY)
+    .start()
 }
 
 fn hub(dir: &TempDir) -> RunningHub {
@@ -85,10 +83,6 @@ fn a_c_provider_selected_by_default_resolves_on_the_emulated_hca() {
 /// Debian's own provider (package `ibacm`).
 const DEBIAN_LIBIBACMP: &str = "/usr/lib/x86_64-linux-gnu/ibacm/libibacmp.so";
 
-fn demo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/fabrics/demo.toml")
-}
-
 /// `ib_acme -S socket args…`: its output, with the exit status checked.
 fn resolved(socket: &Path, args: &[&str], what: &str, log: &dyn Fn() -> String) -> String {
     let mut cmd = Command::new(ib_acme());
@@ -119,16 +113,14 @@ fn debian_libibacmp_and_the_builtin_provider_resolve_each_other_over_acm() {
                   timeout 500\nretries 2\n";
     let start = |n: u16, extra: &str| {
         let name = format!("node{n}");
-        EmulatedHost::start(
+        EmulatedHost::config(
             &dir.subdir(&name),
-            &hub.path,
-            &demo(),
+            &hub,
             &name,
-            &format!("{common}{extra}"),
-            &format!("{name} mlx5_0 1 default\n10.0.0.{n} mlx5_0 1 default\n"),
-            &[],
-            "join successful",
+            format!("{common}{extra}"),
+            demo_addr_file(n),
         )
+        .start()
     };
     let c = start(
         1,
@@ -188,21 +180,19 @@ fn a_c_provider_gets_the_verbs_context_of_devices_that_come_later_or_come_back()
     let fabric = Path::new(REFERENCE).join("fabric.toml");
     let addr = std::fs::read_to_string(Path::new(REFERENCE).join("ibacm_addr.cfg"))
         .expect("the reference address file");
-    let host = EmulatedHost::start_with(
+    let host = EmulatedHost::config(
         &dir.subdir("fakehost"),
-        &hub.path,
-        &fabric,
+        &hub,
         "fakehost",
-        &format!(
+        format!(
             "{}wait_for_device 1\n",
             options(&libs, "provider testprov 0xfe80000000000000\n")
         ),
         &addr,
-        &[],
-        "waiting for an InfiniBand device",
-        &["fakeib0"],
-        &[],
-    );
+    )
+    .ready("waiting for an InfiniBand device")
+    .unplugged(&["fakeib0"])
+    .start();
     let queried = "open_port: verbs port 1 lid 1";
     // The driver loads.
     write_sysfs(&fabric, "fakehost", &host.sysfs());
@@ -259,32 +249,27 @@ fn debian_libibacmp_serves_a_device_that_appears_after_start() {
     let hub = RunningHub::start(&demo(), dir.join("hub.sock"));
     let common = "log_level 2\nsupport_ips_in_addr_cfg 1\naddr_prot acm\nroute_prot acm\n\
                   timeout 500\nretries 2\n";
-    let addr = |n: u16| format!("node{n} mlx5_0 1 default\n10.0.0.{n} mlx5_0 1 default\n");
-    let c = EmulatedHost::start_with(
+    let c = EmulatedHost::config(
         &dir.subdir("node1"),
-        &hub.path,
-        &demo(),
+        &hub,
         "node1",
-        &format!(
+        format!(
             "{common}provider_lib_path {}\nbuiltin_provider no\nwait_for_device 1\n",
             libs.display()
         ),
-        &addr(1),
-        &[],
-        "waiting for an InfiniBand device",
-        &["mlx5_0"],
-        &[],
-    );
-    let n2 = EmulatedHost::start(
+        demo_addr_file(1),
+    )
+    .ready("waiting for an InfiniBand device")
+    .unplugged(&["mlx5_0"])
+    .start();
+    let n2 = EmulatedHost::config(
         &dir.subdir("node2"),
-        &hub.path,
-        &demo(),
+        &hub,
         "node2",
         common,
-        &addr(2),
-        &[],
-        "join successful",
-    );
+        demo_addr_file(2),
+    )
+    .start();
     write_sysfs(&demo(), "node1", &c.sysfs());
     c.wait_log("mlx5_0: device added");
     c.wait_log("acmp_process_join_resp: join successful");

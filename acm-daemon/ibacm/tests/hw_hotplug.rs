@@ -17,17 +17,9 @@ mod support {
 }
 
 use acm_io_sim::hub::wire::{Control, PortName};
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use support::daemon::{DEADLINE, TempDir, ib_acme, run_bounded};
-use support::fake_hca::{EmulatedHost, RunningHub, change, write_sysfs};
-
-/// What the daemon logs once an endpoint joined its multicast groups.
-const JOINED: &str = "join successful";
-
-fn demo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/fabrics/demo.toml")
-}
+use support::fake_hca::{EmulatedHost, JOINED, RunningHub, change, demo, write_sysfs};
 
 /// The GID of host `n` of the demo fabric.
 fn gid(n: u16) -> String {
@@ -44,16 +36,7 @@ const OPTIONS: &str = "log_level 2\naddr_prot acm\nroute_prot sa\ntimeout 500\nr
 
 fn start(dir: &TempDir, hub: &RunningHub, n: u16) -> EmulatedHost {
     let name = format!("node{n}");
-    EmulatedHost::start(
-        &dir.subdir(&name),
-        &hub.path,
-        &demo(),
-        &name,
-        OPTIONS,
-        &addr_file(n),
-        &[],
-        JOINED,
-    )
+    EmulatedHost::config(&dir.subdir(&name), hub, &name, OPTIONS, addr_file(n)).start()
 }
 
 /// `ib_acme -S socket args…`: its output and exit status.
@@ -277,18 +260,16 @@ fn a_daemon_waits_for_its_first_device_when_told_to() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("no InfiniBand devices"), "{err}");
 
-    let n2 = EmulatedHost::start_with(
+    let n2 = EmulatedHost::config(
         &dir.subdir("node2"),
-        &hub.path,
-        &demo(),
+        &hub,
         "node2",
-        &format!("{OPTIONS}wait_for_device 1\n"),
-        &addr_file(2),
-        &[],
-        "waiting for an InfiniBand device",
-        &["mlx5_0"],
-        &[],
-    );
+        format!("{OPTIONS}wait_for_device 1\n"),
+        addr_file(2),
+    )
+    .ready("waiting for an InfiniBand device")
+    .unplugged(&["mlx5_0"])
+    .start();
     fails(&n2, &["-f", "l", "-d", "3"]);
     // The driver loads: the device appears in sysfs.
     write_sysfs(&demo(), "node2", &n2.sysfs());

@@ -23,15 +23,11 @@ mod support {
     pub(crate) mod programs;
 }
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 use support::daemon::{TempDir, run_bounded};
-use support::fake_hca::{EmulatedHost, RunningHub, artifacts, write_sysfs};
-
-fn demo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/fabrics/demo.toml")
-}
+use support::fake_hca::{EmulatedHost, RunningHub, artifacts, demo, write_sysfs};
 
 /// The GID of host `n` of the demo fabric.
 fn gid(n: u16) -> String {
@@ -186,16 +182,14 @@ fn librdmacm_gets_its_routes_from_our_daemon_at_run_ibacm_sock() {
     }
     let dir = TempDir::new("hw-rdmacm");
     let hub = RunningHub::start(&demo(), dir.join("hub.sock"));
-    let peer = EmulatedHost::start(
+    let peer = EmulatedHost::config(
         &dir.subdir("node3"),
-        &hub.path,
-        &demo(),
+        &hub,
         "node3",
         OPTIONS,
         "node3 mlx5_0 1 default\n10.0.0.3 mlx5_0 1 default\nfd00::3 mlx5_0 1 default\n",
-        &[],
-        "join successful",
-    );
+    )
+    .start();
     let host = dir.subdir("node2");
     write_sysfs(&demo(), "node2", &host.join("sys"));
     std::fs::create_dir_all(host.join("dev")).expect("dev dir");

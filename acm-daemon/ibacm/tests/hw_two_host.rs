@@ -30,10 +30,10 @@ use acm_io_sim::sim::requests;
 use acm_proto::path_record::PathRecordRepr;
 use std::net::IpAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
-use support::daemon::{Client, DEADLINE, IBACM, TempDir};
+use support::daemon::{Client, DEADLINE, IBACM, KillOnDrop, TempDir};
 
 fn env_ip(name: &str) -> IpAddr {
     let v = std::env::var(name)
@@ -44,7 +44,7 @@ fn env_ip(name: &str) -> IpAddr {
 
 /// Our daemon on the real hardware; killed on drop.
 struct HwDaemon {
-    child: Child,
+    _child: KillOnDrop,
     dir: TempDir,
 }
 
@@ -71,7 +71,10 @@ impl HwDaemon {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start ibacm");
-        let d = Self { child, dir };
+        let d = Self {
+            _child: KillOnDrop(child),
+            dir,
+        };
         let sock = d.dir.join("ibacm-unix.sock");
         let until = Instant::now() + DEADLINE;
         while !sock.exists() {
@@ -91,13 +94,6 @@ impl HwDaemon {
 
     fn client(&self) -> Client {
         Client::unix(&self.dir.join("ibacm-unix.sock"))
-    }
-}
-
-impl Drop for HwDaemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

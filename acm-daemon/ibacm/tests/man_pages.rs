@@ -13,6 +13,8 @@
 
 #[path = "support/programs.rs"]
 mod programs;
+#[path = "support/workspace.rs"]
+mod workspace;
 
 use acm_engine::config::{DAEMON_OPTIONS, Options};
 use acm_load::args::Args as LoadArgs;
@@ -23,14 +25,6 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .expect("the workspace root")
-        .to_path_buf()
-}
-
 /// A page's source, and its name for messages.
 struct Page {
     file: &'static str,
@@ -39,7 +33,7 @@ struct Page {
 
 impl Page {
     fn read(file: &'static str) -> Self {
-        let path = repo().join(file);
+        let path = workspace::root().join(file);
         let text = std::fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
         Self { file, text }
@@ -408,7 +402,7 @@ fn environment_variables_are_documented() {
         "acm-io-sim/src",
         "acm-engine/src",
     ] {
-        for file in rust_files(&repo().join(dir)) {
+        for file in rust_files(&workspace::root().join(dir)) {
             let text = std::fs::read_to_string(&file).expect("source");
             for piece in text.split('"').skip(1).step_by(2) {
                 let is_var = (piece.starts_with("ACM_") || piece == "POSIXLY_CORRECT")

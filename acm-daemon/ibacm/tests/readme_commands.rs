@@ -28,9 +28,9 @@ use nix::unistd::Pid;
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-use support::daemon::{DEADLINE, TempDir, ib_acme};
+use support::daemon::{DEADLINE, KillOnDrop, TempDir, ib_acme};
 
 /// README commands this test does not run, and why.
 const NOT_RUN: &[(&str, &str)] = &[
@@ -248,7 +248,7 @@ impl Env {
 
 /// A process left running until the end of the test.
 struct Running {
-    child: Child,
+    child: KillOnDrop,
     what: String,
     daemon: bool,
     /// A daemon's `--run-dir`.
@@ -268,13 +268,6 @@ impl Running {
             std::thread::sleep(Duration::from_millis(10));
         };
         assert!(status.success(), "{}: {status}", self.what);
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -374,7 +367,7 @@ fn every_readme_command_runs_as_written() {
                 .stderr(Stdio::null());
             let child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: {e}"));
             running.push(Running {
-                child,
+                child: KillOnDrop(child),
                 what: what.clone(),
                 daemon: is_daemon,
                 run_dir: run_dir.filter(|_| is_daemon),
@@ -458,15 +451,17 @@ fn run_daemon_sh_runs_the_binary_cargo_reports() {
     );
     let out = tmp.join("script.stdout");
     let mut child = Running {
-        child: Command::new(root().join("testdata/reference-fabric/run-daemon.sh"))
-            .arg(&run)
-            .env_remove("IBACM")
-            .env("PATH", path)
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(&out).expect("stdout"))
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("run-daemon.sh starts"),
+        child: KillOnDrop(
+            Command::new(root().join("testdata/reference-fabric/run-daemon.sh"))
+                .arg(&run)
+                .env_remove("IBACM")
+                .env("PATH", path)
+                .stdin(Stdio::null())
+                .stdout(std::fs::File::create(&out).expect("stdout"))
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("run-daemon.sh starts"),
+        ),
         what: "run-daemon.sh".into(),
         daemon: true,
         run_dir: None,

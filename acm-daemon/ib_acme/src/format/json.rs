@@ -1,7 +1,10 @@
 //! The `--json` report: the same results as the text output, as one JSON document
 //! written when the run ends. The schema is documented in the crate's root module.
 
-use super::{Report, endpoint_addresses, path_lines};
+use super::{
+    Report, endpoint_addresses, endpoints_failed_line, path_lines, unreachable_line,
+    verification_failed_line,
+};
 use crate::outcome::PerfMode;
 use crate::outcome::ResolveFailure;
 use crate::outcome::{COUNTER_KEYS, PerfFailure};
@@ -298,7 +301,7 @@ impl<W: Write> Report for JsonReport<W> {
     }
 
     fn unreachable(&mut self, svc: &str, error: &ConnectError) {
-        let line = format!("{svc},unable to contact service: {error}");
+        let line = unreachable_line(svc, error);
         if let Some(s) = self.service() {
             s.connect_status = error.status();
             s.error = Some(ErrorJson::with_errno(error.errno(), vec![line]));
@@ -367,13 +370,7 @@ impl<W: Write> Report for JsonReport<W> {
             },
             Err(e) => VerificationJson {
                 ok: false,
-                error: Some(client_error(
-                    e,
-                    vec![format!(
-                        "SA verification: failed {}",
-                        errno::strerror(e.errno())
-                    )],
-                )),
+                error: Some(client_error(e, vec![verification_failed_line(e)])),
             },
         };
         if let Some(r) = self.resolve() {
@@ -435,10 +432,7 @@ impl<W: Write> Report for JsonReport<W> {
     }
 
     fn endpoints_failed(&mut self, svc: &str, error: &ClientError) {
-        let line = format!(
-            "{svc}: Failed to query endpoint data: {}",
-            errno::strerror(error.errno())
-        );
+        let line = endpoints_failed_line(svc, error);
         if let Some(s) = self.service() {
             s.endpoints_error = Some(client_error(error, vec![line]));
         }

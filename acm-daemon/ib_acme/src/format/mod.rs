@@ -14,6 +14,7 @@ use crate::outcome::PerfMode;
 use crate::outcome::ResolveFailure;
 use crate::outcome::{FileKind, GenerateError};
 use acm_client::addr::AddrFormat;
+use acm_client::errno;
 use acm_client::{ClientError, ConnectError};
 use acm_proto::client::EpConfigRepr;
 use acm_proto::path_record::PathRecordRepr;
@@ -90,6 +91,34 @@ pub(crate) fn path_lines(p: &PathRecordRepr) -> Vec<String> {
         format!("  rate: {}", p.rate.value.0 & 0x1F),
         format!("  packet lifetime: {}", p.packet_lifetime.value & 0x1F),
     ]
+}
+
+/// The line that says service `svc` cannot be reached.
+#[must_use]
+pub(crate) fn unreachable_line(svc: &str, error: &ConnectError) -> String {
+    format!("{svc},unable to contact service: {error}")
+}
+
+/// The line of a failed `-v` (SA verification).
+#[must_use]
+pub(crate) fn verification_failed_line(error: &ClientError) -> String {
+    format!("SA verification: failed {}", errno::strerror(error.errno()))
+}
+
+/// The line that says `-e N` found endpoint N on no port.
+#[must_use]
+pub(crate) fn endpoint_missing_line(index: i32) -> String {
+    format!(" Endpoint {index} is not available")
+}
+
+/// The line that says enumerating the endpoints of `svc` stopped because the exchange
+/// failed.
+#[must_use]
+pub(crate) fn endpoints_failed_line(svc: &str, error: &ClientError) -> String {
+    format!(
+        "{svc}: Failed to query endpoint data: {}",
+        errno::strerror(error.errno())
+    )
 }
 
 /// Header line of endpoint listings (once per run).

@@ -2,14 +2,14 @@
 //! writer (stdout), as Debian's tool prints everything, errors included, to stdout.
 
 use super::{
-    ENDPOINT_HEADER, Report, endpoint_line, path_lines, perf_column, perf_header, perf_row,
+    ENDPOINT_HEADER, Report, endpoint_line, endpoint_missing_line, endpoints_failed_line,
+    path_lines, perf_column, perf_header, perf_row, unreachable_line, verification_failed_line,
 };
 use crate::outcome::PerfFailure;
 use crate::outcome::PerfMode;
 use crate::outcome::ResolveFailure;
 use crate::outcome::{FileKind, GenerateError};
 use acm_client::addr::AddrFormat;
-use acm_client::errno;
 use acm_client::{ClientError, ConnectError};
 use acm_proto::client::EpConfigRepr;
 use acm_proto::path_record::PathRecordRepr;
@@ -67,7 +67,7 @@ impl<W: Write> Report for TextReport<W> {
     fn begin_service(&mut self, _svc: &str) {}
 
     fn unreachable(&mut self, svc: &str, error: &ConnectError) {
-        self.line(&format!("{svc},unable to contact service: {error}"));
+        self.line(&unreachable_line(svc, error));
     }
 
     fn resolve_section(&mut self, svc: &str) {
@@ -98,10 +98,7 @@ impl<W: Write> Report for TextReport<W> {
     fn verification(&mut self, result: &Result<(), ClientError>) {
         match result {
             Ok(()) => self.line("SA verification: success"),
-            Err(e) => self.line(&format!(
-                "SA verification: failed {}",
-                errno::strerror(e.errno())
-            )),
+            Err(e) => self.line(&verification_failed_line(e)),
         }
     }
 
@@ -140,15 +137,12 @@ impl<W: Write> Report for TextReport<W> {
     }
 
     fn endpoint_missing(&mut self, index: i32) {
-        self.line(&format!(" Endpoint {index} is not available"));
+        self.line(&endpoint_missing_line(index));
     }
 
     fn endpoints_failed(&mut self, svc: &str, error: &ClientError) {
         // Debian's tool dies of SIGPIPE here; we say what happened instead.
-        self.line(&format!(
-            "{svc}: Failed to query endpoint data: {}",
-            errno::strerror(error.errno())
-        ));
+        self.line(&endpoints_failed_line(svc, error));
     }
 
     fn generating(&mut self, _kind: FileKind, shown: &str) {

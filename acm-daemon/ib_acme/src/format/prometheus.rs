@@ -4,13 +4,14 @@
 //! wording, so that stdout holds nothing but the exposition; a service that cannot be
 //! reached has `acm_up 0`.
 
-use super::{Report, endpoint_addresses};
+use super::{
+    Report, endpoint_addresses, endpoint_missing_line, endpoints_failed_line, unreachable_line,
+};
 use crate::outcome::PerfFailure;
 use crate::outcome::PerfMode;
 use crate::outcome::ResolveFailure;
 use crate::outcome::{FileKind, GenerateError};
 use acm_client::addr::AddrFormat;
-use acm_client::errno;
 use acm_client::metrics::{EndpointSample, Snapshot, render};
 use acm_client::{ClientError, ConnectError};
 use acm_proto::client::EpConfigRepr;
@@ -69,7 +70,7 @@ impl Report for PrometheusReport<'_> {
         if let Some(s) = self.current() {
             s.up = Some(false);
         }
-        self.complain(&format!("{svc},unable to contact service: {error}"));
+        self.complain(&unreachable_line(svc, error));
     }
 
     // The command line allows no resolve, perf by source or file with this format.
@@ -134,14 +135,11 @@ impl Report for PrometheusReport<'_> {
     }
 
     fn endpoint_missing(&mut self, index: i32) {
-        self.complain(&format!(" Endpoint {index} is not available"));
+        self.complain(&endpoint_missing_line(index));
     }
 
     fn endpoints_failed(&mut self, svc: &str, error: &ClientError) {
-        self.complain(&format!(
-            "{svc}: Failed to query endpoint data: {}",
-            errno::strerror(error.errno())
-        ));
+        self.complain(&endpoints_failed_line(svc, error));
     }
 
     fn finish(&mut self, _status: i32, _print_status: bool) {

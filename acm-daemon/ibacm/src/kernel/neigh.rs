@@ -12,7 +12,7 @@
 //! tested against the kernel's layouts; the socket part needs a real IPoIB interface
 //! and is not tested here.
 
-use super::rtnl::{Attrs, NLMSG_DONE, NLMSG_ERROR, RTA_HDRLEN, align4, ne_u16, ne_u32};
+use super::rtnl::{Attrs, Messages, NLMSG_DONE, NLMSG_ERROR, RTA_HDRLEN, align4, ne_u16, ne_u32};
 use acm_engine::NeighResult;
 use acm_proto::ipoib::IpoibHwAddrRepr;
 use acm_proto::netlink::NLMSG_HDRLEN;
@@ -125,14 +125,8 @@ fn request(ty: u16, flags: u16, seq: u32, ifindex: u32, ndm_flags: u8, dest: IpA
 /// give an answer, [`Entry::Refused`]`(0)` when none is found.
 #[must_use]
 pub(crate) fn parse_reply(bytes: &[u8]) -> Entry {
-    let mut rest = bytes;
-    while let Some(hdr) = rest.get(..NLMSG_HDRLEN) {
-        let len = usize::try_from(ne_u32(&hdr[0..4])).unwrap_or(usize::MAX);
-        if len < NLMSG_HDRLEN || len > rest.len() {
-            break;
-        }
-        let body = &rest[NLMSG_HDRLEN..len];
-        match ne_u16(&hdr[4..6]) {
+    for (ty, body) in Messages(bytes) {
+        match ty {
             NLMSG_ERROR => {
                 let Some(e) = body.get(..4) else { break };
                 return match -(ne_u32(e) as i32) {
@@ -145,7 +139,6 @@ pub(crate) fn parse_reply(bytes: &[u8]) -> Entry {
             NLMSG_DONE => break,
             _ => {}
         }
-        rest = &rest[align4(len).min(rest.len())..];
     }
     Entry::Refused(0)
 }

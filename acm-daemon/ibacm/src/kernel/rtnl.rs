@@ -162,30 +162,23 @@ impl AsFd for RouteMonitor {
 /// truncated datagram), as `NLMSG_OK` does. Address messages whose address attribute
 /// is missing or has the wrong length for the family are skipped.
 pub(crate) fn parse_messages(bytes: &[u8], out: &mut Vec<AddrEvent>) {
-    let mut rest = bytes;
-    while let Some(hdr) = rest.get(..NLMSG_HDRLEN) {
-        let len = usize::try_from(ne_u32(&hdr[0..4])).unwrap_or(usize::MAX);
-        if len < NLMSG_HDRLEN || len > rest.len() {
-            return;
-        }
-        let body = &rest[NLMSG_HDRLEN..len];
-        match ne_u16(&hdr[4..6]) {
+    for (ty, body) in Messages(bytes) {
+        match ty {
             NLMSG_DONE => return,
             NLMSG_OVERRUN => out.push(AddrEvent::Overflow),
             NLMSG_ERROR => {}
-            ty @ (RTM_NEWADDR | RTM_DELADDR) => {
+            RTM_NEWADDR | RTM_DELADDR => {
                 if let Some(ev) = addr_event(ty == RTM_NEWADDR, body) {
                     out.push(ev);
                 }
             }
-            ty @ (RTM_NEWLINK | RTM_DELLINK) => {
+            RTM_NEWLINK | RTM_DELLINK => {
                 if let Some(ev) = link_event(ty == RTM_NEWLINK, body) {
                     out.push(ev);
                 }
             }
             _ => {}
         }
-        rest = &rest[align4(len).min(rest.len())..];
     }
 }
 
@@ -238,6 +231,22 @@ fn link_event(new: bool, body: &[u8]) -> Option<AddrEvent> {
     })
 }
 
+/// The netlink messages of a datagram as (`nlmsg_type`, body); stops at the first
+/// whose `nlmsg_len` is shorter than its header or longer than what is left (a
+/// truncated datagram), as `NLMSG_OK` does.
+pub(super) struct Messages<'a>(pub(super) &'a [u8]);
+
+impl<'a> Iterator for Messages<'a> {
+    type Item = (u16, &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let hdr = self.0.get(..NLMSG_HDRLEN)?;
+        let len = usize::try_from(ne_u32(&hdr[0..4])).unwrap_or(usize::MAX);
+        let ty = ne_u16(&hdr[4..6]);
+        Some((ty, take_record(&mut self.0, NLMSG_HDRLEN, len)?))
+    }
+}
+
 /// The `rtattr`s of an area as (type, payload); stops at the first that does not fit.
 pub(super) struct Attrs<'a>(pub(super) &'a [u8]);
 
@@ -247,14 +256,23 @@ impl<'a> Iterator for Attrs<'a> {
     fn next(&mut self) -> Option<Self::Item> {
         let hdr = self.0.get(..RTA_HDRLEN)?;
         let len = usize::from(ne_u16(&hdr[0..2]));
-        if len < RTA_HDRLEN || len > self.0.len() {
-            self.0 = &[];
-            return None;
-        }
-        let item = (ne_u16(&hdr[2..4]), &self.0[RTA_HDRLEN..len]);
-        self.0 = &self.0[align4(len).min(self.0.len())..];
-        Some(item)
+        let ty = ne_u16(&hdr[2..4]);
+        Some((ty, take_record(&mut self.0, RTA_HDRLEN, len)?))
     }
+}
+
+/// Takes the record at the start of `rest` whose length field (its header of
+/// `hdr_len` bytes included) says `len`: its body, with `rest` moved past its 4-byte
+/// alignment. A length shorter than the header or longer than what is left ends the
+/// walk (`rest` emptied), as `NLMSG_OK` and `RTA_OK` do.
+fn take_record<'a>(rest: &mut &'a [u8], hdr_len: usize, len: usize) -> Option<&'a [u8]> {
+    if len < hdr_len || len > rest.len() {
+        *rest = &[];
+        return None;
+    }
+    let body = &rest[hdr_len..len];
+    *rest = &rest[align4(len).min(rest.len())..];
+    Some(body)
 }
 
 pub(super) const fn align4(len: usize) -> usize {

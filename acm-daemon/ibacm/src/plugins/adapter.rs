@@ -14,10 +14,10 @@ use acm_engine::provider::{Ctx, PendingReply, Provider, Resolve};
 use acm_engine::{
     Address, Counter, Counters, DeviceDesc, DeviceId, EndpointId, Instant, Mad, PortAttrs, PortId,
 };
-use acm_io_verbs::provider::abi::IBV_EVENT_CLIENT_REREGISTER;
+use acm_io_verbs::provider::abi::{AcmMsg, IBV_EVENT_CLIENT_REREGISTER};
 use acm_io_verbs::provider::{
-    Context, Device, Endpoint, LocalAddress, Port, ProviderLibrary, SaToken, VerbsHandle,
-    deliver_sa,
+    CallError, Context, Device, Endpoint, LocalAddress, Port, ProviderLibrary, SaToken,
+    VerbsHandle, deliver_sa,
 };
 use acm_proto::client::Status;
 use acm_proto::mad::{MadHeaderPacket, UmadStatus};
@@ -121,18 +121,23 @@ impl CProvider {
 
     /// Logs a failed callback with the library's file, after what the provider logged
     /// during the call.
-    fn failed(&mut self, cx: &mut Ctx<'_>, e: &acm_io_verbs::provider::CallError) {
+    fn failed(&mut self, cx: &mut Ctx<'_>, e: &CallError) {
         self.drain(cx);
         let file = self.lib.path().display().to_string();
         Self::log(cx, Level::Basic, "acm_provider", format!("{file}: {e}"));
+    }
+
+    /// What a library call that opens something gave: its context, or `None` when it
+    /// failed (logged).
+    fn opened(&mut self, cx: &mut Ctx<'_>, call: Result<Context, CallError>) -> Option<Context> {
+        call.inspect_err(|e| self.failed(cx, e)).ok()
     }
 
     /// Hands everything the provider queued to the core.
     fn drain(&mut self, cx: &mut Ctx<'_>) {
         while let Some(ev) = self.shared.pop(self.slot) {
             match ev {
-                Event::Resolved { id, msg } => self.answer(cx, id, false, &msg),
-                Event::Queried { id, msg } => self.answer(cx, id, true, &msg),
+                Event::Answered { id, msg, query } => self.answer(cx, id, query, &msg),
                 Event::Sa(req) => self.send_sa(cx, *req),
                 Event::Counter(i) => {
                     if let Some(c) = counter(i) {
@@ -233,16 +238,35 @@ impl CProvider {
         a.ctx.as_ref()
     }
 
+    /// Hands the held request `id`, as `msg`, to the library's entry point `call`
+    /// (`resolve` or `query`) on the address context of `ep` and `src`; a call the
+    /// library fails answers the request now (ENODATA).
+    fn submit(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        ep: EndpointId,
+        src: Option<&Address>,
+        id: u64,
+        mut msg: AcmMsg,
+        call: fn(&ProviderLibrary, &Context, &mut AcmMsg, u64) -> Result<(), CallError>,
+    ) {
+        let result = match self.addr_ctx(ep, src) {
+            Some(ctx) => call(&self.lib, ctx, &mut msg, id),
+            None => Ok(()),
+        };
+        if let Err(e) = result {
+            self.failed(cx, &e);
+            if let Some(p) = self.pending.remove(&id) {
+                finish(cx, p, Status::ENODATA);
+            }
+        }
+        self.drain(cx);
+    }
+
     /// Answers the requests still pending on `ep` now (ENODATA, as the built-in
     /// provider answers those of a closing endpoint); a late answer is dropped.
     fn fail_pending(&mut self, cx: &mut Ctx<'_>, ep: EndpointId) {
-        let ids: Vec<u64> = self
-            .pending
-            .iter()
-            .filter(|(_, p)| p.ep == ep)
-            .map(|(&id, _)| id)
-            .collect();
-        for id in ids {
+        for id in keys_where(&self.pending, |p| p.ep == ep) {
             if let Some(p) = self.pending.remove(&id) {
                 finish(cx, p, Status::ENODATA);
             }
@@ -259,6 +283,19 @@ impl CProvider {
             self.lib.close_endpoint(ctx);
         }
     }
+}
+
+/// The keys of the entries whose values `hit` picks, collected so that the map can
+/// change while they are handled.
+fn keys_where<'a, K: Copy + 'a, V: 'a>(
+    entries: impl IntoIterator<Item = (&'a K, &'a V)>,
+    hit: impl Fn(&V) -> bool,
+) -> Vec<K> {
+    entries
+        .into_iter()
+        .filter(|(_, v)| hit(v))
+        .map(|(&k, _)| k)
+        .collect()
 }
 
 /// Answers `p` with `status` (a QUERY_SA echoes its record).
@@ -315,18 +352,8 @@ impl Provider for CProvider {
             return;
         }
         let id = self.hold(cx, ep, reply, None);
-        let mut msg = message::resolve(&req, id);
-        let result = match self.addr_ctx(ep, src.as_ref()) {
-            Some(ctx) => self.lib.resolve(ctx, &mut msg, id),
-            None => Ok(()),
-        };
-        if let Err(e) = result {
-            self.failed(cx, &e);
-            if let Some(p) = self.pending.remove(&id) {
-                finish(cx, p, Status::ENODATA);
-            }
-        }
-        self.drain(cx);
+        let msg = message::resolve(&req, id);
+        self.submit(cx, ep, src.as_ref(), id, msg, ProviderLibrary::resolve);
     }
 
     fn query(&mut self, cx: &mut Ctx<'_>, ep: EndpointId, path: &[u8; 64], reply: PendingReply) {
@@ -341,29 +368,13 @@ impl Provider for CProvider {
             return;
         }
         let id = self.hold(cx, ep, reply, Some(*path));
-        let mut msg = message::query(path, id);
-        let result = match self.addr_ctx(ep, None) {
-            Some(ctx) => self.lib.query(ctx, &mut msg, id),
-            None => Ok(()),
-        };
-        if let Err(e) = result {
-            self.failed(cx, &e);
-            if let Some(p) = self.pending.remove(&id) {
-                finish(cx, p, Status::ENODATA);
-            }
-        }
-        self.drain(cx);
+        let msg = message::query(path, id);
+        self.submit(cx, ep, None, id, msg, ProviderLibrary::query);
     }
 
     fn open_device(&mut self, cx: &mut Ctx<'_>, dev: &DeviceDesc) {
         let obj = Device::new(dev.guid, (self.verbs)(&dev.name));
-        let ctx = match self.lib.open_device(&obj) {
-            Ok(c) => Some(c),
-            Err(e) => {
-                self.failed(cx, &e);
-                None
-            }
-        };
+        let ctx = self.opened(cx, self.lib.open_device(&obj));
         self.devices.insert(dev.id, DeviceState { obj, ctx });
         self.drain(cx);
     }
@@ -389,13 +400,7 @@ impl Provider for CProvider {
         };
         let obj = Port::new(&dev.obj, port.port, gids(attrs));
         let ctx = match &dev.ctx {
-            Some(dev_ctx) => match self.lib.open_port(&obj, dev_ctx) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    self.failed(cx, &e);
-                    None
-                }
-            },
+            Some(dev_ctx) => self.opened(cx, self.lib.open_port(&obj, dev_ctx)),
             None => None,
         };
         self.ports.insert(port, PortState { obj, ctx });
@@ -403,25 +408,11 @@ impl Provider for CProvider {
     }
 
     fn close_port(&mut self, cx: &mut Ctx<'_>, port: PortId) {
-        let eps: Vec<EndpointId> = self
-            .endpoints
-            .iter()
-            .filter(|(_, e)| e.port == port)
-            .map(|(&id, _)| id)
-            .collect();
-        for ep in eps {
+        for ep in keys_where(&self.endpoints, |e| e.port == port) {
             self.close_endpoint(cx, ep);
         }
-        let lost: Vec<u32> = self
-            .sa
-            .iter()
-            .filter(|(_, s)| s.port == port)
-            .map(|(&t, _)| t)
-            .collect();
-        for t in lost {
-            if let Some(s) = self.sa.remove(&t) {
-                deliver_sa(s.token, Err(UmadStatus::TIMED_OUT));
-            }
+        for (_, s) in self.sa.extract_if(|_, s| s.port == port) {
+            deliver_sa(s.token, Err(UmadStatus::TIMED_OUT));
         }
         if let Some(p) = self.ports.remove(&port)
             && let Some(ctx) = p.ctx
@@ -437,13 +428,7 @@ impl Provider for CProvider {
         };
         let obj = Endpoint::new(&p.obj, pkey, endpoint_key(self.slot, ep.0));
         let ctx = match &p.ctx {
-            Some(port_ctx) => match self.lib.open_endpoint(&obj, port_ctx) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    self.failed(cx, &e);
-                    None
-                }
-            },
+            Some(port_ctx) => self.opened(cx, self.lib.open_endpoint(&obj, port_ctx)),
             None => None,
         };
         self.endpoints.insert(
@@ -473,13 +458,7 @@ impl Provider for CProvider {
         let (ty, info) = message::address_parts(addr);
         let obj = LocalAddress::new(&e.obj, ty, info, &addr.to_string());
         let ctx = match &e.ctx {
-            Some(ep_ctx) => match self.lib.add_address(&obj, ep_ctx) {
-                Ok(c) => Some(c),
-                Err(err) => {
-                    self.failed(cx, &err);
-                    None
-                }
-            },
+            Some(ep_ctx) => self.opened(cx, self.lib.add_address(&obj, ep_ctx)),
             None => None,
         };
         if let Some(e) = self.endpoints.get_mut(&ep) {
@@ -553,13 +532,7 @@ impl Provider for CProvider {
     fn handle_timeout(&mut self, cx: &mut Ctx<'_>) {
         self.drain(cx);
         let now = cx.now();
-        let due: Vec<u64> = self
-            .pending
-            .iter()
-            .filter(|(_, p)| p.deadline <= now)
-            .map(|(&id, _)| id)
-            .collect();
-        for id in due {
+        for id in keys_where(&self.pending, |p| p.deadline <= now) {
             if let Some(p) = self.pending.remove(&id) {
                 Self::log(
                     cx,

@@ -12,19 +12,14 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 /// What a provider handed the core from outside the event loop.
 #[derive(Debug)]
 pub(crate) enum Event {
-    /// `acm_resolve_response`.
-    Resolved {
+    /// `acm_resolve_response` or `acm_query_response`.
+    Answered {
         /// The request's id.
         id: u64,
         /// The message, as long as its header said.
         msg: Vec<u8>,
-    },
-    /// `acm_query_response`.
-    Queried {
-        /// The request's id.
-        id: u64,
-        /// The message.
-        msg: Vec<u8>,
+        /// Whether it answers a query (`acm_query_response`), not a resolve.
+        query: bool,
     },
     /// `acm_send_sa_mad` (boxed: the MAD is 256 bytes, the other events a few words).
     Sa(Box<SaRequest>),
@@ -58,6 +53,12 @@ pub(crate) const COMMON: Slot = 0;
 #[must_use]
 pub(crate) fn request_id(slot: Slot, seq: u64) -> u64 {
     (u64::from(slot) << 48) | (seq & 0xFFFF_FFFF_FFFF)
+}
+
+/// The slot of the provider that request `id` ([`request_id`]) belongs to.
+#[must_use]
+fn request_slot(id: u64) -> Slot {
+    (id >> 48) as Slot
 }
 
 /// The key of endpoint `ep` of the provider in `slot`.
@@ -121,6 +122,17 @@ impl Shared {
             .find_map(|s| q.get_mut(&s).and_then(VecDeque::pop_front))
     }
 
+    /// A provider's answer to request `id`, queued for the provider's adapter.
+    fn answered(&self, id: u64, msg: &[u8], query: bool) -> i32 {
+        let event = Event::Answered {
+            id,
+            msg: msg.to_vec(),
+            query,
+        };
+        self.push(request_slot(id), event);
+        0
+    }
+
     fn origin(&self, name: &str) -> &'static str {
         let mut set = lock(&self.origins);
         if let Some(&o) = set.get(name) {
@@ -168,25 +180,11 @@ impl CoreServices for Shared {
     }
 
     fn resolve_response(&self, id: u64, msg: &[u8]) -> i32 {
-        self.push(
-            (id >> 48) as Slot,
-            Event::Resolved {
-                id,
-                msg: msg.to_vec(),
-            },
-        );
-        0
+        self.answered(id, msg, false)
     }
 
     fn query_response(&self, id: u64, msg: &[u8]) -> i32 {
-        self.push(
-            (id >> 48) as Slot,
-            Event::Queried {
-                id,
-                msg: msg.to_vec(),
-            },
-        );
-        0
+        self.answered(id, msg, true)
     }
 
     fn send_sa(&self, request: SaRequest) -> i32 {
@@ -234,7 +232,9 @@ mod tests {
         s.increment_counter(1);
         assert!(matches!(s.pop(1), Some(Event::Counter(1))), "common to all");
         assert!(s.pop(1).is_none(), "slot 2's answer is not slot 1's");
-        assert!(matches!(s.pop(2), Some(Event::Resolved { id, .. }) if id == request_id(2, 5)));
+        assert!(
+            matches!(s.pop(2), Some(Event::Answered { id, query: false, .. }) if id == request_id(2, 5))
+        );
         assert_eq!(endpoint_key(3, 9) >> 32, 3);
     }
 }

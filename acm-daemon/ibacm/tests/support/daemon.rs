@@ -7,10 +7,10 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
+use std::ops::{Deref, DerefMut};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// The longest a daemon may take to start, and a reply to come back.
@@ -40,39 +40,33 @@ pub(crate) fn ib_acme() -> &'static str {
     IB_ACME
 }
 
-/// A fresh directory under the system's temporary directory, removed on drop. Names
-/// stay short so that unix socket paths in it fit in `sun_path` (108 bytes).
-pub(crate) struct TempDir(PathBuf);
+/// A fresh directory under the system's temporary directory, removed on drop, named
+/// after the test's `tag`. Names stay short so that unix socket paths in it fit in
+/// `sun_path` (108 bytes).
+pub(crate) struct TempDir(tempfile::TempDir);
 
 impl TempDir {
     pub(crate) fn new(tag: &str) -> Self {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("acmd-{tag}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create the temporary directory");
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("acmd-{tag}-"))
+            .tempdir()
+            .expect("create the temporary directory");
         Self(dir)
     }
 
     pub(crate) fn path(&self) -> &Path {
-        &self.0
+        self.0.path()
     }
 
     pub(crate) fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
+        self.path().join(name)
     }
 
     /// A subdirectory, created.
     pub(crate) fn subdir(&self, name: &str) -> PathBuf {
-        let d = self.0.join(name);
+        let d = self.join(name);
         std::fs::create_dir_all(&d).expect("create a subdirectory");
         d
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -97,9 +91,34 @@ pub(crate) fn ibacm_command(dir: &Path, fabric: &str, options: &str, log: &Path)
     cmd
 }
 
+/// A child process killed (and reaped) on drop, so that a failing test leaves no
+/// process behind; it is the [`Child`] otherwise.
+pub(crate) struct KillOnDrop(pub(crate) Child);
+
+impl Deref for KillOnDrop {
+    type Target = Child;
+
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A running daemon, killed (and reaped) on drop.
 pub(crate) struct Daemon {
-    child: Child,
+    child: KillOnDrop,
     dir: PathBuf,
     log: PathBuf,
 }
@@ -156,7 +175,7 @@ impl Daemon {
         cmd.stdout(out).stderr(err);
         let child = cmd.spawn().expect("spawn ibacm");
         Self {
-            child,
+            child: KillOnDrop(child),
             dir: dir.to_path_buf(),
             log,
         }
@@ -208,6 +227,25 @@ impl Daemon {
         }
     }
 
+    /// Fails the test unless `out`, a run of `ib_acme -v` on this daemon, found the
+    /// path from LID `slid` to LID `dlid` and the SA verified it.
+    pub(crate) fn assert_verified_path(&self, out: &Output, slid: u16, dlid: u16, context: &str) {
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{context}: {out:?}\n{text}\n{}",
+            self.diagnostics()
+        );
+        assert!(
+            text.contains("Path information")
+                && text.contains(&format!("dlid: {dlid}\n"))
+                && text.contains(&format!("slid: {slid}\n"))
+                && text.contains("SA verification: success"),
+            "{context}:\n{text}\n{}",
+            self.diagnostics()
+        );
+    }
+
     /// What the daemon printed and logged, for failure messages.
     pub(crate) fn diagnostics(&self) -> String {
         let read = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
@@ -220,13 +258,6 @@ impl Daemon {
             read(self.dir.join("ibacm.stderr")),
             tail.join("\n")
         )
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

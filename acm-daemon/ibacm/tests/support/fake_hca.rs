@@ -75,6 +75,8 @@ pub fn write_sysfs(fabric: &Path, host: &str, dir: &Path) {
 pub struct RunningHub {
     /// Its socket.
     pub path: PathBuf,
+    /// The description of the fabric it serves.
+    pub fabric: PathBuf,
     flag: Arc<AtomicBool>,
     done: mpsc::Receiver<()>,
 }
@@ -95,7 +97,12 @@ impl RunningHub {
             drop(hub);
             let _ = tx.send(());
         });
-        Self { path, flag, done }
+        Self {
+            path,
+            fabric: fabric.to_owned(),
+            flag,
+            done,
+        }
     }
 }
 
@@ -153,66 +160,81 @@ pub fn unplug_sysfs(sysfs: &Path, device: &str) {
     }
 }
 
-impl EmulatedHost {
-    /// Starts host `host` of the fabric at `fabric` (served by the hub at `hub`) in
-    /// `dir`, with `options` (the log file is added) and the address file `addr_file`,
-    /// plus `env`; waits until it listens and its log says `ready` (e.g. that its
-    /// first endpoint joined).
-    #[allow(clippy::too_many_arguments)]
-    pub fn start(
-        dir: &Path,
-        hub: &Path,
-        fabric: &Path,
-        host: &str,
-        options: &str,
-        addr_file: &str,
-        env: &[(&str, &str)],
-        ready: &str,
-    ) -> Self {
-        Self::start_with(
-            dir,
-            hub,
-            fabric,
-            host,
-            options,
-            addr_file,
-            env,
-            ready,
-            &[],
-            &[],
-        )
+/// The demo fabric (`testdata/fabrics/demo.toml`): node1, node2 and node3 at
+/// 10.0.0.1-3, LIDs 1-3.
+pub fn demo() -> PathBuf {
+    workspace().join("testdata/fabrics/demo.toml")
+}
+
+/// Demo host `n`'s address file: its name and its IPv4 address on its one port.
+pub fn demo_addr_file(n: u16) -> String {
+    format!("node{n} mlx5_0 1 default\n10.0.0.{n} mlx5_0 1 default\n")
+}
+
+/// What the daemon logs once an endpoint joined its multicast groups.
+pub const JOINED: &str = "join successful";
+
+/// How an [`EmulatedHost`] is started: the required parts from
+/// [`EmulatedHost::config`], the rest set by the methods, then [`HostConfig::start`].
+pub struct HostConfig<'a> {
+    dir: PathBuf,
+    hub: &'a RunningHub,
+    host: &'a str,
+    options: String,
+    addr_file: String,
+    env: &'a [(&'a str, &'a str)],
+    ready: &'a str,
+    unplugged: &'a [&'a str],
+    wrapper: &'a [&'a str],
+}
+
+impl<'a> HostConfig<'a> {
+    /// More environment for the daemon (the emulated HCA's knobs).
+    pub fn env(mut self, env: &'a [(&'a str, &'a str)]) -> Self {
+        self.env = env;
+        self
     }
 
-    /// [`EmulatedHost::start`] with the devices `unplugged` missing from the host's
-    /// sysfs tree (the daemon then finds them when they are written back), and the
-    /// daemon run through `wrapper` (a program and its arguments, the daemon's command
-    /// line appended: `setpriv ... --`) when that is not empty.
-    #[allow(clippy::too_many_arguments)]
-    pub fn start_with(
-        dir: &Path,
-        hub: &Path,
-        fabric: &Path,
-        host: &str,
-        options: &str,
-        addr_file: &str,
-        env: &[(&str, &str)],
-        ready: &str,
-        unplugged: &[&str],
-        wrapper: &[&str],
-    ) -> Self {
+    /// What the log says once the host is ready (default: its first endpoint joined).
+    pub fn ready(mut self, what: &'a str) -> Self {
+        self.ready = what;
+        self
+    }
+
+    /// Devices missing from the host's sysfs tree at start; the daemon finds them when
+    /// they are written back.
+    pub fn unplugged(mut self, devices: &'a [&'a str]) -> Self {
+        self.unplugged = devices;
+        self
+    }
+
+    /// Runs the daemon through `wrapper`, a program and its arguments with the daemon's
+    /// command line appended (`setpriv ... --`).
+    pub fn wrapper(mut self, wrapper: &'a [&'a str]) -> Self {
+        self.wrapper = wrapper;
+        self
+    }
+
+    /// Starts the daemon and waits until it listens and its log says what
+    /// [`HostConfig::ready`] names.
+    pub fn start(self) -> EmulatedHost {
+        let dir = &self.dir;
         let (sysfs, dev) = (dir.join("sys"), dir.join("dev"));
-        write_sysfs(fabric, host, &sysfs);
-        for d in unplugged {
+        write_sysfs(&self.hub.fabric, self.host, &sysfs);
+        for d in self.unplugged {
             unplug_sysfs(&sysfs, d);
         }
         std::fs::create_dir_all(&dev).expect("dev dir");
         let log = dir.join("ibacm.log");
         let opts = dir.join("ibacm_opts.cfg");
-        std::fs::write(&opts, format!("{options}\nlog_file {}\n", log.display()))
-            .expect("options file");
+        std::fs::write(
+            &opts,
+            format!("{}\nlog_file {}\n", self.options, log.display()),
+        )
+        .expect("options file");
         let addr = dir.join("ibacm_addr.cfg");
-        std::fs::write(&addr, addr_file).expect("address file");
-        let mut cmd = match wrapper {
+        std::fs::write(&addr, &self.addr_file).expect("address file");
+        let mut cmd = match self.wrapper {
             [] => Command::new(env!("CARGO_BIN_EXE_ibacm")),
             [program, args @ ..] => {
                 let mut c = Command::new(program);
@@ -228,39 +250,66 @@ impl EmulatedHost {
             .arg(&opts)
             .arg("-A")
             .arg(&addr)
-            .envs(self::env(hub, host, &sysfs, &dev))
-            .envs(env.iter().copied())
+            .envs(env(&self.hub.path, self.host, &sysfs, &dev))
+            .envs(self.env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
             .expect("ibacm starts");
-        let h = Self {
+        let h = EmulatedHost {
             child,
-            dir: dir.to_owned(),
+            dir: self.dir,
         };
-        let deadline = std::time::Instant::now() + START_LIMIT;
-        h.wait_log(ready);
-        while std::os::unix::net::UnixStream::connect(h.socket()).is_err() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{host} does not listen"
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
+        h.wait_log(self.ready);
+        h.wait_for(&format!("{} to listen", self.host), || {
+            std::os::unix::net::UnixStream::connect(h.socket()).is_ok()
+        });
         h
     }
+}
 
-    /// Waits (up to 20 s) until the log says `what`.
-    pub fn wait_log(&self, what: &str) {
+impl EmulatedHost {
+    /// Host `host` of the fabric `hub` serves, run in `dir` with `options` (the log
+    /// file is added) and the address file `addr_file`; [`HostConfig::start`] starts it.
+    pub fn config<'a>(
+        dir: &Path,
+        hub: &'a RunningHub,
+        host: &'a str,
+        options: impl Into<String>,
+        addr_file: impl Into<String>,
+    ) -> HostConfig<'a> {
+        HostConfig {
+            dir: dir.to_owned(),
+            hub,
+            host,
+            options: options.into(),
+            addr_file: addr_file.into(),
+            env: &[],
+            ready: JOINED,
+            unplugged: &[],
+            wrapper: &[],
+        }
+    }
+
+    /// Polls `done` until it holds; fails the test, showing the log, if [`START_LIMIT`]
+    /// passes first.
+    fn wait_for(&self, what: &str, mut done: impl FnMut() -> bool) {
         let deadline = std::time::Instant::now() + START_LIMIT;
-        while !self.log().contains(what) {
+        while !done() {
             assert!(
                 std::time::Instant::now() < deadline,
-                "the daemon did not log {what:?} in {START_LIMIT:?}; log:\n{}",
+                "waited {START_LIMIT:?} for {what}; log:\n{}",
                 self.log()
             );
             thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Waits (up to 20 s) until the log says `what`.
+    pub fn wait_log(&self, what: &str) {
+        self.wait_for(&format!("the daemon to log {what:?}"), || {
+            self.log().contains(what)
+        });
     }
 
     /// How many times the log says `what` so far.
@@ -270,15 +319,9 @@ impl EmulatedHost {
 
     /// Waits (up to 20 s) until the log says `what` at least `n` times.
     pub fn wait_log_count(&self, what: &str, n: usize) {
-        let deadline = std::time::Instant::now() + START_LIMIT;
-        while self.log_count(what) < n {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the daemon did not log {what:?} {n} times in {START_LIMIT:?}; log:\n{}",
-                self.log()
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
+        self.wait_for(&format!("the daemon to log {what:?} {n} times"), || {
+            self.log_count(what) >= n
+        });
     }
 
     /// The host's sysfs tree.

@@ -27,7 +27,7 @@ use acm_engine::{
 use acm_io_verbs::event::AsyncEventKind;
 use acm_io_verbs::provider::VerbsHandle;
 use acm_io_verbs::umad::UmadDevice;
-use acm_io_verbs::verbs::{Completion, UdConfig, UdEndpoint};
+use acm_io_verbs::verbs::{Completion, UdConfig, UdEndpoint, VerbsDevice};
 use acm_proto::acm_mad::ACM_QKEY;
 use acm_proto::mad::{MadHeaderPacket, UmadStatus};
 use mio::unix::SourceFd;
@@ -171,22 +171,30 @@ impl HwBackend {
         }
     }
 
+    /// The next event open device `d` has queued, read with `next` (from its async or
+    /// its completion channel): `None` when it is closed, has none queued, or the read
+    /// failed (logged, naming `what`).
+    fn next_event<T>(
+        &mut self,
+        d: usize,
+        what: &str,
+        next: fn(&VerbsDevice) -> io::Result<Option<T>>,
+    ) -> Option<T> {
+        let dev = self.devices[d].as_ref()?;
+        match next(&dev.verbs) {
+            Ok(ev) => ev,
+            Err(e) => {
+                let name = dev.verbs.name().to_owned();
+                self.log(Level::Basic, format!("{name}: {what} read failed: {e}"));
+                None
+            }
+        }
+    }
+
     /// Async events of every open device.
     fn device_events(&mut self, now: Instant) {
         for d in 0..self.devices.len() {
-            while let Some(dev) = &self.devices[d] {
-                let ev = match dev.verbs.next_async_event() {
-                    Ok(Some(ev)) => ev,
-                    Ok(None) => break,
-                    Err(e) => {
-                        let name = dev.verbs.name().to_owned();
-                        self.log(
-                            Level::Basic,
-                            format!("{name}: async event read failed: {e}"),
-                        );
-                        break;
-                    }
-                };
+            while let Some(ev) = self.next_event(d, "async event", VerbsDevice::next_async_event) {
                 let id = DeviceId(d as u32);
                 if ev.kind == AsyncEventKind::DeviceFatal {
                     // Closed now; the scans reopen it when it is back.
@@ -200,6 +208,7 @@ impl HwBackend {
                 if !ev.kind.is_port_event() {
                     continue;
                 }
+                let Some(dev) = &self.devices[d] else { break };
                 let attrs = match ev.kind {
                     AsyncEventKind::PortError | AsyncEventKind::ClientReregister => None,
                     _ => match dev.verbs.query_port(ev.port) {
@@ -224,19 +233,9 @@ impl HwBackend {
     /// Completions of every endpoint whose CQ raised an event.
     fn completions(&mut self, now: Instant) {
         for d in 0..self.devices.len() {
-            while let Some(dev) = &self.devices[d] {
-                let key = match dev.verbs.next_completion_event() {
-                    Ok(Some(k)) => k,
-                    Ok(None) => break,
-                    Err(e) => {
-                        let name = dev.verbs.name().to_owned();
-                        self.log(
-                            Level::Basic,
-                            format!("{name}: completion event read failed: {e}"),
-                        );
-                        break;
-                    }
-                };
+            while let Some(key) =
+                self.next_event(d, "completion event", VerbsDevice::next_completion_event)
+            {
                 let ep = EndpointId(key as u32);
                 self.poll_endpoint(now, ep);
             }

@@ -203,15 +203,7 @@ impl HwBackend {
                 .map(|u| u.as_fd().as_raw_fd()),
         );
         self.unwatch(&fds);
-        let eps: Vec<EndpointId> = self
-            .endpoints
-            .iter()
-            .filter(|(_, e)| e.device == id)
-            .map(|(&ep, _)| ep)
-            .collect();
-        for ep in eps {
-            self.endpoints.remove(&ep);
-        }
+        self.endpoints.retain(|_, e| e.device != id);
         for p in ports {
             self.umad.remove(&p);
         }
