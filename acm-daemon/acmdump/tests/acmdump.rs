@@ -105,7 +105,7 @@ fn garbage_never_panics() {
 #[test]
 fn hex_input_and_mad_kind() {
     // docs/test-vectors.md §15: the ACM resolve request MAD, as hex text.
-    let mut mad = vec![0u8; 256];
+    let mut mad = vec![0u8; acm_proto::mad::MAD_LEN];
     mad[..8].copy_from_slice(&[0x01, 0x2C, 0x01, 0x01, 0x00, 0x00, 0x00, 0x01]);
     mad[15] = 5;
     mad[16..24].copy_from_slice(&[0x02, 0x40, 0x02, 0x40, 0x01, 0, 0, 0]);

@@ -622,6 +622,12 @@ fn every_numeric_option_out_of_range_is_reported_with_its_line() {
     // log_level 2 last, so that the configuration is logged in full.
     options.push_str("log_level 2\n");
     let d = Daemon::start_with(dir.path(), "sim", &options, &[]);
+    // The engine logs the diagnostics after the daemon is listening: wait for the last
+    // bad line's before stopping it, so a slow machine does not cut the log short.
+    let last = format!("ibacm_opts.cfg:{}: ", bad.len() + 1);
+    wait_until("the last diagnostic logged", Duration::from_secs(20), || {
+        log(&dir).contains(&last)
+    });
     drop(d);
     let opts = dir.join("ibacm_opts.cfg");
     let text = log(&dir);

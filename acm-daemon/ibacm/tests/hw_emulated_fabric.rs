@@ -17,6 +17,9 @@ mod support {
 }
 
 use acm_io_verbs::umad::{MadSend, UmadDevice};
+use acm_proto::mad::{MAD_LEN, MadHeaderPacket};
+use acm_proto::path_record::PathCompMask;
+use acm_proto::sa::{SA_HEADER_LEN, SaHeaderRepr};
 use nix::errno::Errno;
 use std::os::fd::{AsFd, AsRawFd};
 use std::path::Path;
@@ -225,11 +228,10 @@ const PROBE_ENV: &str = "ACM_TEST_UMAD_PROBE_DEV";
 
 /// A SubnAdmGet(PathRecord) with TID `tid` (no components: the SA answers with an
 /// error status, which is still an answer).
-fn sa_get(tid: u32) -> [u8; 256] {
-    let mut m = [0u8; 256];
-    m[..4].copy_from_slice(&[1, 0x03, 2, 0x01]);
-    m[8..16].copy_from_slice(&u64::from(tid).to_be_bytes());
-    m[16..18].copy_from_slice(&0x0035u16.to_be_bytes());
+fn sa_get(tid: u32) -> [u8; MAD_LEN] {
+    let mut m = [0u8; MAD_LEN];
+    SaHeaderRepr::path_record_get(u64::from(tid), PathCompMask::EMPTY)
+        .emit(&mut m[..SA_HEADER_LEN]);
     m
 }
 
@@ -279,9 +281,10 @@ fn umad_probe(dev: &Path) {
     let mut short = [0u8; 64 + 100];
     assert_eq!(nix::unistd::read(u.as_fd(), &mut short), Err(Errno::EINVAL));
     let m = u.recv().expect("read").expect("the answer stayed queued");
-    assert_eq!((m.header.status, m.mad.len()), (0, 256));
-    assert_ne!(m.mad[3] & 0x80, 0, "a response");
-    let tid = u64::from_be_bytes(m.mad[8..16].try_into().unwrap());
+    assert_eq!((m.header.status, m.mad.len()), (0, MAD_LEN));
+    let answer = MadHeaderPacket::new_unchecked(&m.mad[..]);
+    assert!(answer.method().is_response(), "a response");
+    let tid = answer.tid();
     assert_eq!(tid as u32, 0x11, "the sender's half of the TID");
     assert_ne!(tid >> 32, 0, "the agent's half, written by the kernel");
     assert!(u.recv().expect("read").is_none(), "one packet per read");

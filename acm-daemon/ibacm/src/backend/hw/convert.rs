@@ -217,7 +217,7 @@ mod tests {
 
     #[test]
     fn an_sa_send_goes_to_qp1_of_the_sm() {
-        let mad = [0u8; 256];
+        let mad = [0u8; acm_proto::mad::MAD_LEN];
         let dest = SaDest {
             dlid: 1,
             sl: 0,
@@ -228,7 +228,7 @@ mod tests {
         let s = sa_send(&dest, 2000, 2, &mad);
         assert_eq!((s.lid, s.sl, s.qpn, s.qkey), (1, 0, 1, 0x8001_0000));
         assert_eq!((s.pkey_index, s.timeout_ms, s.retries), (2, 2000, 2));
-        assert_eq!(s.mad.len(), 256);
+        assert_eq!(s.mad.len(), acm_proto::mad::MAD_LEN);
     }
 
     #[test]
