@@ -6,6 +6,7 @@
 
 use acm_client::ClientError;
 use acm_client::errno;
+use acm_engine::COUNTER_NAMES;
 use acm_io_verbs::sysfs::DiscoveryError;
 use thiserror::Error;
 
@@ -106,18 +107,7 @@ impl GenerateError {
     }
 }
 
-/// Counter names, in the daemon's order (docs/daemon.md §12).
-pub(crate) const COUNTER_NAMES: [&str; 7] = [
-    "Error Count",
-    "Resolve Count",
-    "No Data",
-    "Addr Query Count",
-    "Addr Cache Count",
-    "Route Query Count",
-    "Route Cache Count",
-];
-
-/// Keys for JSON output, in the same order.
+/// Keys for JSON output, in the order of `acm_engine::COUNTER_NAMES`.
 pub(crate) const COUNTER_KEYS: [&str; 7] = [
     "error_count",
     "resolve_count",

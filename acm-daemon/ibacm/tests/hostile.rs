@@ -625,9 +625,11 @@ fn every_numeric_option_out_of_range_is_reported_with_its_line() {
     // The engine logs the diagnostics after the daemon is listening: wait for the last
     // bad line's before stopping it, so a slow machine does not cut the log short.
     let last = format!("ibacm_opts.cfg:{}: ", bad.len() + 1);
-    wait_until("the last diagnostic logged", Duration::from_secs(20), || {
-        log(&dir).contains(&last)
-    });
+    wait_until(
+        "the last diagnostic logged",
+        Duration::from_secs(20),
+        || log(&dir).contains(&last),
+    );
     drop(d);
     let opts = dir.join("ibacm_opts.cfg");
     let text = log(&dir);
