@@ -12,7 +12,7 @@ use crate::acmp::Acmp;
 use crate::core::{Call, Core, Plan, ProviderCall, Step};
 use crate::io::{Input, Output};
 use crate::log::{Level, LogEvent};
-use crate::provider::{Ctx, Provider};
+use crate::provider::{Ctx, Provider, Resolve};
 use crate::time::Instant;
 use crate::{Counters, EndpointId, EngineConfig};
 use alloc::boxed::Box;
@@ -65,7 +65,7 @@ impl Engine {
         }
         engine.core.set_kernel_timeout();
         for i in 0..engine.providers.len() {
-            engine.call(i, ProviderCall::Start);
+            engine.call(Some((i, ProviderCall::Start)));
         }
         engine
     }
@@ -116,25 +116,25 @@ impl Engine {
             }
             Input::ClientRequest { conn, bytes } => {
                 let call = self.core.client_request(conn, bytes, &self.providers);
-                self.call_one(call);
+                self.call(call);
             }
             Input::ClientClosed(conn) => {
                 // Replies still owed to it are dropped when they come (`Core::deliver`);
                 // the providers may stop what only this client waited for.
                 if self.core.client_closed(conn) {
                     for i in 0..self.providers.len() {
-                        self.call(i, ProviderCall::ClientClosed(conn));
+                        self.call(Some((i, ProviderCall::ClientClosed(conn))));
                     }
                 }
             }
             Input::SourceAnswer { id, result } => {
                 let call = self.core.source_answer(id, result);
-                self.call_one(call);
+                self.call(call);
             }
             Input::NeighAnswer { id, result } => {
                 // An answer nobody asked for (or asked twice) is dropped.
                 if let Some(i) = self.core.neighs.remove(&id) {
-                    self.call(i, ProviderCall::NeighAnswer { id, result });
+                    self.call(Some((i, ProviderCall::NeighAnswer { id, result })));
                 }
             }
             Input::QpOpened { ep, result } => {
@@ -150,20 +150,20 @@ impl Engine {
             }
             Input::SaResponse { port, mad } => {
                 let call = self.core.sa_response(port, mad);
-                self.call_one(call);
+                self.call(call);
             }
             Input::SaSendFailed { port, tid, status } => {
                 let call = self.core.sa_failed(port, tid, status);
-                self.call_one(call);
+                self.call(call);
             }
             Input::Netlink(bytes) => {
                 let call = self.core.netlink_request(bytes);
-                self.call_one(call);
+                self.call(call);
             }
             Input::KernelTimeoutSent { wait_ms } => self.core.kernel_timeout_sent(wait_ms),
             Input::ProviderWake => {
                 for i in 0..self.providers.len() {
-                    self.call(i, ProviderCall::Wake);
+                    self.call(Some((i, ProviderCall::Wake)));
                 }
             }
             Input::Reconfigure(config) => {
@@ -242,14 +242,19 @@ impl Engine {
         self.core.sa_release_due();
         for i in 0..self.providers.len() {
             if self.providers[i].poll_timeout().is_some_and(|t| t <= now) {
-                self.call(i, ProviderCall::Timeout);
+                self.call(Some((i, ProviderCall::Timeout)));
             }
         }
     }
 
-    /// Calls provider `idx`'s hook that `call` names, with the core as its context: the
-    /// one place the engine calls into a provider.
-    fn call(&mut self, idx: usize, call: ProviderCall<'_>) {
+    /// Makes the call the core returned, if any: calls the provider hook it names, with
+    /// the core as the provider's context. The one place the engine calls into a
+    /// provider. (The call is taken apart here, where it is matched, so that a
+    /// request's parts move once, into the hook's arguments.)
+    fn call(&mut self, call: Option<Call<'_>>) {
+        let Some(&(idx, _)) = call.as_ref() else {
+            return;
+        };
         let Some(p) = self.providers.get_mut(idx) else {
             return;
         };
@@ -259,43 +264,62 @@ impl Engine {
             provider: idx,
         };
         match call {
-            ProviderCall::Start => p.start(cx),
-            ProviderCall::Resolve { ep, req, reply } => p.resolve(cx, ep, req, reply),
-            ProviderCall::Query { ep, path, reply } => p.query(cx, ep, &path, reply),
-            ProviderCall::OpenDevice(desc) => p.open_device(cx, &desc),
-            ProviderCall::CloseDevice(id) => p.close_device(cx, id),
-            ProviderCall::OpenPort { port, attrs } => p.open_port(cx, port, &attrs),
-            ProviderCall::ClosePort(port) => p.close_port(cx, port),
-            ProviderCall::OpenEndpoint { ep, port, pkey } => p.open_endpoint(cx, ep, port, pkey),
-            ProviderCall::CloseEndpoint(ep) => p.close_endpoint(cx, ep),
-            ProviderCall::AddAddress { ep, addr } => p.add_address(cx, ep, &addr),
-            ProviderCall::RemoveAddress { ep, addr } => p.remove_address(cx, ep, &addr),
-            ProviderCall::ClientReregister(port) => p.client_reregister(cx, port),
-            ProviderCall::SmEvent { port, event } => p.sm_event(cx, port, &event),
-            ProviderCall::ClientClosed(conn) => p.client_closed(cx, conn),
-            ProviderCall::QpOpened { ep, result } => p.qp_opened(cx, ep, result),
-            ProviderCall::UdReceive { ep, wc, grh, mad } => p.ud_receive(cx, ep, &wc, grh, mad),
-            ProviderCall::UdSendDone { ep, token, ok } => p.ud_send_done(cx, ep, token, ok),
-            ProviderCall::SaResponse { port, tid, result } => p.sa_response(cx, port, tid, result),
-            ProviderCall::NeighAnswer { id, result } => p.neigh_answer(cx, id, result),
-            ProviderCall::Timeout => p.handle_timeout(cx),
-            ProviderCall::Wake => p.wake(cx),
-            ProviderCall::Reconfigure(options) => p.reconfigure(cx, &options),
-        }
-    }
-
-    /// Makes the call the core returned, if any.
-    fn call_one(&mut self, call: Option<Call<'_>>) {
-        if let Some((idx, call)) = call {
-            self.call(idx, call);
+            None => {}
+            Some((_, ProviderCall::Start)) => p.start(cx),
+            Some((
+                _,
+                ProviderCall::ResolveDest {
+                    ep,
+                    src,
+                    dest,
+                    flags,
+                    reply,
+                },
+            )) => p.resolve(cx, ep, Resolve::Dest { src, dest, flags }, reply),
+            Some((
+                _,
+                ProviderCall::ResolvePath {
+                    ep,
+                    path,
+                    flags,
+                    reply,
+                },
+            )) => p.resolve(cx, ep, Resolve::Path { path, flags }, reply),
+            Some((_, ProviderCall::Query { ep, path, reply })) => p.query(cx, ep, &path, reply),
+            Some((_, ProviderCall::OpenDevice(desc))) => p.open_device(cx, &desc),
+            Some((_, ProviderCall::CloseDevice(id))) => p.close_device(cx, id),
+            Some((_, ProviderCall::OpenPort { port, attrs })) => p.open_port(cx, port, &attrs),
+            Some((_, ProviderCall::ClosePort(port))) => p.close_port(cx, port),
+            Some((_, ProviderCall::OpenEndpoint { ep, port, pkey })) => {
+                p.open_endpoint(cx, ep, port, pkey)
+            }
+            Some((_, ProviderCall::CloseEndpoint(ep))) => p.close_endpoint(cx, ep),
+            Some((_, ProviderCall::AddAddress { ep, addr })) => p.add_address(cx, ep, &addr),
+            Some((_, ProviderCall::RemoveAddress { ep, addr })) => p.remove_address(cx, ep, &addr),
+            Some((_, ProviderCall::ClientReregister(port))) => p.client_reregister(cx, port),
+            Some((_, ProviderCall::SmEvent { port, event })) => p.sm_event(cx, port, &event),
+            Some((_, ProviderCall::ClientClosed(conn))) => p.client_closed(cx, conn),
+            Some((_, ProviderCall::QpOpened { ep, result })) => p.qp_opened(cx, ep, result),
+            Some((_, ProviderCall::UdReceive { ep, wc, grh, mad })) => {
+                p.ud_receive(cx, ep, &wc, grh, mad)
+            }
+            Some((_, ProviderCall::UdSendDone { ep, token, ok })) => {
+                p.ud_send_done(cx, ep, token, ok)
+            }
+            Some((_, ProviderCall::SaResponse { port, tid, result })) => {
+                p.sa_response(cx, port, tid, result)
+            }
+            Some((_, ProviderCall::NeighAnswer { id, result })) => p.neigh_answer(cx, id, result),
+            Some((_, ProviderCall::Timeout)) => p.handle_timeout(cx),
+            Some((_, ProviderCall::Wake)) => p.wake(cx),
+            Some((_, ProviderCall::Reconfigure(options))) => p.reconfigure(cx, &options),
         }
     }
 
     /// Makes the call on the provider that serves endpoint `ep`, if it is open.
     fn call_endpoint_provider(&mut self, ep: EndpointId, call: ProviderCall<'_>) {
-        if let Some(idx) = self.core.endpoint(ep).map(|e| e.provider) {
-            self.call(idx, call);
-        }
+        let idx = self.core.endpoint(ep).map(|e| e.provider);
+        self.call(idx.map(|idx| (idx, call)));
     }
 
     /// Carries out a plan: each call in turn, and each of the core's steps between them
@@ -303,7 +327,7 @@ impl Engine {
     fn carry_out(&mut self, mut plan: Plan) {
         while let Some(step) = plan.next_step() {
             match step {
-                Step::Call(idx, call) => self.call(idx, call),
+                Step::Call(idx, call) => self.call(Some((idx, call))),
                 Step::Then(step) => plan.prepend(step(&mut self.core)),
             }
         }

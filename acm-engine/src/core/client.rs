@@ -9,7 +9,7 @@ use crate::addr::Address;
 use crate::io::{ClientOutput, ConnId, FabricOp, LookupId, Output, Reply, SourceQuery};
 use crate::log::{Level, log};
 use crate::provider::Provider;
-use crate::request::{ReplyKind, ReplyTo, Resolve};
+use crate::request::{ReplyKind, ReplyTo};
 use acm_proto::Bytes64;
 use acm_proto::client::{
     AddrType, Direction, ENTRY_LEN, EpAddrPacket, EpFlags, HEADER_LEN, HeaderPacket, HeaderRepr,
@@ -343,8 +343,17 @@ impl Core {
         };
         let reply = self.pending_reply(to, hdr, scratch, kind);
         self.track(to);
-        let req = Resolve::Dest { src, dest, flags };
-        Some((provider, ProviderCall::Resolve { ep, req, reply }))
+        // Built where it is returned: the request's parts move once, into the call.
+        Some((
+            provider,
+            ProviderCall::ResolveDest {
+                ep,
+                src,
+                dest,
+                flags,
+                reply,
+            },
+        ))
     }
 
     /// The endpoint a path belongs to (docs/protocol/client-messages.md §8.3, step 3).
@@ -396,8 +405,15 @@ impl Core {
         let kind = ReplyKind::Resolve { src_out: false };
         let reply = self.pending_reply(to, req.hdr, None, kind);
         self.track(to);
-        let req = Resolve::Path { path, flags };
-        Some((provider, ProviderCall::Resolve { ep, req, reply }))
+        Some((
+            provider,
+            ProviderCall::ResolvePath {
+                ep,
+                path,
+                flags,
+                reply,
+            },
+        ))
     }
 
     /// QUERY_SA (docs/protocol/client-messages.md §8.4): errors in the "query" style echo

@@ -19,7 +19,10 @@ use crate::addr::Address;
 use crate::config::Options;
 use crate::device::{DeviceDesc, DeviceId, PortAttrs, PortId};
 use crate::io::{ConnId, EndpointId, NeighId, NeighResult, RecvInfo, SendToken};
-use crate::request::{PendingReply, Resolve};
+use crate::request::PendingReply;
+#[cfg(doc)]
+use crate::request::Resolve;
+use acm_proto::client::EpFlags;
 use acm_proto::mad::UmadStatus;
 use acm_proto::notice::SmTrap;
 use alloc::boxed::Box;
@@ -31,10 +34,22 @@ use alloc::collections::VecDeque;
 pub(crate) enum ProviderCall<'a> {
     /// [`crate::provider::Provider::start`].
     Start,
-    /// [`crate::provider::Provider::resolve`].
-    Resolve {
+    /// [`crate::provider::Provider::resolve`] of a [`Resolve::Dest`]. The resolve's
+    /// parts travel apart, and the engine puts them together in the call's argument:
+    /// then a cache hit moves its request once, not twice.
+    ResolveDest {
         ep: EndpointId,
-        req: Resolve,
+        src: Address,
+        dest: Address,
+        flags: EpFlags,
+        reply: PendingReply,
+    },
+    /// [`crate::provider::Provider::resolve`] of a [`Resolve::Path`] (in parts, as
+    /// `ResolveDest`).
+    ResolvePath {
+        ep: EndpointId,
+        path: [u8; 64],
+        flags: EpFlags,
         reply: PendingReply,
     },
     /// [`crate::provider::Provider::query`].

@@ -132,7 +132,15 @@ pub fn check_request(bytes: &[u8]) -> Result<(), FrameError> {
 #[inline]
 pub fn parse_request(bytes: &[u8]) -> Result<super::HeaderRepr, FrameError> {
     check_request(bytes)?;
-    super::HeaderRepr::parse(bytes, Direction::Request).map_err(|_| FrameError::ShortHeader)
+    let hdr = HeaderPacket::new_unchecked(&bytes[..HEADER_LEN]);
+    Ok(super::HeaderRepr {
+        version: hdr.version(),
+        opcode: hdr.opcode(),
+        status: hdr.status(),
+        data: hdr.data(),
+        length: bytes.len() as u16,
+        tid: hdr.tid(),
+    })
 }
 
 #[cfg(test)]
