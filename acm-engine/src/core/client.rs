@@ -341,7 +341,6 @@ impl Core {
         let kind = ReplyKind::Resolve {
             src_out: scratch.is_some(),
         };
-        let reply = self.pending_reply(to, hdr, scratch, kind);
         self.track(to);
         // Built where it is returned: the request's parts move once, into the call.
         Some((
@@ -351,7 +350,7 @@ impl Core {
                 src,
                 dest,
                 flags,
-                reply,
+                reply: self.pending_reply(to, hdr, scratch, kind),
             },
         ))
     }
@@ -403,7 +402,6 @@ impl Core {
         let provider = self.endpoint(ep)?.provider;
         let flags = req.msg.entry(0).map(|e| e.flags()).unwrap_or_default();
         let kind = ReplyKind::Resolve { src_out: false };
-        let reply = self.pending_reply(to, req.hdr, None, kind);
         self.track(to);
         Some((
             provider,
@@ -411,7 +409,7 @@ impl Core {
                 ep,
                 path,
                 flags,
-                reply,
+                reply: self.pending_reply(to, req.hdr, None, kind),
             },
         ))
     }

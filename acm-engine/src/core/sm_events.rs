@@ -16,7 +16,7 @@ use crate::PortId;
 use crate::io::{FabricOp, Mad, SaSend};
 use crate::log::{Level, log};
 use crate::time::Instant;
-use acm_proto::mad::{AttrId, UmadStatus};
+use acm_proto::mad::{AttrId, MAD_LEN, UmadStatus};
 use acm_proto::notice::{InformInfoRepr, NoticeRepr, SmTrap, TrapNumber};
 use acm_proto::sa::{SaHeaderRepr, SaPacket};
 use core::time::Duration;
@@ -108,7 +108,7 @@ impl Core {
         };
         p.sm.in_flight = Some(tid as u32);
         let dest = sa_dest(&p.attrs);
-        let mut mad = Mad([0; 256]);
+        let mut mad = Mad([0; MAD_LEN]);
         SaHeaderRepr::inform_info_set(tid).emit(&mut mad.0);
         InformInfoRepr::subscribe(trap).emit(SaPacket::new_unchecked(&mut mad.0[..]).data_mut());
         self.post_sa(port, tid, dest, timeout_ms, mad);
@@ -195,7 +195,7 @@ impl Core {
     fn sm_report_resp(&mut self, port: PortId, tid: u64, notice: &NoticeRepr) {
         let Some(p) = self.port(port) else { return };
         let dest = sa_dest(&p.attrs);
-        let mut mad = Mad([0; 256]);
+        let mut mad = Mad([0; MAD_LEN]);
         SaHeaderRepr::report_resp(tid).emit(&mut mad.0);
         notice.emit(SaPacket::new_unchecked(&mut mad.0[..]).data_mut());
         self.push_fabric(FabricOp::SaSend(SaSend {
