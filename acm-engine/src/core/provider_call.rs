@@ -7,12 +7,12 @@
 //! core while it runs.
 //!
 //! Most inputs need one call at most, and return it as an `Option<`[`Call`]`>` (a
-//! client's request, an SA answer). A change of devices, ports,
-//! endpoints or addresses needs several, with the core's own work between them (a port
-//! that comes up opens the port, then creates its endpoints, then subscribes to the
-//! SA's events): it returns a [`Plan`], whose later core steps run only once the calls
-//! before them are made. So the outputs, logs included, come in the order the core
-//! and the providers would produce them calling each other directly.
+//! client's request, an SA answer). A change of devices, ports, endpoints or addresses
+//! needs several, with the core's own work between them (a port that comes up opens
+//! the port, then creates its endpoints, then subscribes to the SA's events): it
+//! returns a [`Plan`], whose later core steps run only once the calls before them are
+//! made. So the outputs, logs included, come in the order the core and the providers
+//! would produce them calling each other directly.
 
 use super::Core;
 use crate::addr::Address;
@@ -35,8 +35,9 @@ pub(crate) enum ProviderCall<'a> {
     /// [`crate::provider::Provider::start`].
     Start,
     /// [`crate::provider::Provider::resolve`] of a [`Resolve::Dest`]. The resolve's
-    /// parts travel apart, and the engine puts them together in the call's argument:
-    /// then a cache hit moves its request once, not twice.
+    /// parts travel apart and the engine builds the [`Resolve`] in the hook's argument
+    /// (moving a whole `Resolve` out of the call would copy it once more, on every
+    /// cache hit).
     ResolveDest {
         ep: EndpointId,
         src: Address,
