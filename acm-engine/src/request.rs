@@ -140,14 +140,11 @@ impl PendingReply {
             self.unanswered = None;
         }
         // Only a query and a resolve whose source the daemon chose echo an entry.
-        let entry = match self.kind {
-            ReplyKind::Query | ReplyKind::Resolve { src_out: true } => self.entry(),
-            ReplyKind::Resolve { src_out: false } => [0; ENTRY_LEN],
-        };
-        let echoed = EpAddrPacket::new_unchecked(&entry[..]);
         let mut msg = MessagePacket::new_unchecked(&mut *buf);
         match self.kind {
             ReplyKind::Query => {
+                let entry = self.entry();
+                let echoed = EpAddrPacket::new_unchecked(&entry[..]);
                 let (status, path) = match outcome {
                     Outcome::Query { status, path } => (status, *path),
                     Outcome::Path(p) => (Status::SUCCESS, *p),
@@ -190,11 +187,9 @@ impl PendingReply {
                     }
                     len += ENTRY_LEN;
                     if src_out {
-                        if let Some(mut e) = msg.entry_mut(1) {
-                            e.set_flags(echoed.flags());
-                            e.set_addr_type(echoed.addr_type());
-                            e.set_reserved(echoed.reserved());
-                            e.info_mut().copy_from_slice(echoed.info());
+                        // The source entry the daemon chose, echoed whole.
+                        if let Some(e) = msg.entry_mut(1) {
+                            e.into_inner().copy_from_slice(&self.entry());
                         }
                         len += ENTRY_LEN;
                     }
