@@ -45,12 +45,10 @@ fn entry_addr(e: &EpAddrPacket<&[u8]>) -> Address {
     }
 }
 
-/// A request's entry 0 as a PathRecord (zeros where the request is shorter).
-fn entry_path(msg: &MessagePacket<&[u8]>) -> [u8; 64] {
+/// The PathRecord a PATH entry carries.
+fn entry_path(e: &EpAddrPacket<&[u8]>) -> [u8; 64] {
     let mut path = [0u8; 64];
-    if let Some(e) = msg.entry(0) {
-        path.copy_from_slice(e.info());
-    }
+    path.copy_from_slice(e.info());
     path
 }
 
@@ -132,9 +130,9 @@ impl Core {
         match req.msg.entry(0) {
             Some(e0) if e0.addr_type() == AddrType::PATH => {
                 if e0.flags().contains(EpFlags::QUERY_SA) {
-                    self.sa_query_request(to, req)
+                    self.sa_query_request(to, req, &e0)
                 } else {
-                    self.path_resolve(to, req)
+                    self.path_resolve(to, req, &e0)
                 }
             }
             _ => self.dest_resolve(to, req),
@@ -390,8 +388,13 @@ impl Core {
     }
 
     /// Path resolve (docs/protocol/client-messages.md §8.3).
-    fn path_resolve(&mut self, to: ReplyTo, req: &Request<'_>) -> Option<Call<'static>> {
-        let path = entry_path(&req.msg);
+    fn path_resolve(
+        &mut self,
+        to: ReplyTo,
+        req: &Request<'_>,
+        e0: &EpAddrPacket<&[u8]>,
+    ) -> Option<Call<'static>> {
+        let path = entry_path(e0);
         let pr = acm_proto::path_record::PathRecordPacket::new_unchecked(&path[..]);
         if pr.dlid() == 0 && pr.dgid().is_zero() {
             return self.refuse(to, &req.hdr, Status::EDESTADDR);
@@ -400,7 +403,7 @@ impl Core {
             return self.refuse(to, &req.hdr, Status::ESRCADDR);
         };
         let provider = self.endpoint(ep)?.provider;
-        let flags = req.msg.entry(0).map(|e| e.flags()).unwrap_or_default();
+        let flags = e0.flags();
         let kind = ReplyKind::Resolve { src_out: false };
         self.track(to);
         Some((
@@ -416,7 +419,12 @@ impl Core {
 
     /// QUERY_SA (docs/protocol/client-messages.md §8.4): errors in the "query" style echo
     /// the request.
-    fn sa_query_request(&mut self, to: ReplyTo, req: &Request<'_>) -> Option<Call<'static>> {
+    fn sa_query_request(
+        &mut self,
+        to: ReplyTo,
+        req: &Request<'_>,
+        e0: &EpAddrPacket<&[u8]>,
+    ) -> Option<Call<'static>> {
         let query_error = |this: &mut Self, status: Status| {
             if let ReplyTo::Client { conn, .. } = to {
                 // The request echoed, with the ACK bit and the status.
@@ -437,15 +445,13 @@ impl Core {
         if usize::from(req.hdr.length) != HEADER_LEN + ENTRY_LEN {
             return query_error(self, Status::EINVAL);
         }
-        let path = entry_path(&req.msg);
+        let path = entry_path(e0);
         let Some(ep) = self.find_ep_by_path(&path) else {
             return query_error(self, Status::ESRCADDR);
         };
         let provider = self.endpoint(ep)?.provider;
         let mut entry = [0u8; ENTRY_LEN];
-        if let Some(e) = req.msg.entry(0) {
-            entry.copy_from_slice(e.into_inner());
-        }
+        entry.copy_from_slice(e0.into_inner());
         let reply = self.pending_reply(to, req.hdr, Some(entry), ReplyKind::Query);
         self.track(to);
         Some((provider, ProviderCall::Query { ep, path, reply }))
