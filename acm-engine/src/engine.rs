@@ -64,9 +64,7 @@ impl Engine {
             engine.core.push_log(ev);
         }
         engine.core.set_kernel_timeout();
-        for i in 0..engine.providers.len() {
-            engine.call(Some((i, ProviderCall::Start)));
-        }
+        engine.call_all(|| ProviderCall::Start);
         engine
     }
 
@@ -94,26 +92,11 @@ impl Engine {
         }
         match input {
             Input::Tick => {}
-            Input::DeviceAdded(desc) => {
-                let plan = self.core.device_added(desc);
-                self.carry_out(plan);
-            }
-            Input::DeviceRemoved(id) => {
-                let plan = self.core.device_removed(id);
-                self.carry_out(plan);
-            }
-            Input::Port { port, event } => {
-                let plan = self.core.port_event(port, event);
-                self.carry_out(plan);
-            }
-            Input::LocalIpAdded(ip) => {
-                let plan = self.core.local_ip_added(ip);
-                self.carry_out(plan);
-            }
-            Input::LocalIpRemoved(ip) => {
-                let plan = self.core.local_ip_removed(ip);
-                self.carry_out(plan);
-            }
+            Input::DeviceAdded(desc) => self.carry_out(|core| core.device_added(desc)),
+            Input::DeviceRemoved(id) => self.carry_out(|core| core.device_removed(id)),
+            Input::Port { port, event } => self.carry_out(|core| core.port_event(port, event)),
+            Input::LocalIpAdded(ip) => self.carry_out(|core| core.local_ip_added(ip)),
+            Input::LocalIpRemoved(ip) => self.carry_out(|core| core.local_ip_removed(ip)),
             Input::ClientRequest { conn, bytes } => {
                 let call = self.core.client_request(conn, bytes, &self.providers);
                 self.call(call);
@@ -122,14 +105,11 @@ impl Engine {
                 // Replies still owed to it are dropped when they come (`Core::deliver`);
                 // the providers may stop what only this client waited for.
                 if self.core.client_closed(conn) {
-                    for i in 0..self.providers.len() {
-                        self.call(Some((i, ProviderCall::ClientClosed(conn))));
-                    }
+                    self.call_all(|| ProviderCall::ClientClosed(conn));
                 }
             }
             Input::SourceAnswer { id, result } => {
-                let call = self.core.source_answer(id, result);
-                self.call(call);
+                self.call_from(|core| core.source_answer(id, result))
             }
             Input::NeighAnswer { id, result } => {
                 // An answer nobody asked for (or asked twice) is dropped.
@@ -148,28 +128,14 @@ impl Engine {
                 let call = ProviderCall::UdSendDone { ep, token, ok };
                 self.call_endpoint_provider(ep, call);
             }
-            Input::SaResponse { port, mad } => {
-                let call = self.core.sa_response(port, mad);
-                self.call(call);
-            }
+            Input::SaResponse { port, mad } => self.call_from(|core| core.sa_response(port, mad)),
             Input::SaSendFailed { port, tid, status } => {
-                let call = self.core.sa_failed(port, tid, status);
-                self.call(call);
+                self.call_from(|core| core.sa_failed(port, tid, status))
             }
-            Input::Netlink(bytes) => {
-                let call = self.core.netlink_request(bytes);
-                self.call(call);
-            }
+            Input::Netlink(bytes) => self.call_from(|core| core.netlink_request(bytes)),
             Input::KernelTimeoutSent { wait_ms } => self.core.kernel_timeout_sent(wait_ms),
-            Input::ProviderWake => {
-                for i in 0..self.providers.len() {
-                    self.call(Some((i, ProviderCall::Wake)));
-                }
-            }
-            Input::Reconfigure(config) => {
-                let plan = self.core.reconfigure(config);
-                self.carry_out(plan);
-            }
+            Input::ProviderWake => self.call_all(|| ProviderCall::Wake),
+            Input::Reconfigure(config) => self.carry_out(|core| core.reconfigure(config)),
         }
         self.core.check_dropped_replies();
     }
@@ -322,9 +288,24 @@ impl Engine {
         self.call(idx.map(|idx| (idx, call)));
     }
 
-    /// Carries out a plan: each call in turn, and each of the core's steps between them
-    /// when the calls before it are made (what a step plans comes next).
-    fn carry_out(&mut self, mut plan: Plan) {
+    /// Makes the same call on every provider, in their order.
+    fn call_all(&mut self, call: impl Fn() -> ProviderCall<'static>) {
+        for i in 0..self.providers.len() {
+            self.call(Some((i, call())));
+        }
+    }
+
+    /// Makes the call the core returns for an input, if any.
+    fn call_from<'a>(&mut self, decide: impl FnOnce(&mut Core) -> Option<Call<'a>>) {
+        let call = decide(&mut self.core);
+        self.call(call);
+    }
+
+    /// Carries out what the core plans for an input: each call in turn, and each of the
+    /// core's steps between them when the calls before it are made (what a step plans
+    /// comes next).
+    fn carry_out(&mut self, decide: impl FnOnce(&mut Core) -> Plan) {
+        let mut plan = decide(&mut self.core);
         while let Some(step) = plan.next_step() {
             match step {
                 Step::Call(idx, call) => self.call(Some((idx, call))),

@@ -116,15 +116,8 @@ impl Acmp {
             None => return,
         };
         let nodelay = flags.contains(EpFlags::NODELAY);
-        // NODELAY requests are answered at once and wait on nothing: no round.
-        let round = if nodelay {
-            None
-        } else {
-            let Some(r) = self.admit(cx, id, idx, &reply) else {
-                self.forget_fresh(id, idx, existed);
-                return self.fail(cx, id, reply, Status::ENOMEM);
-            };
-            Some(r)
+        let Ok(round) = self.round(cx, id, (idx, existed), flags, &reply) else {
+            return self.fail(cx, id, reply, Status::ENOMEM);
         };
         match state {
             DestState::AddrResolved => {
@@ -181,14 +174,8 @@ impl Acmp {
             Some(Err(state)) => state,
             None => return,
         };
-        let round = if flags.contains(EpFlags::NODELAY) {
-            None
-        } else {
-            let Some(r) = self.admit(cx, id, idx, &reply) else {
-                self.forget_fresh(id, idx, existed);
-                return self.fail(cx, id, reply, Status::ENOMEM);
-            };
-            Some(r)
+        let Ok(round) = self.round(cx, id, (idx, existed), flags, &reply) else {
+            return self.fail(cx, id, reply, Status::ENOMEM);
         };
         match state {
             DestState::Init | DestState::AddrResolved => {
@@ -267,6 +254,29 @@ impl Acmp {
     /// Removes cache entry `idx`, made for a request that was then refused, so that a
     /// flood of refused requests leaves no entries behind (`existed`: it was there
     /// before the request).
+    /// The fairness round a request waits in: `None` for NODELAY, answered at once and
+    /// waiting on nothing. `Err` when its client is over its bound (the request then
+    /// fails with ENOMEM, and a destination made for it alone is forgotten).
+    fn round(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        id: EndpointId,
+        (idx, existed): (super::dest::DestIdx, bool),
+        flags: EpFlags,
+        reply: &PendingReply,
+    ) -> Result<Option<u32>, ()> {
+        if flags.contains(EpFlags::NODELAY) {
+            return Ok(None);
+        }
+        match self.admit(cx, id, idx, reply) {
+            Some(r) => Ok(Some(r)),
+            None => {
+                self.forget_fresh(id, idx, existed);
+                Err(())
+            }
+        }
+    }
+
     fn forget_fresh(&mut self, id: EndpointId, idx: super::dest::DestIdx, existed: bool) {
         if existed {
             return;

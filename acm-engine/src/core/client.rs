@@ -180,22 +180,27 @@ impl Core {
         None
     }
 
+    /// How many requests the client `to` names has waiting, if it is a client still
+    /// connected in the life the request came in.
+    fn pending_of(&mut self, to: ReplyTo) -> Option<&mut u32> {
+        let ReplyTo::Client { conn, epoch } = to else {
+            return None;
+        };
+        let st = self.conns.get_mut(&conn)?;
+        (st.epoch == epoch).then_some(&mut st.pending)
+    }
+
     /// Notes that a client has one more request in a provider's hands.
     fn track(&mut self, to: ReplyTo) {
-        if let ReplyTo::Client { conn, epoch } = to
-            && let Some(st) = self.conns.get_mut(&conn)
-            && st.epoch == epoch
-        {
-            st.pending += 1;
+        if let Some(n) = self.pending_of(to) {
+            *n += 1;
         }
     }
 
+    /// Notes that a client's request left a provider's hands.
     fn untrack(&mut self, to: ReplyTo) {
-        if let ReplyTo::Client { conn, epoch } = to
-            && let Some(st) = self.conns.get_mut(&conn)
-            && st.epoch == epoch
-        {
-            st.pending = st.pending.saturating_sub(1);
+        if let Some(n) = self.pending_of(to) {
+            *n = n.saturating_sub(1);
         }
     }
 

@@ -11,12 +11,12 @@
 
 use super::Core;
 use super::client::Request;
-use super::provider_call::ProviderCall;
+use super::provider_call::Call;
 use crate::log::{Level, log};
 use crate::request::{KernelAsk, ReplyTo};
 use acm_proto::client::{
-    AddrType, Direction, ENTRY_LEN, EpAddrRepr, EpFlags, HEADER_LEN, HeaderRepr, MessagePacket,
-    Opcode,
+    AddrType, Direction, ENTRY_LEN, EpAddrPacket, EpAddrRepr, EpFlags, HEADER_LEN, HeaderRepr,
+    MessagePacket, Opcode,
 };
 use acm_proto::netlink::{
     IpResolveReplyRepr, IpResolveRequestRepr, LsOp, LsReplyRepr, LsRequestRepr, NlMsgFlags,
@@ -28,24 +28,9 @@ use core::net::IpAddr;
 /// The netlink client number of the LS service.
 const RDMA_NL_LS: u16 = 4;
 
-/// A client RESOLVE of one entry, the entry zeroed, and its header: a kernel request is
-/// resolved as the client request it amounts to.
-fn one_entry_resolve() -> (HeaderRepr, [u8; HEADER_LEN + ENTRY_LEN]) {
-    let hdr = HeaderRepr {
-        length: (HEADER_LEN + ENTRY_LEN) as u16,
-        ..HeaderRepr::new(Opcode::RESOLVE)
-    };
-    let mut msg = [0u8; HEADER_LEN + ENTRY_LEN];
-    hdr.emit(&mut msg, Direction::Request);
-    (hdr, msg)
-}
-
 impl Core {
     /// A message from the kernel: a path or IP resolve for a provider, or nothing.
-    pub(crate) fn netlink_request(
-        &mut self,
-        bytes: &[u8],
-    ) -> Option<(usize, ProviderCall<'static>)> {
+    pub(crate) fn netlink_request(&mut self, bytes: &[u8]) -> Option<Call<'static>> {
         let Ok(hdr) = NlMsgHeaderRepr::parse(bytes) else {
             log!(
                 self,
@@ -135,13 +120,6 @@ impl Core {
         if let Some(q) = req.qos_class {
             path.qos_class = q & 0x0FFF;
         }
-        // The kernel's request as the client RESOLVE it amounts to: one PATH entry.
-        let (client_hdr, mut msg) = one_entry_resolve();
-        if let Some(mut e) = MessagePacket::new_unchecked(&mut msg[..]).entry_mut(0) {
-            e.set_flags(flags);
-            e.set_addr_type(AddrType::PATH);
-            e.info_mut().copy_from_slice(&path.to_bytes());
-        }
         let ask = KernelAsk::Path(path_use);
         self.kernel_waits
             .start(self.now, hdr.msg_type, hdr.seq, path_use);
@@ -150,22 +128,19 @@ impl Core {
             seq: hdr.seq,
             ask,
         };
-        let req = Request {
-            hdr: client_hdr,
-            msg: MessagePacket::new_unchecked(&msg[..]),
-        };
-        self.resolve_request(to, &req)
+        // One PATH entry.
+        self.resolve_as_client(to, |mut e| {
+            e.set_flags(flags);
+            e.set_addr_type(AddrType::PATH);
+            e.info_mut().copy_from_slice(&path.to_bytes());
+        })
     }
 
     /// An IP_RESOLVE: the destination resolved as a client's RESOLVE naming no source
     /// (the host's routing picks it), answered with the path's DGID
     /// (docs/protocol/netlink-ls.md §7). Nothing answers a failure: the kernel ignores
     /// an error reply and keeps waiting until its caller's timeout either way.
-    fn netlink_ip_resolve(
-        &mut self,
-        hdr: &NlMsgHeaderRepr,
-        bytes: &[u8],
-    ) -> Option<(usize, ProviderCall<'static>)> {
+    fn netlink_ip_resolve(&mut self, hdr: &NlMsgHeaderRepr, bytes: &[u8]) -> Option<Call<'static>> {
         let req = match IpResolveRequestRepr::parse(bytes) {
             Ok(r) => r,
             Err(e) => {
@@ -192,17 +167,32 @@ impl Core {
             IpAddr::V4(a) => EpAddrRepr::ipv4(EpFlags::DEST, a),
             IpAddr::V6(a) => EpAddrRepr::ipv6(EpFlags::DEST, a),
         };
-        let (client_hdr, mut msg) = one_entry_resolve();
-        if let Some(e) = MessagePacket::new_unchecked(&mut msg[..]).entry_mut(0) {
-            dest.emit(e.into_inner());
-        }
         let to = ReplyTo::Kernel {
             nl_type: hdr.msg_type,
             seq: hdr.seq,
             ask: KernelAsk::Gid,
         };
+        self.resolve_as_client(to, |e| dest.emit(e.into_inner()))
+    }
+
+    /// Resolves a kernel request as the client RESOLVE it amounts to: one entry, which
+    /// `fill` writes.
+    fn resolve_as_client(
+        &mut self,
+        to: ReplyTo,
+        fill: impl FnOnce(EpAddrPacket<&mut [u8]>),
+    ) -> Option<Call<'static>> {
+        let hdr = HeaderRepr {
+            length: (HEADER_LEN + ENTRY_LEN) as u16,
+            ..HeaderRepr::new(Opcode::RESOLVE)
+        };
+        let mut msg = [0u8; HEADER_LEN + ENTRY_LEN];
+        hdr.emit(&mut msg, Direction::Request);
+        if let Some(e) = MessagePacket::new_unchecked(&mut msg[..]).entry_mut(0) {
+            fill(e);
+        }
         let req = Request {
-            hdr: client_hdr,
+            hdr,
             msg: MessagePacket::new_unchecked(&msg[..]),
         };
         self.resolve_request(to, &req)
