@@ -1,10 +1,18 @@
 //! [`Engine`]: the core plus its providers, and the input dispatch.
+//!
+//! This file is the one place where an input is routed: [`Engine::handle`] hands it to
+//! the core, which decides and returns what the providers must be told (a
+//! `ProviderCall`, or a `Plan` of several with the core's own work between them), or
+//! routes it straight to the provider it belongs to (an endpoint's receive, a
+//! neighbour answer). `Engine::call` is the one place a provider hook is called, with
+//! the core lent as its [`Ctx`]. The core itself never calls a provider (see
+//! `core/provider_call.rs`).
 
 use crate::acmp::Acmp;
-use crate::core::Core;
+use crate::core::{Call, Core, Plan, ProviderCall, Step};
 use crate::io::{Input, Output};
 use crate::log::{Level, LogEvent};
-use crate::provider::{Ctx, Provider};
+use crate::provider::{Ctx, Provider, Resolve};
 use crate::time::Instant;
 use crate::{Counters, EndpointId, EngineConfig};
 use alloc::boxed::Box;
@@ -55,10 +63,8 @@ impl Engine {
             };
             engine.core.push_log(ev);
         }
-        engine.set_kernel_timeout();
-        for i in 0..engine.providers.len() {
-            engine.with_provider(i, |p, cx| p.start(cx));
-        }
+        engine.core.set_kernel_timeout();
+        engine.call_all(|| ProviderCall::Start);
         engine
     }
 
@@ -86,39 +92,50 @@ impl Engine {
         }
         match input {
             Input::Tick => {}
-            Input::DeviceAdded(desc) => self.device_added(desc),
-            Input::DeviceRemoved(id) => self.device_removed(id),
-            Input::Port { port, event } => self.port_event(port, event),
-            Input::LocalIpAdded(ip) => self.local_ip_added(ip),
-            Input::LocalIpRemoved(ip) => self.local_ip_removed(ip),
-            Input::ClientRequest { conn, bytes } => self.client_request(conn, bytes),
-            Input::ClientClosed(conn) => self.client_closed(conn),
-            Input::SourceAnswer { id, result } => self.source_answer(id, result),
+            Input::DeviceAdded(desc) => self.carry_out(|core| core.device_added(desc)),
+            Input::DeviceRemoved(id) => self.carry_out(|core| core.device_removed(id)),
+            Input::Port { port, event } => self.carry_out(|core| core.port_event(port, event)),
+            Input::LocalIpAdded(ip) => self.carry_out(|core| core.local_ip_added(ip)),
+            Input::LocalIpRemoved(ip) => self.carry_out(|core| core.local_ip_removed(ip)),
+            Input::ClientRequest { conn, bytes } => {
+                let call = self.core.client_request(conn, bytes, &self.providers);
+                self.call(call);
+            }
+            Input::ClientClosed(conn) => {
+                // Replies still owed to it are dropped when they come (`Core::deliver`);
+                // the providers may stop what only this client waited for.
+                if self.core.client_closed(conn) {
+                    self.call_all(|| ProviderCall::ClientClosed(conn));
+                }
+            }
+            Input::SourceAnswer { id, result } => {
+                self.call_from(|core| core.source_answer(id, result))
+            }
             Input::NeighAnswer { id, result } => {
                 // An answer nobody asked for (or asked twice) is dropped.
                 if let Some(i) = self.core.neighs.remove(&id) {
-                    self.with_provider(i, |p, cx| p.neigh_answer(cx, id, result));
+                    self.call(Some((i, ProviderCall::NeighAnswer { id, result })));
                 }
             }
             Input::QpOpened { ep, result } => {
-                self.with_endpoint_provider(ep, |p, cx| p.qp_opened(cx, ep, result));
+                self.call_endpoint_provider(ep, ProviderCall::QpOpened { ep, result });
             }
             Input::UdReceive { ep, wc, grh, mad } => {
-                self.with_endpoint_provider(ep, |p, cx| p.ud_receive(cx, ep, &wc, grh, mad));
+                let call = ProviderCall::UdReceive { ep, wc, grh, mad };
+                self.call_endpoint_provider(ep, call);
             }
             Input::UdSendDone { ep, token, ok } => {
-                self.with_endpoint_provider(ep, |p, cx| p.ud_send_done(cx, ep, token, ok));
+                let call = ProviderCall::UdSendDone { ep, token, ok };
+                self.call_endpoint_provider(ep, call);
             }
-            Input::SaResponse { port, mad } => self.sa_response(port, mad),
-            Input::SaSendFailed { port, tid, status } => self.sa_failed(port, tid, status),
-            Input::Netlink(bytes) => self.netlink_request(bytes),
-            Input::KernelTimeoutSent { wait_ms } => self.kernel_timeout_sent(wait_ms),
-            Input::ProviderWake => {
-                for i in 0..self.providers.len() {
-                    self.with_provider(i, |p, cx| p.wake(cx));
-                }
+            Input::SaResponse { port, mad } => self.call_from(|core| core.sa_response(port, mad)),
+            Input::SaSendFailed { port, tid, status } => {
+                self.call_from(|core| core.sa_failed(port, tid, status))
             }
-            Input::Reconfigure(config) => self.reconfigure(config),
+            Input::Netlink(bytes) => self.call_from(|core| core.netlink_request(bytes)),
+            Input::KernelTimeoutSent { wait_ms } => self.core.kernel_timeout_sent(wait_ms),
+            Input::ProviderWake => self.call_all(|| ProviderCall::Wake),
+            Input::Reconfigure(config) => self.carry_out(|core| core.reconfigure(config)),
         }
         self.core.check_dropped_replies();
     }
@@ -169,8 +186,13 @@ impl Engine {
     /// An endpoint's counters, from its provider.
     #[must_use]
     pub fn endpoint_counters(&self, ep: EndpointId) -> Option<Counters> {
-        let e = self.core.endpoint(ep)?;
-        self.providers.get(e.provider)?.perf(ep)
+        self.core.endpoint_counters(ep, &self.providers)
+    }
+
+    /// Every endpoint of an active port, in enumeration order (docs/daemon.md §13).
+    #[must_use]
+    pub fn endpoint_stats(&self) -> Vec<crate::EndpointStats> {
+        self.core.endpoint_stats(&self.providers)
     }
 
     /// The current time as the engine knows it (the latest instant handed in).
@@ -180,41 +202,116 @@ impl Engine {
     }
 
     fn fire_timers(&mut self) {
-        self.expire_kernel_waits();
+        self.core.expire_kernel_waits();
         self.core.sm_fire_retries();
         let now = self.core.now;
         self.core.sa_release_due();
         for i in 0..self.providers.len() {
             if self.providers[i].poll_timeout().is_some_and(|t| t <= now) {
-                self.with_provider(i, |p, cx| p.handle_timeout(cx));
+                self.call(Some((i, ProviderCall::Timeout)));
             }
         }
     }
 
-    /// Runs `f` on provider `idx` with the core as its context.
-    pub(crate) fn with_provider<R>(
-        &mut self,
-        idx: usize,
-        f: impl FnOnce(&mut dyn Provider, &mut Ctx<'_>) -> R,
-    ) -> Option<R> {
-        let p = self.providers.get_mut(idx)?;
-        let mut cx = Ctx {
+    /// Makes the call the core returned, if any: calls the provider hook it names, with
+    /// the core as the provider's context. The one place the engine calls into a
+    /// provider. (The call is taken apart here, where it is matched, so that a
+    /// request's parts move once, into the hook's arguments.)
+    fn call(&mut self, call: Option<Call<'_>>) {
+        let Some(&(idx, _)) = call.as_ref() else {
+            return;
+        };
+        let Some(p) = self.providers.get_mut(idx) else {
+            return;
+        };
+        let p = p.as_mut();
+        let cx = &mut Ctx {
             core: &mut self.core,
             provider: idx,
         };
-        Some(f(p.as_mut(), &mut cx))
+        match call {
+            None => {}
+            Some((_, ProviderCall::Start)) => p.start(cx),
+            Some((
+                _,
+                ProviderCall::ResolveDest {
+                    ep,
+                    src,
+                    dest,
+                    flags,
+                    reply,
+                },
+            )) => p.resolve(cx, ep, Resolve::Dest { src, dest, flags }, reply),
+            Some((
+                _,
+                ProviderCall::ResolvePath {
+                    ep,
+                    path,
+                    flags,
+                    reply,
+                },
+            )) => p.resolve(cx, ep, Resolve::Path { path, flags }, reply),
+            Some((_, ProviderCall::Query { ep, path, reply })) => p.query(cx, ep, &path, reply),
+            Some((_, ProviderCall::OpenDevice(desc))) => p.open_device(cx, &desc),
+            Some((_, ProviderCall::CloseDevice(id))) => p.close_device(cx, id),
+            Some((_, ProviderCall::OpenPort { port, attrs })) => p.open_port(cx, port, &attrs),
+            Some((_, ProviderCall::ClosePort(port))) => p.close_port(cx, port),
+            Some((_, ProviderCall::OpenEndpoint { ep, port, pkey })) => {
+                p.open_endpoint(cx, ep, port, pkey)
+            }
+            Some((_, ProviderCall::CloseEndpoint(ep))) => p.close_endpoint(cx, ep),
+            Some((_, ProviderCall::AddAddress { ep, addr })) => p.add_address(cx, ep, &addr),
+            Some((_, ProviderCall::RemoveAddress { ep, addr })) => p.remove_address(cx, ep, &addr),
+            Some((_, ProviderCall::ClientReregister(port))) => p.client_reregister(cx, port),
+            Some((_, ProviderCall::SmEvent { port, event })) => p.sm_event(cx, port, &event),
+            Some((_, ProviderCall::ClientClosed(conn))) => p.client_closed(cx, conn),
+            Some((_, ProviderCall::QpOpened { ep, result })) => p.qp_opened(cx, ep, result),
+            Some((_, ProviderCall::UdReceive { ep, wc, grh, mad })) => {
+                p.ud_receive(cx, ep, &wc, grh, mad)
+            }
+            Some((_, ProviderCall::UdSendDone { ep, token, ok })) => {
+                p.ud_send_done(cx, ep, token, ok)
+            }
+            Some((_, ProviderCall::SaResponse { port, tid, result })) => {
+                p.sa_response(cx, port, tid, result)
+            }
+            Some((_, ProviderCall::NeighAnswer { id, result })) => p.neigh_answer(cx, id, result),
+            Some((_, ProviderCall::Timeout)) => p.handle_timeout(cx),
+            Some((_, ProviderCall::Wake)) => p.wake(cx),
+            Some((_, ProviderCall::Reconfigure(options))) => p.reconfigure(cx, &options),
+        }
     }
 
-    /// Runs `f` on the provider that serves endpoint `ep`, if it is open.
-    fn with_endpoint_provider(
-        &mut self,
-        ep: EndpointId,
-        f: impl FnOnce(&mut dyn Provider, &mut Ctx<'_>),
-    ) {
-        let Some(idx) = self.core.endpoint(ep).map(|e| e.provider) else {
-            return;
-        };
-        self.with_provider(idx, f);
+    /// Makes the call on the provider that serves endpoint `ep`, if it is open.
+    fn call_endpoint_provider(&mut self, ep: EndpointId, call: ProviderCall<'_>) {
+        let idx = self.core.endpoint(ep).map(|e| e.provider);
+        self.call(idx.map(|idx| (idx, call)));
+    }
+
+    /// Makes the same call on every provider, in their order.
+    fn call_all(&mut self, call: impl Fn() -> ProviderCall<'static>) {
+        for i in 0..self.providers.len() {
+            self.call(Some((i, call())));
+        }
+    }
+
+    /// Makes the call the core returns for an input, if any.
+    fn call_from<'a>(&mut self, decide: impl FnOnce(&mut Core) -> Option<Call<'a>>) {
+        let call = decide(&mut self.core);
+        self.call(call);
+    }
+
+    /// Carries out what the core plans for an input: each call in turn, and each of the
+    /// core's steps between them when the calls before it are made (what a step plans
+    /// comes next).
+    fn carry_out(&mut self, decide: impl FnOnce(&mut Core) -> Plan) {
+        let mut plan = decide(&mut self.core);
+        while let Some(step) = plan.next_step() {
+            match step {
+                Step::Call(idx, call) => self.call(Some((idx, call))),
+                Step::Then(step) => plan.prepend(step(&mut self.core)),
+            }
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use crate::device::{DeviceDesc, DeviceId, PortAttrs, PortId};
 use crate::log::LogEvent;
 use acm_proto::Gid;
 use acm_proto::client::FrameError;
-use acm_proto::mad::UmadStatus;
+use acm_proto::mad::{MAD_LEN, UmadStatus};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::fmt;
@@ -39,7 +39,7 @@ pub struct SendToken(pub u64);
 
 /// A 256-byte MAD, inline so that sending one allocates nothing.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Mad(pub [u8; 256]);
+pub struct Mad(pub [u8; MAD_LEN]);
 
 impl fmt::Debug for Mad {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -46,6 +46,19 @@
 //! }
 //! assert_eq!(engine.poll_timeout(), None);
 //! ```
+//!
+//! # How an input reaches a provider
+//!
+//! Inside, an engine is the core (the reference's `acm.c`: devices, ports, endpoints,
+//! request validation, the SA agent, netlink) and its providers ([`provider::Provider`],
+//! `ibacmp` by default). The core decides and never calls a provider: for each input it
+//! returns what the providers must be told, one call (a client's RESOLVE, an SA answer)
+//! or a plan of several with its own work between them (a port that comes up: open the
+//! port, then make its endpoints, then subscribe to the SA's events). The engine's
+//! dispatch (`engine.rs`) routes every input and makes every such call, lending the
+//! provider the core as its [`provider::Ctx`]; so one file shows how any input reaches
+//! a provider. A client request's header is parsed once, when its frame is checked,
+//! and travels typed from there to the reply.
 #![no_std]
 #![cfg_attr(not(fuzzing), warn(missing_docs))]
 

@@ -4,7 +4,8 @@
 //! add/remove address; resolve; query; port events; perf), turned sans-IO: every call
 //! gets a [`Ctx`] through which the provider sends MADs, answers clients, counts and logs,
 //! and the I/O results that belong to a provider (UD receives and completions, SA
-//! responses, its own timers) are routed back to it by the core.
+//! responses, its own timers) are routed back to it by the engine's dispatch
+//! (`engine.rs`), the one place a provider hook is called.
 
 use crate::addr::Address;
 use crate::core::Core;

@@ -10,7 +10,8 @@
 use crate::addr::Address;
 use crate::io::ConnId;
 use acm_proto::client::{
-    AddrType, Direction, ENTRY_LEN, EpAddrPacket, EpFlags, HEADER_LEN, MessagePacket, Status,
+    AddrType, Direction, ENTRY_LEN, EpAddrPacket, EpFlags, HEADER_LEN, HeaderRepr, MessagePacket,
+    Status,
 };
 use acm_proto::netlink::PathUse;
 use acm_proto::path_record::PathFlags;
@@ -67,8 +68,8 @@ pub(crate) type DropCount = alloc::rc::Rc<core::cell::Cell<u32>>;
 #[derive(Debug)]
 pub struct PendingReply {
     pub(crate) to: ReplyTo,
-    /// The request's header, echoed.
-    hdr: [u8; HEADER_LEN],
+    /// The request's header, as parsed when it arrived, echoed.
+    hdr: HeaderRepr,
     /// The scratch source entry to echo (`src_out`), or the query's entry; `None`
     /// reads as zeros. Boxed: most resolves name their source and need none, and a
     /// storm keeps one pending reply per destination.
@@ -83,7 +84,7 @@ pub struct PendingReply {
 impl PendingReply {
     pub(crate) fn new(
         to: ReplyTo,
-        hdr: [u8; HEADER_LEN],
+        hdr: HeaderRepr,
         entry: Option<[u8; ENTRY_LEN]>,
         kind: ReplyKind,
         #[cfg(debug_assertions)] dropped: &DropCount,
@@ -139,15 +140,11 @@ impl PendingReply {
             self.unanswered = None;
         }
         // Only a query and a resolve whose source the daemon chose echo an entry.
-        let entry = match self.kind {
-            ReplyKind::Query | ReplyKind::Resolve { src_out: true } => self.entry(),
-            ReplyKind::Resolve { src_out: false } => [0; ENTRY_LEN],
-        };
-        let echoed = EpAddrPacket::new_unchecked(&entry[..]);
-        buf[..HEADER_LEN].copy_from_slice(&self.hdr);
         let mut msg = MessagePacket::new_unchecked(&mut *buf);
         match self.kind {
             ReplyKind::Query => {
+                let entry = self.entry();
+                let echoed = EpAddrPacket::new_unchecked(&entry[..]);
                 let (status, path) = match outcome {
                     Outcome::Query { status, path } => (status, *path),
                     Outcome::Path(p) => (Status::SUCCESS, *p),
@@ -157,9 +154,12 @@ impl PendingReply {
                         (s, p)
                     }
                 };
+                // The request's header as it came (its length in the request's byte
+                // order), with the ACK bit and the status.
+                self.hdr
+                    .emit(msg.header_mut().into_inner(), Direction::Request);
                 let mut hdr = msg.header_mut();
-                let op = hdr.opcode().with_ack();
-                hdr.set_opcode(op);
+                hdr.set_opcode(self.hdr.opcode.with_ack());
                 hdr.set_status(status);
                 if let Some(mut e) = msg.entry_mut(0) {
                     e.set_flags(echoed.flags());
@@ -187,19 +187,20 @@ impl PendingReply {
                     }
                     len += ENTRY_LEN;
                     if src_out {
-                        if let Some(mut e) = msg.entry_mut(1) {
-                            e.set_flags(echoed.flags());
-                            e.set_addr_type(echoed.addr_type());
-                            e.set_reserved(echoed.reserved());
-                            e.info_mut().copy_from_slice(echoed.info());
+                        // The source entry the daemon chose, echoed whole.
+                        if let Some(e) = msg.entry_mut(1) {
+                            e.into_inner().copy_from_slice(&self.entry());
                         }
                         len += ENTRY_LEN;
                     }
                 }
-                let mut hdr = msg.header_mut();
-                hdr.set_status(status);
-                hdr.set_data([0; 3]);
-                hdr.set_length(Direction::Response, len as u16);
+                let hdr = HeaderRepr {
+                    status,
+                    data: [0; 3],
+                    length: len as u16,
+                    ..self.hdr
+                };
+                hdr.emit(msg.header_mut().into_inner(), Direction::Response);
                 (self.to, len, path, status)
             }
         }

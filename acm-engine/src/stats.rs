@@ -6,9 +6,11 @@
 //! PERF_QUERY and EP_QUERY have no field for them, and a new operation or field would
 //! be an extension of the wire protocol that the reference's clients do not know.
 
-use crate::Engine;
+use crate::core::Core;
 use crate::counters::Counters;
 use crate::io::EndpointId;
+use crate::provider::Provider;
+use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -65,16 +67,17 @@ pub struct EndpointStats {
     pub cache: Option<CacheStats>,
 }
 
-impl Engine {
-    /// Every endpoint of an active port, in enumeration order (docs/daemon.md §13).
-    #[must_use]
-    pub fn endpoint_stats(&self) -> Vec<EndpointStats> {
+impl Core {
+    /// Every endpoint of an active port, in enumeration order (docs/daemon.md §13),
+    /// with what `providers` count and cache for it
+    /// ([`crate::Engine::endpoint_stats`]).
+    pub(crate) fn endpoint_stats(&self, providers: &[Box<dyn Provider>]) -> Vec<EndpointStats> {
         self.enumerate(0)
             .enumerate()
             .filter_map(|(i, id)| {
-                let e = self.core.endpoint(id)?;
-                let dev = self.core.device(e.port.device)?;
-                let provider = self.providers.get(e.provider);
+                let e = self.endpoint(id)?;
+                let dev = self.device(e.port.device)?;
+                let provider = providers.get(e.provider);
                 Some(EndpointStats {
                     index: i + 1,
                     id,
@@ -82,7 +85,6 @@ impl Engine {
                     port: e.port.port,
                     pkey: e.pkey,
                     provider: self
-                        .core
                         .provider_names
                         .get(e.provider)
                         .cloned()

@@ -8,6 +8,7 @@ mod support;
 use acm_engine::{ConnId, EndpointId, Input, Instant};
 use acm_engine::{FabricEvent, LocalIp, MadBytes};
 use acm_proto::client::FrameError;
+use acm_proto::mad::MAD_LEN;
 use acm_proto::netlink::{
     IpResolveRequestRepr, LsOp, LsRequestRepr, PathUse, ResolveHeaderRepr, SetTimeoutRepr,
 };
@@ -85,7 +86,7 @@ fn query_error(req: &[u8], status: u8) -> Vec<u8> {
 }
 
 /// The PathRecord queries the node sent to the SA (joins left out).
-fn path_queries(node: &Node) -> Vec<(Instant, [u8; 256])> {
+fn path_queries(node: &Node) -> Vec<(Instant, [u8; MAD_LEN])> {
     node.sa_sent
         .iter()
         .filter(|(_, m)| u16::from_be_bytes([m.0[16], m.0[17]]) == ATTR_PATH_RECORD)
@@ -93,12 +94,12 @@ fn path_queries(node: &Node) -> Vec<(Instant, [u8; 256])> {
         .collect()
 }
 
-fn comp_mask(mad: &[u8; 256]) -> u64 {
+fn comp_mask(mad: &[u8; MAD_LEN]) -> u64 {
     u64::from_be_bytes(mad[48..56].try_into().expect("8 bytes"))
 }
 
 /// The record the reference fabric's SA answers `query` with.
-fn sa_record_for(query: &[u8; 256]) -> [u8; 64] {
+fn sa_record_for(query: &[u8; MAD_LEN]) -> [u8; 64] {
     let resp = (reference::sa())(query).expect("the SA answers PathRecord queries");
     resp[56..120].try_into().expect("64 bytes")
 }
@@ -326,7 +327,7 @@ fn concurrent_requests_for_one_destination_share_one_sa_query() {
 
 /// Checks an ACM resolve request MAD against docs/test-vectors.md §15 (IPv4 `src` →
 /// `dst`).
-fn assert_acm_request(mad: &[u8; 256], tid: u64, src: [u8; 4], dst: [u8; 4]) {
+fn assert_acm_request(mad: &[u8; MAD_LEN], tid: u64, src: [u8; 4], dst: [u8; 4]) {
     assert_eq!(
         &mad[0..8],
         &[0x01, 0x2c, 0x01, 0x01, 0x00, 0x00, 0x00, 0x01]
@@ -394,7 +395,7 @@ fn nodelay_miss_is_served_from_the_cache_once_a_peer_answered() {
 
     let tid = node.ud_sent[0].mad.0[8..16].to_vec();
     let peer = gid("fe80::2:c903:a0:b009");
-    let mut mad = vec![0u8; 256];
+    let mut mad = vec![0u8; MAD_LEN];
     mad[..8].copy_from_slice(&[0x01, 0x2c, 0x01, 0x81, 0x00, 0x00, 0x00, 0x01]);
     mad[8..16].copy_from_slice(&tid);
     mad[20] = 1;
@@ -494,7 +495,7 @@ fn unanswered_lookup_times_out_after_its_retries() {
 /// (and no record), or not at all (`None`: umad times the send out).
 fn sa_failing_paths(mad_status: Option<u16>) -> SaScript {
     let mut inner = reference::sa();
-    Box::new(move |mad: &[u8; 256]| {
+    Box::new(move |mad: &[u8; MAD_LEN]| {
         let mut resp = inner(mad)?;
         if u16::from_be_bytes([mad[16], mad[17]]) == ATTR_PATH_RECORD {
             resp[4..6].copy_from_slice(&mad_status?.to_be_bytes());

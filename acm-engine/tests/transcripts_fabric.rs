@@ -15,6 +15,7 @@ use acm_engine::config::RouteProt;
 use acm_engine::{ConnId, Counter, EndpointId, Input};
 use acm_engine::{LocalIp, PortEvent, RecvInfo};
 use acm_proto::acm_mad::{ACM_QKEY, MULTICAST_QPN};
+use acm_proto::mad::MAD_LEN;
 use acm_proto::{Gid, Mtu, Rate, Selected};
 use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr};
@@ -46,8 +47,8 @@ fn peer_wc() -> RecvInfo {
 }
 
 /// The request MAD docs/test-vectors.md §15 gives for 10.0.0.1 → 10.0.0.2 (with our TID).
-fn vector15_request(tid: u64) -> [u8; 256] {
-    let mut m = [0u8; 256];
+fn vector15_request(tid: u64) -> [u8; MAD_LEN] {
+    let mut m = [0u8; MAD_LEN];
     m[..8].copy_from_slice(&[0x01, 0x2C, 0x01, 0x01, 0x00, 0x00, 0x00, 0x01]);
     m[8..16].copy_from_slice(&tid.to_be_bytes());
     m[16..24].copy_from_slice(&[0x02, 0x40, 0x02, 0x40, 0x01, 0x00, 0x00, 0x00]);
@@ -62,8 +63,8 @@ fn vector15_request(tid: u64) -> [u8; 256] {
 
 /// The response MAD of docs/test-vectors.md §15: method 0x81, the TID, gid_cnt 1, the
 /// MGID.
-fn vector15_response(tid: u64) -> [u8; 256] {
-    let mut m = [0u8; 256];
+fn vector15_response(tid: u64) -> [u8; MAD_LEN] {
+    let mut m = [0u8; MAD_LEN];
     m[..8].copy_from_slice(&[0x01, 0x2C, 0x01, 0x81, 0x00, 0x00, 0x00, 0x01]);
     m[8..16].copy_from_slice(&tid.to_be_bytes());
     m[20] = 1;
@@ -73,7 +74,7 @@ fn vector15_response(tid: u64) -> [u8; 256] {
 
 /// Checks the PathRecord query of docs/protocol/sa.md §4, case A
 /// (docs/test-vectors.md §18): comp_mask DGID|SGID|PKEY, and only those fields set.
-fn assert_case_a_query(mad: &[u8; 256], dgid: Gid) {
+fn assert_case_a_query(mad: &[u8; MAD_LEN], dgid: Gid) {
     assert_eq!(
         &mad[..4],
         &[0x01, 0x03, 0x02, 0x01],
@@ -475,7 +476,7 @@ fn two_engine_runs_are_identical() {
 /// The reference SA, except that PathRecord queries go unanswered while `hold` is set.
 fn holding_sa(hold: Rc<Cell<bool>>) -> support::SaScript {
     let mut sa = reference::sa();
-    Box::new(move |m: &[u8; 256]| {
+    Box::new(move |m: &[u8; MAD_LEN]| {
         if hold.get() && sa_attr(m) == ATTR_PATH_RECORD {
             None
         } else {
@@ -682,7 +683,7 @@ fn sm_change_retargets_sa_and_invalidates_routes() {
 /// SLID finds no records (ERR_NO_RECORDS); answers carry the new SLID.
 fn relid_sa(lid: u16) -> support::SaScript {
     let mut sa = reference::sa();
-    Box::new(move |m: &[u8; 256]| {
+    Box::new(move |m: &[u8; MAD_LEN]| {
         if sa_attr(m) != ATTR_PATH_RECORD {
             return sa(m);
         }

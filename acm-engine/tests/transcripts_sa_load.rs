@@ -7,6 +7,7 @@
 mod support;
 
 use acm_engine::{ConnId, Input, Instant};
+use acm_proto::mad::MAD_LEN;
 use std::time::Duration;
 use support::requests::*;
 use support::{Node, SaScript, reference};
@@ -20,7 +21,7 @@ const SUCCESS: u8 = 0;
 fn sa_busy_first(busy: usize) -> SaScript {
     let mut inner = reference::sa();
     let mut left = busy;
-    Box::new(move |mad: &[u8; 256]| {
+    Box::new(move |mad: &[u8; MAD_LEN]| {
         let mut resp = inner(mad)?;
         if u16::from_be_bytes([mad[16], mad[17]]) == ATTR_PATH_RECORD && left > 0 {
             left -= 1;

@@ -35,7 +35,7 @@ fn config(sm_events: bool) -> EngineConfig {
 /// asked one).
 fn sa() -> support::SaScript {
     let mut sa = reference::sa();
-    Box::new(move |m: &[u8; 256]| {
+    Box::new(move |m: &[u8; MAD_LEN]| {
         if sa_attr(m) != ATTR_INFORM_INFO {
             return sa(m);
         }
@@ -277,7 +277,7 @@ fn a_refused_subscription_is_retried_with_backoff() {
     // accepts them.
     let mut sa = sa();
     let mut refusals = 3;
-    let script: support::SaScript = Box::new(move |m: &[u8; 256]| {
+    let script: support::SaScript = Box::new(move |m: &[u8; MAD_LEN]| {
         let mut r = sa(m)?;
         if sa_attr(m) == ATTR_INFORM_INFO && refusals > 0 {
             refusals -= 1;

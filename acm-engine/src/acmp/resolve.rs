@@ -42,45 +42,44 @@ impl Acmp {
         }
     }
 
-    /// The destination's cache slot and whether it was cached before this request, or
-    /// an ENOMEM answer when the cache is full and nothing in it may be evicted. (One lookup for a cached destination:
-    /// the cache hit is the path every client request takes most.)
+    /// The destination's cache slot and whether it was cached before this request; `None`
+    /// when the cache is full and nothing in it may be evicted (logged here; the request
+    /// then fails with ENOMEM). One lookup for a cached destination: the cache hit is
+    /// the path every client request takes most, and the request's reply stays with the
+    /// caller rather than travel through here and back.
     fn slot(
         &mut self,
         cx: &mut Ctx<'_>,
         id: EndpointId,
         key: &Address,
-        reply: PendingReply,
-    ) -> Option<(super::dest::DestIdx, bool, PendingReply)> {
+    ) -> Option<(super::dest::DestIdx, bool)> {
         let limit = self.opts.dest_limit;
         let ep = self.eps.get_mut(&id)?;
         if let Some(i) = ep.dests.find(key) {
-            return Some((i, true, reply));
+            return Some((i, true));
         }
-        match ep.acquire_dest(key, limit) {
-            Some(i) => Some((i, false, reply)),
-            None => {
-                log!(
-                    cx,
-                    Level::Basic,
-                    "acmp_acquire_dest",
-                    "destination cache full of entries in use; {key} not cached"
-                );
-                Self::finish(Some(ep), cx, reply, Outcome::Failed(Status::ENOMEM));
-                None
-            }
+        let fresh = ep.acquire_dest(key, limit);
+        if fresh.is_none() {
+            log!(
+                cx,
+                Level::Basic,
+                "acmp_acquire_dest",
+                "destination cache full of entries in use; {key} not cached"
+            );
         }
+        fresh.map(|i| (i, false))
     }
 
-    /// Answers from the cache when READY and fresh; otherwise moves stale entries back
-    /// (address expired → INIT, route expired → ADDR_RESOLVED) and returns the state.
+    /// The path to answer with from the cache when the destination is READY and fresh
+    /// (counted as a route-cache hit); otherwise its state, after stale entries move
+    /// back (address expired → INIT, route expired → ADDR_RESOLVED). The caller keeps
+    /// the request's reply and answers it.
     fn check_ready(
         &mut self,
         cx: &mut Ctx<'_>,
         id: EndpointId,
         idx: super::dest::DestIdx,
-        reply: PendingReply,
-    ) -> Option<(DestState, PendingReply)> {
+    ) -> Option<Result<[u8; 64], DestState>> {
         let now_min = cx.now().as_minutes();
         let ep = self.eps.get_mut(&id)?;
         let d = ep.dests.get_mut(idx)?;
@@ -91,14 +90,12 @@ impl Acmp {
             } else if now_min > d.route_expiry {
                 d.state = DestState::AddrResolved;
             } else {
-                let path = d.path;
                 cx.count(Counter::RouteCache);
                 ep.counters.bump(Counter::RouteCache);
-                Self::finish(Some(ep), cx, reply, Outcome::Path(&path));
-                return None;
+                return Some(Ok(d.path));
             }
         }
-        Some((d.state, reply))
+        Some(Err(d.state))
     }
 
     fn resolve_dest(
@@ -110,22 +107,17 @@ impl Acmp {
         flags: EpFlags,
         reply: PendingReply,
     ) {
-        let Some((idx, existed, reply)) = self.slot(cx, id, &dest, reply) else {
-            return;
+        let Some((idx, existed)) = self.slot(cx, id, &dest) else {
+            return self.fail(cx, id, reply, Status::ENOMEM);
         };
-        let Some((state, reply)) = self.check_ready(cx, id, idx, reply) else {
-            return;
+        let state = match self.check_ready(cx, id, idx) {
+            Some(Ok(path)) => return cx.complete(reply, Outcome::Path(&path)),
+            Some(Err(state)) => state,
+            None => return,
         };
         let nodelay = flags.contains(EpFlags::NODELAY);
-        // NODELAY requests are answered at once and wait on nothing: no round.
-        let round = if nodelay {
-            None
-        } else {
-            let Some(r) = self.admit(cx, id, idx, &reply) else {
-                self.forget_fresh(id, idx, existed);
-                return self.fail(cx, id, reply, Status::ENOMEM);
-            };
-            Some(r)
+        let Ok(round) = self.round(cx, id, (idx, existed), flags, &reply) else {
+            return self.fail(cx, id, reply, Status::ENOMEM);
         };
         match state {
             DestState::AddrResolved => {
@@ -174,20 +166,16 @@ impl Acmp {
         } else {
             Address::gid(p.dgid())
         };
-        let Some((idx, existed, reply)) = self.slot(cx, id, &key, reply) else {
-            return;
+        let Some((idx, existed)) = self.slot(cx, id, &key) else {
+            return self.fail(cx, id, reply, Status::ENOMEM);
         };
-        let Some((state, reply)) = self.check_ready(cx, id, idx, reply) else {
-            return;
+        let state = match self.check_ready(cx, id, idx) {
+            Some(Ok(path)) => return cx.complete(reply, Outcome::Path(&path)),
+            Some(Err(state)) => state,
+            None => return,
         };
-        let round = if flags.contains(EpFlags::NODELAY) {
-            None
-        } else {
-            let Some(r) = self.admit(cx, id, idx, &reply) else {
-                self.forget_fresh(id, idx, existed);
-                return self.fail(cx, id, reply, Status::ENOMEM);
-            };
-            Some(r)
+        let Ok(round) = self.round(cx, id, (idx, existed), flags, &reply) else {
+            return self.fail(cx, id, reply, Status::ENOMEM);
         };
         match state {
             DestState::Init | DestState::AddrResolved => {
@@ -266,6 +254,29 @@ impl Acmp {
     /// Removes cache entry `idx`, made for a request that was then refused, so that a
     /// flood of refused requests leaves no entries behind (`existed`: it was there
     /// before the request).
+    /// The fairness round a request waits in: `None` for NODELAY, answered at once and
+    /// waiting on nothing. `Err` when its client is over its bound (the request then
+    /// fails with ENOMEM, and a destination made for it alone is forgotten).
+    fn round(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        id: EndpointId,
+        (idx, existed): (super::dest::DestIdx, bool),
+        flags: EpFlags,
+        reply: &PendingReply,
+    ) -> Result<Option<u32>, ()> {
+        if flags.contains(EpFlags::NODELAY) {
+            return Ok(None);
+        }
+        match self.admit(cx, id, idx, reply) {
+            Some(r) => Ok(Some(r)),
+            None => {
+                self.forget_fresh(id, idx, existed);
+                Err(())
+            }
+        }
+    }
+
     fn forget_fresh(&mut self, id: EndpointId, idx: super::dest::DestIdx, existed: bool) {
         if existed {
             return;

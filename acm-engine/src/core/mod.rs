@@ -2,10 +2,15 @@
 //! their addresses, client request validation and dispatch, the per-port SA agent, global
 //! counters, and the kernel netlink path. Provider-specific resolution lives behind
 //! [`crate::provider::Provider`].
+//!
+//! The core decides; it never calls a provider. What a provider must be told comes
+//! back to [`crate::Engine`] as a [`ProviderCall`] (or a [`Plan`] of them), and the
+//! engine makes the call (see `provider_call.rs`).
 
 mod client;
 mod kernel_wait;
 mod netlink;
+mod provider_call;
 mod queries;
 mod reconfigure;
 mod sa_agent;
@@ -24,13 +29,14 @@ use crate::request::{Outcome, PendingReply, ReplyKind, ReplyTo};
 use crate::time::Instant;
 use crate::{EngineConfig, Limits};
 use acm_proto::Gid;
-use acm_proto::client::{ENTRY_LEN, HEADER_LEN, Status};
+use acm_proto::client::{ENTRY_LEN, HEADER_LEN, HeaderRepr, Status};
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::net::IpAddr;
 
 pub(crate) use client::ParkedResolve;
+pub(crate) use provider_call::{Call, Plan, ProviderCall, Step};
 pub(crate) use sa_agent::SaAgent;
 pub(crate) use sm_events::is_sub_tid;
 
@@ -280,7 +286,7 @@ impl Core {
     pub(crate) fn pending_reply(
         &self,
         to: ReplyTo,
-        hdr: [u8; HEADER_LEN],
+        hdr: HeaderRepr,
         entry: Option<[u8; ENTRY_LEN]>,
         kind: ReplyKind,
     ) -> PendingReply {

@@ -10,12 +10,13 @@
 //! handler for), since the kernel would refuse the answer.
 
 use super::Core;
-use crate::Engine;
+use super::client::Request;
+use super::provider_call::Call;
 use crate::log::{Level, log};
 use crate::request::{KernelAsk, ReplyTo};
 use acm_proto::client::{
-    AddrType, Direction, ENTRY_LEN, EpAddrRepr, EpFlags, HEADER_LEN, HeaderRepr, MessagePacket,
-    Opcode,
+    AddrType, Direction, ENTRY_LEN, EpAddrPacket, EpAddrRepr, EpFlags, HEADER_LEN, HeaderRepr,
+    MessagePacket, Opcode,
 };
 use acm_proto::netlink::{
     IpResolveReplyRepr, IpResolveRequestRepr, LsOp, LsReplyRepr, LsRequestRepr, NlMsgFlags,
@@ -27,74 +28,69 @@ use core::net::IpAddr;
 /// The netlink client number of the LS service.
 const RDMA_NL_LS: u16 = 4;
 
-impl Engine {
-    pub(crate) fn netlink_request(&mut self, bytes: &[u8]) {
+impl Core {
+    /// A message from the kernel: a path or IP resolve for a provider, or nothing.
+    pub(crate) fn netlink_request(&mut self, bytes: &[u8]) -> Option<Call<'static>> {
         let Ok(hdr) = NlMsgHeaderRepr::parse(bytes) else {
             log!(
-                self.core,
+                self,
                 Level::Verbose,
                 "acm_nl_receive",
                 "malformed netlink message dropped"
             );
-            return;
+            return None;
         };
         if hdr.client() != RDMA_NL_LS {
-            if !self.core.netlink_warned {
-                self.core.netlink_warned = true;
+            if !self.netlink_warned {
+                self.netlink_warned = true;
                 log!(
-                    self.core,
+                    self,
                     Level::Basic,
                     "acm_nl_receive",
                     "netlink message for client {} dropped",
                     hdr.client()
                 );
             }
-            return;
+            return None;
         }
         if !hdr.flags.contains(NlMsgFlags::REQUEST) {
             // Another listener's reply (a second daemon on the group; the kernel never
             // hands a sender its own multicast back): nothing the kernel asks.
             log!(
-                self.core,
+                self,
                 Level::Verbose,
                 "acm_nl_receive",
                 "LS message without NLM_F_REQUEST (op {}) ignored",
                 hdr.op()
             );
-            return;
+            return None;
         }
         if hdr.op() == LsOp::IP_RESOLVE {
-            self.netlink_ip_resolve(&hdr, bytes);
-            return;
+            return self.netlink_ip_resolve(&hdr, bytes);
         }
         if hdr.op() != LsOp::RESOLVE {
             // The kernel sends only RESOLVE and IP_RESOLVE; a SET_TIMEOUT here is another
             // process's, and an answer to any other op would be refused by the kernel.
             log!(
-                self.core,
+                self,
                 Level::Verbose,
                 "acm_nl_receive",
                 "LS op {} is not a kernel request; ignored",
                 hdr.op()
             );
-            return;
+            return None;
         }
         let req = match LsRequestRepr::parse(bytes) {
             Ok(r) => r,
             Err(e) => {
                 log!(
-                    self.core,
+                    self,
                     Level::Verbose,
                     "acm_nl_receive",
                     "invalid LS request: {e}"
                 );
-                self.core.send_netlink_reply(
-                    hdr.msg_type,
-                    hdr.seq,
-                    KernelAsk::Path(PathUse::ALL),
-                    None,
-                );
-                return;
+                self.send_netlink_reply(hdr.msg_type, hdr.seq, KernelAsk::Path(PathUse::ALL), None);
+                return None;
             }
         };
         let path_use = req.resolve.path_use;
@@ -124,51 +120,42 @@ impl Engine {
         if let Some(q) = req.qos_class {
             path.qos_class = q & 0x0FFF;
         }
-        // The kernel's request as the client RESOLVE it amounts to: one PATH entry.
-        let mut msg = [0u8; HEADER_LEN + ENTRY_LEN];
-        let mut m = MessagePacket::new_unchecked(&mut msg[..]);
-        HeaderRepr {
-            length: (HEADER_LEN + ENTRY_LEN) as u16,
-            ..HeaderRepr::new(Opcode::RESOLVE)
-        }
-        .emit(m.header_mut().into_inner(), Direction::Request);
-        if let Some(mut e) = m.entry_mut(0) {
-            e.set_flags(flags);
-            e.set_addr_type(AddrType::PATH);
-            e.info_mut().copy_from_slice(&path.to_bytes());
-        }
         let ask = KernelAsk::Path(path_use);
-        self.core
-            .kernel_waits
-            .start(self.core.now, hdr.msg_type, hdr.seq, path_use);
+        self.kernel_waits
+            .start(self.now, hdr.msg_type, hdr.seq, path_use);
         let to = ReplyTo::Kernel {
             nl_type: hdr.msg_type,
             seq: hdr.seq,
             ask,
         };
-        self.resolve_request(to, &msg);
+        // One PATH entry.
+        self.resolve_as_client(to, |mut e| {
+            e.set_flags(flags);
+            e.set_addr_type(AddrType::PATH);
+            e.info_mut().copy_from_slice(&path.to_bytes());
+        })
     }
 
     /// An IP_RESOLVE: the destination resolved as a client's RESOLVE naming no source
     /// (the host's routing picks it), answered with the path's DGID
     /// (docs/protocol/netlink-ls.md §7). Nothing answers a failure: the kernel ignores
     /// an error reply and keeps waiting until its caller's timeout either way.
-    fn netlink_ip_resolve(&mut self, hdr: &NlMsgHeaderRepr, bytes: &[u8]) {
+    fn netlink_ip_resolve(&mut self, hdr: &NlMsgHeaderRepr, bytes: &[u8]) -> Option<Call<'static>> {
         let req = match IpResolveRequestRepr::parse(bytes) {
             Ok(r) => r,
             Err(e) => {
                 log!(
-                    self.core,
+                    self,
                     Level::Verbose,
                     "acm_nl_receive",
                     "invalid IP_RESOLVE request (seq {}) not answered: {e}",
                     hdr.seq
                 );
-                return;
+                return None;
             }
         };
         log!(
-            self.core,
+            self,
             Level::Verbose,
             "acm_nl_receive",
             "kernel IP_RESOLVE {} (seq {}, ifindex {})",
@@ -180,36 +167,50 @@ impl Engine {
             IpAddr::V4(a) => EpAddrRepr::ipv4(EpFlags::DEST, a),
             IpAddr::V6(a) => EpAddrRepr::ipv6(EpFlags::DEST, a),
         };
-        let mut msg = [0u8; HEADER_LEN + ENTRY_LEN];
-        let mut m = MessagePacket::new_unchecked(&mut msg[..]);
-        HeaderRepr {
-            length: (HEADER_LEN + ENTRY_LEN) as u16,
-            ..HeaderRepr::new(Opcode::RESOLVE)
-        }
-        .emit(m.header_mut().into_inner(), Direction::Request);
-        dest.emit(&mut msg[HEADER_LEN..]);
         let to = ReplyTo::Kernel {
             nl_type: hdr.msg_type,
             seq: hdr.seq,
             ask: KernelAsk::Gid,
         };
-        self.resolve_request(to, &msg);
+        self.resolve_as_client(to, |e| dest.emit(e.into_inner()))
+    }
+
+    /// Resolves a kernel request as the client RESOLVE it amounts to: one entry, which
+    /// `fill` writes.
+    fn resolve_as_client(
+        &mut self,
+        to: ReplyTo,
+        fill: impl FnOnce(EpAddrPacket<&mut [u8]>),
+    ) -> Option<Call<'static>> {
+        let hdr = HeaderRepr {
+            length: (HEADER_LEN + ENTRY_LEN) as u16,
+            ..HeaderRepr::new(Opcode::RESOLVE)
+        };
+        let mut msg = [0u8; HEADER_LEN + ENTRY_LEN];
+        hdr.emit(&mut msg, Direction::Request);
+        if let Some(e) = MessagePacket::new_unchecked(&mut msg[..]).entry_mut(0) {
+            fill(e);
+        }
+        let req = Request {
+            hdr,
+            msg: MessagePacket::new_unchecked(&msg[..]),
+        };
+        self.resolve_request(to, &req)
     }
 
     /// Answers every kernel RESOLVE whose wait is almost over with an error, so that
     /// the kernel asks the SA now rather than when its own wait ends.
     pub(crate) fn expire_kernel_waits(&mut self) {
-        while let Some(w) = self.core.kernel_waits.pop_expired(self.core.now) {
+        while let Some(w) = self.kernel_waits.pop_expired(self.now) {
             log!(
-                self.core,
+                self,
                 Level::Verbose,
                 "acm_nl_send",
                 "kernel request seq {} not resolved within {} ms; error reply so the kernel asks the SA now",
                 w.seq,
-                self.core.kernel_waits.budget().as_millis()
+                self.kernel_waits.budget().as_millis()
             );
-            self.core
-                .send_netlink_reply(w.nl_type, w.seq, KernelAsk::Path(w.path_use), None);
+            self.send_netlink_reply(w.nl_type, w.seq, KernelAsk::Path(w.path_use), None);
         }
     }
 
@@ -217,41 +218,38 @@ impl Engine {
     /// The wait counts only once the driver says the message reached the kernel
     /// ([`crate::Input::KernelTimeoutSent`]).
     pub(crate) fn set_kernel_timeout(&mut self) {
-        let ms = self.core.config.options.kernel_timeout;
+        let ms = self.config.options.kernel_timeout;
         if ms == 0 {
             return;
         }
-        let pid = self.core.config.netlink_pid;
+        let pid = self.config.netlink_pid;
         let wait_ms = SetTimeoutRepr::kernel_clamp(ms);
         log!(
-            self.core,
+            self,
             Level::Config,
             "acm_nl_send",
             "asking the kernel to wait {wait_ms} ms for path answers"
         );
-        self.core
-            .push_client(crate::io::ClientOutput::KernelTimeout {
-                message: SetTimeoutRepr::new(0, pid, ms).to_vec(),
-                wait_ms,
-            });
+        self.push_client(crate::io::ClientOutput::KernelTimeout {
+            message: SetTimeoutRepr::new(0, pid, ms).to_vec(),
+            wait_ms,
+        });
     }
 
     /// The kernel received our SET_TIMEOUT: RESOLVEs are timed by its new wait, those
     /// waiting already included (the kernel moves their deadlines too).
     pub(crate) fn kernel_timeout_sent(&mut self, wait_ms: u32) {
-        self.core.kernel_waits.set_wait(wait_ms);
+        self.kernel_waits.set_wait(wait_ms);
         log!(
-            self.core,
+            self,
             Level::Config,
             "acm_nl_send",
             "the kernel waits {} ms for path answers",
-            self.core.kernel_waits.wait_ms()
+            self.kernel_waits.wait_ms()
         );
         self.expire_kernel_waits();
     }
-}
 
-impl Core {
     /// Answers a kernel request through its resolution. A RESOLVE's answer is sent if
     /// the kernel still waits for it and dropped if it was answered already (its wait
     /// ran out); an IP_RESOLVE's is sent when it has a GID, however late (the kernel

@@ -1,53 +1,68 @@
 //! PERF_QUERY and EP_QUERY (docs/protocol/client-messages.md §9, §10): answered by the
 //! core at once.
 
-use crate::Engine;
+use super::Core;
+use super::client::Request;
 use crate::counters::Counters;
 use crate::io::{ClientOutput, ConnId, EndpointId, Reply};
 use crate::log::{Level, log};
+use crate::provider::Provider;
 use acm_proto::Bytes64;
 use acm_proto::client::{
     Direction, ENTRY_LEN, EP_CONFIG_LEN, EpConfigRepr, EpFlags, EpQueryReplyRepr, HEADER_LEN,
-    HeaderRepr, MAX_COUNTERS, MessagePacket, PerfReplyRepr, Status,
+    HeaderRepr, MAX_COUNTERS, PerfReplyRepr, Status,
 };
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 /// EP_QUERY replies stop growing at this size; addresses that would not fit are left
 /// out and not counted.
 const EP_REPLY_MAX: usize = 65535;
 
-impl Engine {
+impl Core {
     /// Endpoints in enumeration order (docs/daemon.md §13) on ports numbered `port` (0:
     /// all).
     pub(crate) fn enumerate(&self, port: u8) -> impl Iterator<Item = EndpointId> + '_ {
-        self.core
-            .active_ports()
+        self.active_ports()
             .filter(move |(_, p)| port == 0 || p.num == port)
             .flat_map(|(_, p)| p.endpoints.iter().copied())
     }
 
-    pub(crate) fn perf_query(&mut self, conn: ConnId, bytes: &[u8]) {
-        let msg = MessagePacket::new_unchecked(bytes);
-        let hdr = msg.header();
-        let len = hdr.length(Direction::Request);
-        let idx = hdr.data()[1];
+    /// An endpoint's counters, from its provider.
+    pub(crate) fn endpoint_counters(
+        &self,
+        ep: EndpointId,
+        providers: &[Box<dyn Provider>],
+    ) -> Option<Counters> {
+        providers.get(self.endpoint(ep)?.provider)?.perf(ep)
+    }
+
+    /// A PERF_QUERY: the global counters, or an endpoint's from its provider.
+    pub(crate) fn perf_query(
+        &mut self,
+        conn: ConnId,
+        req: &Request<'_>,
+        providers: &[Box<dyn Provider>],
+    ) {
+        let len = req.hdr.length;
+        let [_, idx, _] = req.hdr.data;
         // docs/reference-quirks.md §36: the entry's flags are host order although the
         // rest is big-endian.
-        let entry = msg.entry(0);
+        let entry = req.msg.entry(0);
         let has_source = entry
             .as_ref()
             .is_some_and(|e| e.flags().contains(EpFlags::SOURCE));
         let with_entry = usize::from(len) >= HEADER_LEN + ENTRY_LEN;
         let counters: Option<Counters> = if (!with_entry && idx < 1) || (with_entry && !has_source)
         {
-            Some(self.core.counters)
+            Some(self.counters)
         } else if idx >= 1 {
             // The reference also uses the index as a port filter
             // (docs/reference-quirks.md §1), so `-P 2` never finds the second endpoint of
             // a one-port HCA. Fixed: count over every port.
             self.enumerate(0)
                 .nth(usize::from(idx) - 1)
-                .and_then(|ep| self.endpoint_counters(ep))
+                .and_then(|ep| self.endpoint_counters(ep, providers))
         } else {
             entry
                 .and_then(|e| {
@@ -55,12 +70,11 @@ impl Engine {
                         ty: e.addr_type(),
                         bytes: Bytes64::read(e.info()).unwrap_or_default(),
                     };
-                    self.core.find_ep_by_addr(&addr)
+                    self.find_ep_by_addr(&addr)
                 })
-                .and_then(|ep| self.endpoint_counters(ep))
+                .and_then(|ep| self.endpoint_counters(ep, providers))
         };
-        let mut header = HeaderRepr::parse(bytes, Direction::Request)
-            .unwrap_or(HeaderRepr::new(acm_proto::client::Opcode::PERF_QUERY));
+        let mut header = req.hdr;
         header.opcode = header.opcode.with_ack();
         header.data[2] = 0;
         let mut reply = PerfReplyRepr {
@@ -75,7 +89,7 @@ impl Engine {
             }
             None => {
                 log!(
-                    self.core,
+                    self,
                     Level::Verbose,
                     "acm_svr_perf_query",
                     "no endpoint for the perf query"
@@ -86,15 +100,15 @@ impl Engine {
         }
         let mut buf = [0u8; HEADER_LEN + 8 * MAX_COUNTERS];
         let n = reply.emit(&mut buf, Direction::Response);
-        self.core.push_client(ClientOutput::Reply {
+        self.push_client(ClientOutput::Reply {
             conn,
             reply: Reply::new(&buf[..n]),
         });
     }
 
-    pub(crate) fn ep_query(&mut self, conn: ConnId, bytes: &[u8]) {
-        let mut header = HeaderRepr::parse(bytes, Direction::Request)
-            .unwrap_or(HeaderRepr::new(acm_proto::client::Opcode::EP_QUERY));
+    /// An EP_QUERY: the description of the endpoint the request names by index.
+    pub(crate) fn ep_query(&mut self, conn: ConnId, hdr: &HeaderRepr) {
+        let mut header = *hdr;
         let [index, port, _] = header.data;
         let found = usize::from(index)
             .checked_sub(1)
@@ -108,7 +122,7 @@ impl Engine {
         header.status = Status::SUCCESS;
         if config.is_none() {
             log!(
-                self.core,
+                self,
                 Level::Verbose,
                 "acm_get_ep",
                 "notice - could not find ep {index}"
@@ -118,7 +132,7 @@ impl Engine {
         let reply = EpQueryReplyRepr { header, config };
         let mut buf = alloc::vec![0u8; reply.buffer_len()];
         reply.emit(&mut buf, Direction::Response);
-        self.core.push_client(ClientOutput::Reply {
+        self.push_client(ClientOutput::Reply {
             conn,
             reply: Reply::from_vec(buf),
         });
@@ -127,10 +141,9 @@ impl Engine {
     /// The EP_QUERY description of an endpoint, with as many addresses as fit in a
     /// reply.
     fn ep_config(&self, ep: EndpointId) -> Option<EpConfigRepr> {
-        let e = self.core.endpoint(ep)?;
-        let dev = self.core.device(e.port.device)?;
+        let e = self.endpoint(ep)?;
+        let dev = self.device(e.port.device)?;
         let name = self
-            .core
             .provider_names
             .get(e.provider)
             .map_or("", |s| s.as_str());

@@ -5,28 +5,34 @@
 //! touched at all (its destination cache, its lookups in flight, its QP), so a reload
 //! that adds one name to one endpoint costs the others nothing.
 
-use super::level_of;
-use crate::Engine;
+use super::provider_call::{Plan, ProviderCall};
+use super::{Core, level_of};
 use crate::addr::Address;
 use crate::config::AddrFile;
-use crate::config::reload::{self, Reconfig, Takes};
+use crate::config::reload::{self, OptionChange, Reconfig, Takes};
 use crate::io::EndpointId;
 use crate::log::{Level, log};
+use alloc::boxed::Box;
 use alloc::collections::BTreeSet;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-impl Engine {
-    pub(crate) fn reconfigure(&mut self, r: &Reconfig) {
-        let running = &self.core.config.options;
+/// An endpoint's address, with what EP_QUERY shows for it.
+type LocalName = (EndpointId, Address, String);
+
+impl Core {
+    /// Takes the reloaded files: the providers get the new options, then the
+    /// endpoints' addresses follow the address file, then the reload is summed up.
+    pub(crate) fn reconfigure(&mut self, r: &Reconfig) -> Plan {
+        let running = &self.config.options;
         let changes = reload::option_changes(running, &r.options);
         let options = reload::apply_live(running, &r.options);
         let addresses_may_move = r.addr_file.is_some()
             || options.support_ips_in_addr_cfg != running.support_ips_in_addr_cfg;
         for c in changes.iter().filter(|c| c.takes == Takes::Restart) {
             log!(
-                self.core,
+                self,
                 Level::Basic,
                 "config",
                 "{}: {} changed from {} to {}: needs a restart; {} stays until then",
@@ -37,26 +43,48 @@ impl Engine {
                 c.old
             );
         }
-        self.core.config.options = options;
-        self.core.log_level = level_of(self.core.config.options.log_level);
-        let options = self.core.config.options.clone();
-        for i in 0..self.providers.len() {
-            self.with_provider(i, |p, cx| p.reconfigure(cx, &options));
+        self.config.options = options;
+        self.log_level = level_of(self.config.options.log_level);
+        let mut plan = Plan::new();
+        for i in 0..self.provider_names.len() {
+            let options = Box::new(self.config.options.clone());
+            plan.call(i, ProviderCall::Reconfigure(options));
         }
-        if let Some(file) = &r.addr_file {
+        let addr_file = r.addr_file.clone();
+        plan.then(move |core| core.reload_addresses(addr_file, addresses_may_move, changes));
+        plan
+    }
+
+    /// The second half of a reload, once the providers have the new options: the new
+    /// address file checked, and the endpoints' addresses brought in line with it.
+    fn reload_addresses(
+        &mut self,
+        addr_file: Option<AddrFile>,
+        addresses_may_move: bool,
+        changes: Vec<OptionChange>,
+    ) -> Plan {
+        if let Some(file) = &addr_file {
             self.check_addr_file(file);
         }
-        let (added, removed) = if addresses_may_move {
-            let before = self.local_names();
-            if let Some(file) = &r.addr_file {
-                self.core.config.addr_file = Some(file.clone());
-            }
-            self.refresh_addresses();
-            let after = self.local_names();
-            self.log_address_moves(&before, &after)
-        } else {
-            (0, 0)
-        };
+        if !addresses_may_move {
+            self.log_reload(&changes, (0, 0));
+            return Plan::new();
+        }
+        let before = self.local_names();
+        if addr_file.is_some() {
+            self.config.addr_file = addr_file;
+        }
+        let mut plan = self.refresh_addresses();
+        plan.then_do(move |core| {
+            let after = core.local_names();
+            let moves = core.log_address_moves(&before, &after);
+            core.log_reload(&changes, moves);
+        });
+        plan
+    }
+
+    /// The reload's summary line: addresses added and removed, options changed.
+    fn log_reload(&mut self, changes: &[OptionChange], (added, removed): (usize, usize)) {
         let mut summary = format!("reloaded: {added} addresses added, {removed} removed");
         for c in changes.iter().filter(|c| c.takes == Takes::Live) {
             summary.push_str(&format!(", {} {} -> {}", c.name, c.old, c.new));
@@ -65,27 +93,26 @@ impl Engine {
         if restart > 0 {
             summary.push_str(&format!(", {restart} changed options need a restart"));
         }
-        log!(self.core, Level::Basic, "config", "{summary}");
+        log!(self, Level::Basic, "config", "{summary}");
     }
 
     /// Logs the new address file's lines that can never give an endpoint an address
     /// (a device, port or pkey the host does not have), as the start does.
     fn check_addr_file(&mut self, file: &AddrFile) {
-        let names: Vec<&str> = self.core.devices.iter().map(|d| d.name.as_str()).collect();
+        let names: Vec<&str> = self.devices.iter().map(|d| d.name.as_str()).collect();
         let mut diags = file.unknown_devices(&names);
-        for d in &self.core.devices {
+        for d in &self.devices {
             let pkeys: Vec<&[u16]> = d.ports.iter().map(|p| p.attrs.pkeys.as_slice()).collect();
             diags.extend(file.check_device(&d.name, &pkeys));
         }
         for line in crate::config::summarize(&diags).lines {
-            log!(self.core, Level::Basic, "config", "{line}");
+            log!(self, Level::Basic, "config", "{line}");
         }
     }
 
     /// Every open endpoint's addresses, with what EP_QUERY shows for each.
-    fn local_names(&self) -> Vec<(EndpointId, Address, String)> {
-        self.core
-            .endpoints
+    fn local_names(&self) -> Vec<LocalName> {
+        self.endpoints
             .iter()
             .enumerate()
             .filter_map(|(i, e)| Some((EndpointId(i as u32), e.as_ref()?)))
@@ -94,13 +121,9 @@ impl Engine {
     }
 
     /// Logs each address a reload added or removed; returns how many of each.
-    fn log_address_moves(
-        &mut self,
-        before: &[(EndpointId, Address, String)],
-        after: &[(EndpointId, Address, String)],
-    ) -> (usize, usize) {
+    fn log_address_moves(&mut self, before: &[LocalName], after: &[LocalName]) -> (usize, usize) {
         // Sets, so that a reload of many names costs their number, not its square.
-        let keys = |l: &[(EndpointId, Address, String)]| -> BTreeSet<(EndpointId, Address)> {
+        let keys = |l: &[LocalName]| -> BTreeSet<(EndpointId, Address)> {
             l.iter().map(|(e, a, _)| (*e, *a)).collect()
         };
         let (had, has) = (keys(before), keys(after));
@@ -108,7 +131,7 @@ impl Engine {
         for a in after.iter().filter(|a| !had.contains(&(a.0, a.1))) {
             added += 1;
             log!(
-                self.core,
+                self,
                 Level::Config,
                 "config",
                 "reload: endpoint {} now answers to {}",
@@ -120,7 +143,7 @@ impl Engine {
         for b in before.iter().filter(|b| !has.contains(&(b.0, b.1))) {
             removed += 1;
             log!(
-                self.core,
+                self,
                 Level::Config,
                 "config",
                 "reload: endpoint {} no longer answers to {}",

@@ -190,9 +190,10 @@ impl SaAgent {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use acm_proto::mad::MAD_LEN;
 
     fn mad(tid: u32) -> Mad {
-        let mut m = [0u8; 256];
+        let mut m = [0u8; MAD_LEN];
         m[12..16].copy_from_slice(&tid.to_be_bytes());
         Mad(m)
     }

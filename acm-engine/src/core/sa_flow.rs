@@ -14,6 +14,7 @@
 //! cannot queue) is retried the same way, from the same budget; one that timed out
 //! while the SA said nothing at all fails, as the reference's does.
 
+use super::provider_call::{Call, ProviderCall};
 use super::sa_agent::{self, Submit, Waiting};
 use super::{Core, port_in};
 use crate::Instant;
@@ -161,13 +162,11 @@ impl Core {
         let jitter = self.next_random() % (us + 1);
         Duration::from_micros(us / 2 + jitter)
     }
-}
 
-impl crate::Engine {
     /// An SA response arrived on `port`: free its credit; if the SA said BUSY and the
     /// MAD has retries left, hold it for its back-off; else hand the response to the
     /// provider that sent the request. Either way the next waiting MAD goes out.
-    pub(crate) fn sa_response(&mut self, port: PortId, mad: &[u8]) {
+    pub(crate) fn sa_response<'m>(&mut self, port: PortId, mad: &'m [u8]) -> Option<Call<'m>> {
         // The SA's Reports come unasked on the same agent (docs/protocol/sa.md §9).
         let header = MadHeaderPacket::new_unchecked(mad);
         if header.try_method() == Some(Method::REPORT) {
@@ -175,23 +174,24 @@ impl crate::Engine {
         }
         let Some(tid) = header.try_tid() else {
             log!(
-                self.core,
+                self,
                 Level::Basic,
                 "acm_sa_handler",
                 "short SA MAD ({} bytes) dropped",
                 mad.len()
             );
-            return;
+            return None;
         };
         // Our own subscriptions are not in the SA window (docs/protocol/sa.md §9).
         if super::is_sub_tid(tid) {
-            return self.core.sm_sub_answer(port, tid, Ok(mad));
+            self.sm_sub_answer(port, tid, Ok(mad));
+            return None;
         }
-        let now = self.core.now;
+        let now = self.now;
         let status = header.status();
-        let opts = &self.core.config.options;
+        let opts = &self.config.options;
         let busy_retries = opts.sa_busy_retries;
-        let Some(p) = port_in(&mut self.core.devices, port) else {
+        let Some(p) = port_in(&mut self.devices, port) else {
             return self.unmatched(tid);
         };
         let Some(f) = p.sa.finish(tid) else {
@@ -206,46 +206,50 @@ impl crate::Engine {
                 .answered(opts, now.saturating_duration_since(f.sent));
         }
         if busy && f.busy < busy_retries {
-            self.core.retry_later(port, tid, f, true);
-            return;
+            self.retry_later(port, tid, f, true);
+            return None;
         }
-        self.core.pump_sa(port);
-        self.with_provider(f.provider, |p, cx| p.sa_response(cx, port, tid, Ok(mad)));
+        self.pump_sa(port);
+        let result = Ok(mad);
+        Some((f.provider, ProviderCall::SaResponse { port, tid, result }))
     }
 
-    fn unmatched(&mut self, tid: u64) {
+    /// An SA response that matches no MAD in flight (answered already, or given up).
+    fn unmatched<T>(&mut self, tid: u64) -> Option<T> {
         log!(
-            self.core,
+            self,
             Level::Verbose,
             "acm_sa_handler",
             "unmatched SA response tid {tid:#x} dropped"
         );
+        None
     }
 
     /// umad gave an SA MAD back unanswered: a sign of overload as much as of loss, so
     /// the port's window shrinks. If the SA answered other MADs since this one left, it
     /// is overloaded (dropping), not gone, and the MAD is retried after a back-off;
     /// otherwise the provider fails the query, as the reference's does.
-    pub(crate) fn sa_failed(&mut self, port: PortId, tid: u64, status: UmadStatus) {
+    pub(crate) fn sa_failed(
+        &mut self,
+        port: PortId,
+        tid: u64,
+        status: UmadStatus,
+    ) -> Option<Call<'static>> {
         if super::is_sub_tid(tid) {
-            return self.core.sm_sub_answer(port, tid, Err(status));
+            self.sm_sub_answer(port, tid, Err(status));
+            return None;
         }
-        let now = self.core.now;
-        let Some(p) = port_in(&mut self.core.devices, port) else {
-            return;
-        };
-        let Some(f) = p.sa.finish(tid) else {
-            return;
-        };
-        let opts = &self.core.config.options;
+        let now = self.now;
+        let p = port_in(&mut self.devices, port)?;
+        let f = p.sa.finish(tid)?;
+        let opts = &self.config.options;
         p.sa.control.congested(opts, now);
         if f.busy < opts.sa_busy_retries && p.sa.control.heard_since(f.sent) {
-            self.core.retry_later(port, tid, f, false);
-            return;
+            self.retry_later(port, tid, f, false);
+            return None;
         }
-        self.core.pump_sa(port);
-        self.with_provider(f.provider, |p, cx| {
-            p.sa_response(cx, port, tid, Err(status))
-        });
+        self.pump_sa(port);
+        let result = Err(status);
+        Some((f.provider, ProviderCall::SaResponse { port, tid, result }))
     }
 }

@@ -9,12 +9,14 @@
 //! time, with TIDs whose bit 31 is set, so that they neither delay nor meet the
 //! provider's SA traffic.
 
+use super::Core;
+use super::provider_call::{Call, ProviderCall};
 use super::sa_agent::sa_dest;
 use crate::PortId;
 use crate::io::{FabricOp, Mad, SaSend};
 use crate::log::{Level, log};
 use crate::time::Instant;
-use acm_proto::mad::{AttrId, UmadStatus};
+use acm_proto::mad::{AttrId, MAD_LEN, UmadStatus};
 use acm_proto::notice::{InformInfoRepr, NoticeRepr, SmTrap, TrapNumber};
 use acm_proto::sa::{SaHeaderRepr, SaPacket};
 use core::time::Duration;
@@ -52,7 +54,7 @@ pub(crate) fn is_sub_tid(tid: u64) -> bool {
     (tid as u32) & SUB_TID_BIT != 0
 }
 
-impl super::Core {
+impl Core {
     /// The next subscription TID: bit 31 set, counting up, never 0 in the low bits.
     fn next_sub_tid(&mut self) -> u64 {
         let t = self.sub_tid;
@@ -106,7 +108,7 @@ impl super::Core {
         };
         p.sm.in_flight = Some(tid as u32);
         let dest = sa_dest(&p.attrs);
-        let mut mad = Mad([0; 256]);
+        let mut mad = Mad([0; MAD_LEN]);
         SaHeaderRepr::inform_info_set(tid).emit(&mut mad.0);
         InformInfoRepr::subscribe(trap).emit(SaPacket::new_unchecked(&mut mad.0[..]).data_mut());
         self.post_sa(port, tid, dest, timeout_ms, mad);
@@ -193,7 +195,7 @@ impl super::Core {
     fn sm_report_resp(&mut self, port: PortId, tid: u64, notice: &NoticeRepr) {
         let Some(p) = self.port(port) else { return };
         let dest = sa_dest(&p.attrs);
-        let mut mad = Mad([0; 256]);
+        let mut mad = Mad([0; MAD_LEN]);
         SaHeaderRepr::report_resp(tid).emit(&mut mad.0);
         notice.emit(SaPacket::new_unchecked(&mut mad.0[..]).data_mut());
         self.push_fabric(FabricOp::SaSend(SaSend {
@@ -205,22 +207,20 @@ impl super::Core {
             mad,
         }));
     }
-}
 
-impl crate::Engine {
     /// An unsolicited SA MAD (a Report) arrived on `port`: acknowledge it and hand the
     /// event to the port's provider. With `sm_events no` it is dropped, as the
     /// reference (which never asks for Reports) would never see one.
-    pub(crate) fn sm_report(&mut self, port: PortId, mad: &[u8]) {
-        if !self.core.config.options.sm_events {
+    pub(crate) fn sm_report(&mut self, port: PortId, mad: &[u8]) -> Option<Call<'static>> {
+        if !self.config.options.sm_events {
             log!(
-                self.core,
+                self,
                 Level::Verbose,
                 "acm_sm_events",
                 "port {}: SA Report dropped (sm_events no)",
                 port.port
             );
-            return;
+            return None;
         }
         let parsed = SaPacket::new_checked(mad).and_then(|p| {
             let h = SaHeaderRepr::from_packet(&p);
@@ -230,40 +230,40 @@ impl crate::Engine {
             Ok((h, n)) if h.mad.attr_id == AttrId::NOTICE => (h, n),
             Ok((h, _)) => {
                 log!(
-                    self.core,
+                    self,
                     Level::Basic,
                     "acm_sm_events",
                     "port {}: SA Report of attribute {:#06x} dropped",
                     port.port,
                     h.mad.attr_id.0
                 );
-                return;
+                return None;
             }
             Err(e) => {
                 log!(
-                    self.core,
+                    self,
                     Level::Basic,
                     "acm_sm_events",
                     "port {}: malformed SA Report dropped: {e}",
                     port.port
                 );
-                return;
+                return None;
             }
         };
-        self.core.sm_report_resp(port, hdr.mad.tid, &notice);
+        self.sm_report_resp(port, hdr.mad.tid, &notice);
         let Some(event) = notice.sm_event() else {
             log!(
-                self.core,
+                self,
                 Level::Verbose,
                 "acm_sm_events",
                 "port {}: SA Report of trap {} acknowledged, not acted on",
                 port.port,
                 notice.trap_number.0
             );
-            return;
+            return None;
         };
         log!(
-            self.core,
+            self,
             Level::Basic,
             "acm_sm_events",
             "port {}: SM trap {} ({}) for {}",
@@ -272,9 +272,8 @@ impl crate::Engine {
             trap_text(&event),
             event.gid()
         );
-        if let Some(idx) = self.core.port(port).and_then(|p| p.provider) {
-            self.with_provider(idx, |p, cx| p.sm_event(cx, port, &event));
-        }
+        let idx = self.port(port)?.provider?;
+        Some((idx, ProviderCall::SmEvent { port, event }))
     }
 }
 

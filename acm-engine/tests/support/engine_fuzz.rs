@@ -29,6 +29,7 @@ use acm_engine::{
 };
 use acm_proto::acm_mad::AcmMadRepr;
 use acm_proto::client::AddrType;
+use acm_proto::mad::MAD_LEN;
 use acm_proto::mcmember::McMemberRecordRepr;
 use acm_proto::mgid::AcmMgid;
 use acm_proto::path_record::PathRecordRepr;
@@ -81,7 +82,7 @@ struct World {
     /// ACM request TIDs the engine sent, newest last.
     acm_tids: Vec<u64>,
     /// SA MADs the engine sent and nobody answered yet.
-    sa: Vec<[u8; 256]>,
+    sa: Vec<[u8; MAD_LEN]>,
     /// UD sends not completed.
     sends: Vec<(EndpointId, SendToken)>,
     /// Routing lookups not answered.

@@ -11,7 +11,7 @@ use acm_proto::Gid;
 use acm_proto::acm_mad::{AcmMadRepr, MULTICAST_QPN};
 use acm_proto::client::AddrType;
 use acm_proto::grh::GrhRepr;
-use acm_proto::mad::MadHeaderPacket;
+use acm_proto::mad::{MAD_LEN, MadHeaderPacket};
 use acm_proto::path_record::PathRecordRepr;
 use acm_proto::sa::SaPacket;
 use acm_proto::{Bytes64, Mtu, Rate};
@@ -187,7 +187,7 @@ pub fn sa_comp_mask(m: &[u8]) -> u64 {
 }
 
 /// The SA MADs of one attribute a node has sent.
-pub fn sa_sent_attr(node: &Node, attr: u16) -> Vec<[u8; 256]> {
+pub fn sa_sent_attr(node: &Node, attr: u16) -> Vec<[u8; MAD_LEN]> {
     node.sa_sent
         .iter()
         .filter(|(_, m)| sa_attr(&m.0) == attr)

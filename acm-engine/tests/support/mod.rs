@@ -21,6 +21,7 @@ use acm_engine::{
 };
 use acm_engine::{ClientOutput, ConnId, EndpointId, Engine, EngineConfig, Input, Instant, PortId};
 use acm_proto::client::FrameError;
+use acm_proto::mad::MAD_LEN;
 use kernel_model::{KernelModel, Verdict};
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -30,7 +31,7 @@ use std::time::Duration;
 
 /// How the scripted SA treats a MAD: answer with these bytes, or let the kernel time it
 /// out.
-pub type SaScript = Box<dyn FnMut(&[u8; 256]) -> Option<Vec<u8>>>;
+pub type SaScript = Box<dyn FnMut(&[u8; MAD_LEN]) -> Option<Vec<u8>>>;
 /// How the host's routing picks a source for a destination.
 pub type RouteScript = Box<dyn FnMut(IpAddr) -> Result<IpAddr, u8>>;
 

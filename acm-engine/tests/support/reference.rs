@@ -7,6 +7,7 @@
 use super::reference_fabric;
 use super::{Node, RouteScript, SaScript};
 use acm_engine::{DeviceId, EngineConfig, Input, PortId};
+use acm_proto::mad::MAD_LEN;
 use std::net::{IpAddr, Ipv4Addr};
 
 // Each test binary compiles this module and uses a different part of it.
@@ -26,7 +27,7 @@ pub fn config() -> EngineConfig {
 
 /// The fabric's SA as the harness's script.
 pub fn sa() -> SaScript {
-    Box::new(|mad: &[u8; 256]| sa_answer(mad).map(|r| r.to_vec()))
+    Box::new(|mad: &[u8; MAD_LEN]| sa_answer(mad).map(|r| r.to_vec()))
 }
 
 /// The capture machine's routing: 10.0.0.x is on no interface, so the kernel picks the

@@ -9,6 +9,7 @@
 use acm_engine::config::{AddrFile, Options, parse_hosts};
 use acm_engine::rate_from_width_speed;
 use acm_engine::{DeviceDesc, DeviceId, EngineConfig, PortAttrs, PortState};
+use acm_proto::mad::MAD_LEN;
 use acm_proto::{Gid, Mtu};
 
 pub const OPTS: &str = include_str!("../../../testdata/reference-fabric/ibacm_opts.cfg");
@@ -76,7 +77,7 @@ pub fn device() -> DeviceDesc {
 /// derive the missing ones (GID = prefix + `BASE_GUID + LID`; a GID outside that rule gets
 /// a LID in 2..=0xBFFF from its interface id). `None` for anything else.
 #[inline]
-pub fn sa_answer(mad: &[u8; 256]) -> Option<[u8; 256]> {
+pub fn sa_answer(mad: &[u8; MAD_LEN]) -> Option<[u8; MAD_LEN]> {
     let attr = u16::from_be_bytes([mad[16], mad[17]]);
     let mut resp = *mad;
     resp[3] |= 0x80; // GetResp (also for the join's Set)
