@@ -291,13 +291,7 @@ fn preloaded_hosts_past_the_bound_are_left_out_and_said_so() {
     made_up_request(&mut node, 1, Ipv4Addr::new(10, 0, 0, 9));
     assert_eq!(cache(&node).evictions, 0);
     assert_eq!(cache(&node).total(), 254);
-    assert!(
-        node.logs
-            .iter()
-            .any(|l| l.ends_with("cache full of entries in use; request from 11.0.0.1 dropped")),
-        "{:#?}",
-        node.logs
-    );
+    node.assert_logged("cache full of entries in use; request from 11.0.0.1 dropped");
     let acm = counter(&node, Counter::AddrQuery);
     let r = resolve(&mut node, ConnId(1), A_IP, Ipv4Addr::new(10, 1, 0, 7));
     assert_eq!(status(&r), SUCCESS);

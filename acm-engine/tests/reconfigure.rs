@@ -109,13 +109,7 @@ fn names_added_and_removed_leave_the_other_endpoints_and_their_caches_alone() {
     );
     assert_eq!(addrs_at(&mut node, 1), ["fakehost-p", "fakehost-q"]);
     assert_eq!(addrs_at(&mut node, 2), ["fakehost", "10.0.0.1", "fd00::1"]);
-    assert!(
-        node.logs
-            .iter()
-            .any(|l| l.ends_with("config: reloaded: 1 addresses added, 0 removed")),
-        "{:#?}",
-        node.logs
-    );
+    node.assert_logged("config: reloaded: 1 addresses added, 0 removed");
     // The route is still cached: no new PathRecord query.
     assert_eq!(
         status(&resolve(&mut node, ConnId(1), A_IP, HOST2_IP)),
@@ -129,13 +123,7 @@ fn names_added_and_removed_leave_the_other_endpoints_and_their_caches_alone() {
     reload(&mut node, reference::OPTS, Some(&removed));
     assert_eq!(addrs_at(&mut node, 1), ["fakehost-p", "fakehost-q"]);
     assert_eq!(addrs_at(&mut node, 2), ["fakehost", "10.0.0.1"]);
-    assert!(
-        node.logs
-            .iter()
-            .any(|l| l.ends_with("config: reloaded: 0 addresses added, 1 removed")),
-        "{:#?}",
-        node.logs
-    );
+    node.assert_logged("config: reloaded: 0 addresses added, 1 removed");
     assert_eq!(
         status(&resolve(&mut node, ConnId(1), A_IP, HOST2_IP)),
         SUCCESS

@@ -1013,13 +1013,7 @@ fn kernel_netlink_path_requests_are_answered() {
     assert_eq!(nl_u16(&req, 4), 0x1002);
     node.input(Input::Netlink(&req));
     node.settle();
-    assert!(
-        node.logs
-            .iter()
-            .any(|l| l.contains("invalid IP_RESOLVE request (seq 85) not answered")),
-        "{:?}",
-        node.logs
-    );
+    node.assert_logged("invalid IP_RESOLVE request (seq 85) not answered");
     // Another process's SET_TIMEOUT (it carries NLM_F_REQUEST) is not the kernel
     // asking: an answer would be refused by the kernel, so there is none.
     node.input(Input::Netlink(&SetTimeoutRepr::new(9, 77, 500).to_vec()));
@@ -1087,13 +1081,7 @@ fn kernel_ip_resolve_is_answered_with_the_gid() {
     node.input(Input::Netlink(&bare));
     node.settle();
     assert_eq!(node.netlink.len(), 1);
-    assert!(
-        node.logs
-            .iter()
-            .any(|l| l.contains("kernel IP_RESOLVE seq 98 not resolved; no answer")),
-        "{:?}",
-        node.logs
-    );
+    node.assert_logged("kernel IP_RESOLVE seq 98 not resolved; no answer");
     // What a user process sends (a reply, or a SET_TIMEOUT: no NLM_F_REQUEST) is not
     // the kernel asking: no answer.
     let answer = node.netlink[0].clone();
@@ -1192,13 +1180,7 @@ fn kernel_requests_are_answered_before_the_kernel_stops_waiting() {
     assert_eq!(node.verdicts[0], Verdict::SaQuery(Rule::ErrorFlag));
     node.settle();
     assert_eq!(node.netlink.len(), 1, "one answer");
-    assert!(
-        node.logs
-            .iter()
-            .any(|l| l.contains("not resolved within 1800 ms")),
-        "{:?}",
-        node.logs
-    );
+    node.assert_logged("not resolved within 1800 ms");
     assert!(
         node.logs.iter().any(|l| l.contains("seq 113 dropped")),
         "the late answer is dropped: {:?}",

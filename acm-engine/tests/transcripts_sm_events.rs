@@ -309,12 +309,6 @@ fn a_refused_subscription_is_retried_with_backoff() {
         ]
     );
     assert_eq!(subscriptions(&node), [64, 64, 64, 64, 65, 66, 67]);
-    assert!(
-        node.logs
-            .iter()
-            .any(|l| l.contains("subscription to SM trap 64 failed (SA status 0x0200)")),
-        "{:#?}",
-        node.logs
-    );
+    node.assert_logged("subscription to SM trap 64 failed (SA status 0x0200)");
     assert_eq!(node.engine.poll_timeout(), None, "nothing left to retry");
 }

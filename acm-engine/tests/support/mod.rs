@@ -90,6 +90,16 @@ pub struct Node {
 }
 
 impl Node {
+    /// Fails, showing every line logged, unless one log line contains `text`.
+    #[track_caller]
+    pub fn assert_logged(&self, text: &str) {
+        assert!(
+            self.logs.iter().any(|l| l.contains(text)),
+            "no log line contains {text:?}: {:#?}",
+            self.logs
+        );
+    }
+
     /// A node as the reference runs: `sm_events` is turned off, whatever the
     /// configuration says, so that the transcripts and replays of the real ibacm hold
     /// (the reference never subscribes to SA events). [`Node::with_sm_events`] keeps
