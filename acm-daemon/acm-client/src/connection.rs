@@ -203,8 +203,7 @@ impl Connection {
         }
         let reply = PerfReplyRepr::parse(&bytes, Direction::Response)
             .map_err(|e| ClientError::Malformed(e.to_string()))?;
-        let count = usize::from(header.data[0]).min(reply.counters.len());
-        Ok(reply.counters[..count].to_vec())
+        Ok(reply.announced_counters().to_vec())
     }
 
     /// EP_QUERY for endpoint `index` on port `port`.

@@ -450,7 +450,7 @@ mod tests {
         assert_eq!(&resolve[..8], &[1, 1, 0, 0, 0, 0, 88, 0]);
         assert_eq!(perf.len(), 72);
         let p = PerfReplyRepr::parse(perf, Direction::Response).unwrap();
-        assert_eq!((p.header.data[0], p.counters.len()), (7, 7));
+        assert_eq!((p.announced_counters().len(), p.counters.len()), (7, 7));
         assert_eq!(ep.len(), 160);
         assert!(EpQueryReplyRepr::parse(ep, Direction::Response).is_ok());
 

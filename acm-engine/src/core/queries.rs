@@ -74,19 +74,8 @@ impl Core {
                 })
                 .and_then(|ep| self.endpoint_counters(ep, providers))
         };
-        let mut header = req.hdr;
-        header.opcode = header.opcode.with_ack();
-        header.data[2] = 0;
-        let mut reply = PerfReplyRepr {
-            header,
-            counters: heapless::Vec::new(),
-        };
-        match counters {
-            Some(c) => {
-                reply.header.status = Status::SUCCESS;
-                reply.header.data[0] = c.0.len() as u8;
-                reply.counters.extend(c.0.iter().copied());
-            }
+        let reply = match counters {
+            Some(c) => PerfReplyRepr::answer(&req.hdr, Status::SUCCESS, &c.0),
             None => {
                 log!(
                     self,
@@ -94,10 +83,9 @@ impl Core {
                     "acm_svr_perf_query",
                     "no endpoint for the perf query"
                 );
-                reply.header.status = Status::ESRCADDR;
-                reply.header.data[0] = 0;
+                PerfReplyRepr::answer(&req.hdr, Status::ESRCADDR, &[])
             }
-        }
+        };
         let mut buf = [0u8; HEADER_LEN + 8 * MAX_COUNTERS];
         let n = reply.emit(&mut buf, Direction::Response);
         self.push_client(ClientOutput::Reply {

@@ -4,7 +4,7 @@
 
 use super::{
     Direction, ENTRY_LEN, EpAddrRepr, HEADER_LEN, HeaderRepr, MAX_BODY_LEN, MAX_REQUEST_LEN,
-    check_message_len,
+    Status, check_message_len,
 };
 use crate::error::{ParseError, Reason, Result};
 use byteorder::{BigEndian, ByteOrder};
@@ -99,6 +99,29 @@ pub struct PerfReplyRepr {
 }
 
 impl PerfReplyRepr {
+    /// The reply to a PERF_QUERY with header `request`: the ACK opcode, status
+    /// `status`, and `counters` (none with an error status), whose count the header
+    /// announces in `data[0]`; the request's index (`data[1]`) is kept and `data[2]`
+    /// cleared, as the reference answers.
+    #[must_use]
+    pub fn answer(request: &HeaderRepr, status: Status, counters: &[u64]) -> Self {
+        let counters: heapless::Vec<u64, MAX_COUNTERS> =
+            counters.iter().take(MAX_COUNTERS).copied().collect();
+        let mut header = *request;
+        header.opcode = header.opcode.with_ack();
+        header.status = status;
+        header.data = [counters.len() as u8, request.data[1], 0];
+        Self { header, counters }
+    }
+
+    /// The counters the reply carries that its header announces (`data[0]`): never more
+    /// than the body holds.
+    #[must_use]
+    pub fn announced_counters(&self) -> &[u64] {
+        let n = usize::from(self.header.data[0]).min(self.counters.len());
+        &self.counters[..n]
+    }
+
     /// Parses a whole reply (length = `buf.len()`; the body a whole number of u64s).
     pub fn parse(buf: &[u8], direction: Direction) -> Result<Self> {
         const FORMAT: &str = "acm_msg PERF_QUERY reply";
