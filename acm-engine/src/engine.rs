@@ -217,6 +217,7 @@ impl Engine {
     /// the core as the provider's context. The one place the engine calls into a
     /// provider. (The call is taken apart here, where it is matched, so that a
     /// request's parts move once, into the hook's arguments.)
+    #[inline(always)]
     fn call(&mut self, call: Option<Call<'_>>) {
         let Some(&(idx, _)) = call.as_ref() else {
             return;

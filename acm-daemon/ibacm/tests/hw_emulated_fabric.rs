@@ -282,7 +282,7 @@ fn umad_probe(dev: &Path) {
     assert_eq!(nix::unistd::read(u.as_fd(), &mut short), Err(Errno::EINVAL));
     let m = u.recv().expect("read").expect("the answer stayed queued");
     assert_eq!((m.header.status, m.mad.len()), (0, MAD_LEN));
-    let answer = MadHeaderPacket::new_unchecked(&m.mad[..]);
+    let answer = MadHeaderPacket::new_unchecked(m.mad);
     assert!(answer.method().is_response(), "a response");
     let tid = answer.tid();
     assert_eq!(tid as u32, 0x11, "the sender's half of the TID");
