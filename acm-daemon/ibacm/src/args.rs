@@ -98,7 +98,7 @@ pub struct Args {
     /// `--log-level`.
     pub log_level: Option<i32>,
     /// `--socket-mode`: the unix socket's permission bits (`None`: the options file's
-    /// `server_socket_mode`, else [`DEFAULT_SOCKET_MODE`](super::listen::DEFAULT_SOCKET_MODE)).
+    /// `server_socket_mode`, else 0777).
     pub socket_mode: Option<u32>,
     /// `--socket-group`: the unix socket's group, a name or gid.
     pub socket_group: Option<String>,
