@@ -9,8 +9,8 @@ use crate::log::{Level, log};
 use crate::provider::Provider;
 use acm_proto::Bytes64;
 use acm_proto::client::{
-    Direction, ENTRY_LEN, EP_CONFIG_LEN, EpConfigRepr, EpFlags, EpQueryReplyRepr, HEADER_LEN,
-    HeaderRepr, MAX_COUNTERS, PerfReplyRepr, Status,
+    Direction, ENTRY_LEN, EP_CONFIG_LEN, EpConfigRepr, EpFlags, EpQueryReplyRepr, EpQueryRepr,
+    HEADER_LEN, HeaderRepr, MAX_COUNTERS, PerfReplyRepr, Status,
 };
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -96,18 +96,12 @@ impl Core {
 
     /// An EP_QUERY: the description of the endpoint the request names by index.
     pub(crate) fn ep_query(&mut self, conn: ConnId, hdr: &HeaderRepr) {
-        let mut header = *hdr;
-        let [index, port, _] = header.data;
+        let request = EpQueryRepr::from_header(*hdr);
+        let index = request.index();
         let found = usize::from(index)
             .checked_sub(1)
-            .and_then(|i| self.enumerate(port).nth(i));
-        header.opcode = header.opcode.with_ack();
-        header.data[1] = 0;
-        header.data[2] = 0;
+            .and_then(|i| self.enumerate(request.port()).nth(i));
         let config = found.and_then(|ep| self.ep_config(ep));
-        // The request's status byte is not echoed: a client that sends a non-zero one
-        // (the protocol says 0, but nothing checks) must still read success as 0.
-        header.status = Status::SUCCESS;
         if config.is_none() {
             log!(
                 self,
@@ -115,9 +109,10 @@ impl Core {
                 "acm_get_ep",
                 "notice - could not find ep {index}"
             );
-            header.status = Status::EINVAL;
         }
-        let reply = EpQueryReplyRepr { header, config };
+        // The request's status byte is not echoed: a client that sends a non-zero one
+        // (the protocol says 0, but nothing checks) must still read success as 0.
+        let reply = EpQueryReplyRepr::answer(&request, config);
         let mut buf = alloc::vec![0u8; reply.buffer_len()];
         reply.emit(&mut buf, Direction::Response);
         self.push_client(ClientOutput::Reply {

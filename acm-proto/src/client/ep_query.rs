@@ -1,7 +1,9 @@
 //! EP_QUERY (opcode 0x03): enumerate endpoints one index at a time. See
 //! docs/protocol/client-messages.md §10.
 
-use super::{Direction, HEADER_LEN, HeaderRepr, MAX_BODY_LEN, MAX_REQUEST_LEN, check_message_len};
+use super::{
+    Direction, HEADER_LEN, HeaderRepr, MAX_BODY_LEN, MAX_REQUEST_LEN, Status, check_message_len,
+};
 use crate::error::{ParseError, Reason, Result};
 use crate::{BYTES64_LEN, Bytes64};
 use alloc::vec::Vec;
@@ -28,6 +30,15 @@ impl EpQueryRepr {
     pub fn new(index: u8, port: u8) -> Self {
         let mut header = HeaderRepr::new(super::Opcode::EP_QUERY);
         header.data = [index, port, 0];
+        Self {
+            header,
+            trailing: heapless::Vec::new(),
+        }
+    }
+
+    /// The request whose header is `header` (the daemon reads no further).
+    #[must_use]
+    pub fn from_header(header: HeaderRepr) -> Self {
         Self {
             header,
             trailing: heapless::Vec::new(),
@@ -115,6 +126,22 @@ pub struct EpQueryReplyRepr {
 }
 
 impl EpQueryReplyRepr {
+    /// The reply to `request`: the ACK opcode, the endpoint's description (status 0) or
+    /// none (EINVAL); the index is kept, the port and `data[2]` cleared, as the reference
+    /// answers. The request's status byte is not echoed.
+    #[must_use]
+    pub fn answer(request: &EpQueryRepr, config: Option<EpConfigRepr>) -> Self {
+        let mut header = request.header;
+        header.opcode = header.opcode.with_ack();
+        header.data = [request.index(), 0, 0];
+        header.status = if config.is_some() {
+            Status::SUCCESS
+        } else {
+            Status::EINVAL
+        };
+        Self { header, config }
+    }
+
     /// Parses a whole reply (length = `buf.len()`; body empty or 80 + 64·n bytes).
     pub fn parse(buf: &[u8], direction: Direction) -> Result<Self> {
         const FORMAT: &str = "acm_msg EP_QUERY reply";
