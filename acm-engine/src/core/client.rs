@@ -58,7 +58,7 @@ impl Core {
     /// (PERF_QUERY).
     ///
     /// This function and the RESOLVE path below it (`resolve_request`, `dest_resolve`,
-    /// `dispatch_dest`) are inlined into `Engine::handle`, as is `Engine::call`: the
+    /// `dispatch_dest`, `path_resolve`) are inlined into `Engine::handle`, as is `Engine::call`: the
     /// provider call a cache hit returns is then built where the hook takes its
     /// arguments, instead of being written out through a return value and read back
     /// (about 35 user-space instructions per cache hit, `instructions.sh`).
@@ -403,6 +403,7 @@ impl Core {
     }
 
     /// Path resolve (docs/protocol/client-messages.md §8.3).
+    #[inline(always)]
     fn path_resolve(
         &mut self,
         to: ReplyTo,
