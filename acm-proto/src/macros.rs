@@ -1,8 +1,14 @@
-//! Macros for the two shapes of code point this crate has: open enums and flag sets.
+//! Macros that state once a shape the wire formats share.
 //!
-//! Both are transparent newtypes over the wire integer, so every value parses and emits
-//! unchanged (an unknown opcode or status is data for the engine to judge, not a parse
-//! failure). Known values are associated constants with the reference's name.
+//! - Code points, open enums (`open_enum!`) and flag sets (`flag_set!`): transparent
+//!   newtypes over the wire integer, so every value parses and emits unchanged (an
+//!   unknown opcode or status is data for the engine to judge, not a parse failure).
+//!   Known values are associated constants with the reference's name.
+//! - Views: their constructors (`view_constructors!`), one line per field for its getter
+//!   and setter (`view_fields!`, and `view_bits!` for fields packed in a word), and the
+//!   accessors every MAD header has (`mad_common_fields!`).
+//! - Owned forms: `to_vec`/`to_bytes` over `emit` (`emit_to_vec!`, `emit_to_array!`), and
+//!   the fixed-size byte strings `Gid` and `Bytes64` (`wire_bytes!`).
 
 /// What open enums and flag sets have in common: the declaration they are written as, the
 /// transparent newtype over the wire integer with its named constants, built from the
