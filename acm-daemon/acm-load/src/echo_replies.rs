@@ -4,8 +4,8 @@
 //! bytes.
 
 use acm_proto::client::{
-    ClientMessage, Direction, EpAddrRepr, EpConfigRepr, EpFlags, EpQueryReplyRepr, HeaderRepr,
-    Opcode, Operation, PerfReplyRepr, ResolveRepr,
+    ClientMessage, Direction, EpAddrRepr, EpConfigRepr, EpFlags, EpQueryReplyRepr, EpQueryRepr,
+    HeaderRepr, Opcode, Operation, PerfQueryRepr, PerfReplyRepr, ResolveRepr, Status,
 };
 use acm_proto::path_record::{PathFlags, PathRecordRepr};
 use acm_proto::{Bytes64, Mtu, Rate, Selected};
@@ -51,17 +51,14 @@ impl Replies {
         let mut resolve = ResolveRepr::new(HeaderRepr::new(Opcode::RESOLVE));
         // One entry of the eight that fit.
         let _ = resolve.push(EpAddrRepr::path(EpFlags(PathFlags::IBACMP_REPLY.0), &path));
-        let mut perf_header = HeaderRepr::new(Opcode::PERF_QUERY_ACK);
-        perf_header.data = [7, 0, 0];
-        let perf = PerfReplyRepr {
-            header: perf_header,
-            counters: [0u64; 7].into_iter().collect(),
-        };
-        let mut ep_header = HeaderRepr::new(Opcode::EP_QUERY_ACK);
-        ep_header.data = [1, 0, 0];
-        let ep = EpQueryReplyRepr {
-            header: ep_header,
-            config: Some(EpConfigRepr {
+        let perf = PerfReplyRepr::answer(
+            &PerfQueryRepr::new(0, None).header,
+            Status::SUCCESS,
+            &[0; 7],
+        );
+        let ep = EpQueryReplyRepr::answer(
+            &EpQueryRepr::new(1, 0),
+            Some(EpConfigRepr {
                 dev_guid: 0x0002_c903_00a0_b000,
                 port_num: 1,
                 phys_port_cnt: 1,
@@ -71,7 +68,7 @@ impl Replies {
                 prov_name: Bytes64::zero_padded(b"ibacmp"),
                 addrs: vec![Bytes64::zero_padded(b"10.0.0.1")],
             }),
-        };
+        );
         Self {
             resolve: ClientMessage::Resolve(resolve).to_vec(Direction::Response),
             perf: ClientMessage::PerfReply(perf).to_vec(Direction::Response),

@@ -173,12 +173,7 @@ pub(crate) fn ip_resolve_request() -> Vec<u8> {
 /// The global PERF_QUERY (`ib_acme -P`).
 #[must_use]
 pub(crate) fn perf_request() -> Vec<u8> {
-    ClientMessage::PerfQuery(PerfQueryRepr {
-        header: HeaderRepr::new(Opcode::PERF_QUERY),
-        entry: None,
-        trailing: Default::default(),
-    })
-    .to_vec(Direction::Request)
+    ClientMessage::PerfQuery(PerfQueryRepr::new(0, None)).to_vec(Direction::Request)
 }
 
 /// EP_QUERY of endpoint 1 as `ib_acme -e 1` asks for it (index 1, port 1).

@@ -11,7 +11,7 @@ use super::format::Report;
 use crate::outcome::{PerfFailure, PerfMode};
 use acm_client::addr::{self, AddrFormat};
 use acm_client::{self, ClientError, Connection};
-use acm_proto::client::{EpFlags, HeaderRepr, Opcode, PerfQueryRepr};
+use acm_proto::client::{EpFlags, PerfQueryRepr};
 
 /// Highest endpoint index the one-byte field can name; `-P all` stops there at the latest.
 pub(crate) const MAX_INDEX: i32 = 255;
@@ -106,13 +106,7 @@ pub(crate) fn snapshot(conn: &mut Connection, svc: &str, opts: &Options, report:
 /// # Errors
 /// [`ClientError`].
 pub(crate) fn query_index(conn: &mut Connection, index: i32) -> Result<Vec<u64>, ClientError> {
-    let mut header = HeaderRepr::new(Opcode::PERF_QUERY);
-    header.data = [0, index as u8, 0];
-    conn.perf(PerfQueryRepr {
-        header,
-        entry: None,
-        trailing: Default::default(),
-    })
+    conn.perf(PerfQueryRepr::new(index as u8, None))
 }
 
 /// The counters of the endpoint owning address `src` (`-P s`), detected like a
@@ -139,12 +133,8 @@ pub(crate) fn query_by_source(
         }
         other => return Err(PerfFailure::UnsupportedSrcType(other.letter())),
     };
-    conn.perf(PerfQueryRepr {
-        header: HeaderRepr::new(Opcode::PERF_QUERY),
-        entry: Some(entry),
-        trailing: Default::default(),
-    })
-    .map_err(PerfFailure::ByAddress)
+    conn.perf(PerfQueryRepr::new(0, Some(entry)))
+        .map_err(PerfFailure::ByAddress)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use crate::provider::Provider;
 use acm_proto::Bytes64;
 use acm_proto::client::{
     Direction, ENTRY_LEN, EP_CONFIG_LEN, EpConfigRepr, EpFlags, EpQueryReplyRepr, EpQueryRepr,
-    HEADER_LEN, HeaderRepr, MAX_COUNTERS, PerfReplyRepr, Status,
+    HEADER_LEN, HeaderRepr, MAX_COUNTERS, PerfQueryRepr, PerfReplyRepr, Status,
 };
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -45,7 +45,7 @@ impl Core {
         providers: &[Box<dyn Provider>],
     ) {
         let len = req.hdr.length;
-        let [_, idx, _] = req.hdr.data;
+        let idx = PerfQueryRepr::index_in(&req.hdr);
         // docs/reference-quirks.md §36: the entry's flags are host order although the
         // rest is big-endian.
         let entry = req.msg.entry(0);

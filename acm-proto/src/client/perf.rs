@@ -30,10 +30,30 @@ pub struct PerfQueryRepr {
 }
 
 impl PerfQueryRepr {
+    /// A request for the global counters (`index` 0) or for endpoint `index`'s, or, with
+    /// `entry`, for the endpoint that owns that source address.
+    #[must_use]
+    pub fn new(index: u8, entry: Option<EpAddrRepr>) -> Self {
+        let mut header = HeaderRepr::new(super::Opcode::PERF_QUERY);
+        header.data = [0, index, 0];
+        Self {
+            header,
+            entry,
+            trailing: heapless::Vec::new(),
+        }
+    }
+
+    /// The endpoint index a PERF_QUERY with header `header` names (`data[1]`; 0 for
+    /// global / by address).
+    #[must_use]
+    pub const fn index_in(header: &HeaderRepr) -> u8 {
+        header.data[1]
+    }
+
     /// The endpoint index the request names (`data[1]`; 0 for global / by address).
     #[must_use]
     pub const fn index(&self) -> u8 {
-        self.header.data[1]
+        Self::index_in(&self.header)
     }
 
     /// Parses a whole request (length = `buf.len()`, 16..=592).

@@ -77,11 +77,7 @@ pub fn resolve_gid(sgid: Option<Gid>, dgid: Gid) -> Vec<u8> {
 /// A global PERF_QUERY (no endpoint index, no address).
 #[must_use]
 pub fn perf_global() -> Vec<u8> {
-    let msg = PerfQueryRepr {
-        header: HeaderRepr::new(Opcode::PERF_QUERY),
-        entry: None,
-        trailing: Default::default(),
-    };
+    let msg = PerfQueryRepr::new(0, None);
     let mut b = vec![0; msg.buffer_len()];
     msg.emit(&mut b, Direction::Request);
     b
