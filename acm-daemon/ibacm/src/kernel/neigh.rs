@@ -12,7 +12,9 @@
 //! tested against the kernel's layouts; the socket part needs a real IPoIB interface
 //! and is not tested here.
 
-use super::rtnl::{Attrs, Messages, NLMSG_DONE, NLMSG_ERROR, RTA_HDRLEN, align4, ne_u16, ne_u32};
+use super::rtnl::{
+    AF_INET, AF_INET6, Attrs, Messages, NLMSG_DONE, NLMSG_ERROR, RTA_HDRLEN, align4, ne_u16, ne_u32,
+};
 use acm_engine::NeighResult;
 use acm_proto::ipoib::IpoibHwAddrRepr;
 use acm_proto::netlink::NLMSG_HDRLEN;
@@ -38,8 +40,6 @@ const NLM_F_CREATE: u16 = 0x400;
 const NDMSG_LEN: usize = 12;
 const NDA_DST: u16 = 1;
 const NDA_LLADDR: u16 = 2;
-const AF_INET: u8 = 2;
-const AF_INET6: u8 = 10;
 /// `NTF_USE`: use the entry as a sent packet would (resolve it if needed).
 const NTF_USE: u8 = 0x01;
 /// The `NUD_*` state of an entry whose resolution failed.

@@ -45,8 +45,9 @@ const IFINFOMSG_LEN: usize = 16;
 pub(super) const RTA_HDRLEN: usize = 4;
 const IFA_ADDRESS: u16 = 1;
 const IFA_LOCAL: u16 = 2;
-const AF_INET: u8 = 2;
-const AF_INET6: u8 = 10;
+/// Address families (`AF_INET`, `AF_INET6`), as route and neighbour messages carry them.
+pub(super) const AF_INET: u8 = 2;
+pub(super) const AF_INET6: u8 = 10;
 const IFF_UP: u32 = 0x1;
 const IFF_RUNNING: u32 = 0x40;
 
