@@ -29,16 +29,19 @@ cat "$B/VERSION"
 echo "== host"
 echo "cpus $(nproc), kernel $(uname -r), $(. /etc/os-release 2> /dev/null && echo "$PRETTY_NAME"), $(ldd --version 2>&1 | head -1), uid $(id -u)"
 
+# Whether the host has the program NAME (bash's `command -v` also names a file found
+# but not executable).
+have() { local p; p=$(command -v "$1") && [ -x "$p" ]; }
 missing=()
 for t in bash python3 timeout awk getconf seq mktemp realpath; do
-  command -v "$t" > /dev/null || missing+=("$t")
+  have "$t" || missing+=("$t")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "run.sh: the host lacks ${missing[*]}, which the scripts need and the bundle does not hold"
   exit 2
 fi
 for t in unshare nsenter taskset mount; do
-  command -v "$t" > /dev/null || echo "the host has no $t: the bundle's copy is used"
+  have "$t" || echo "the host has no $t: the bundle's copy is used"
 done
 PATH=$PATH:$B/tools
 export PATH
@@ -47,7 +50,7 @@ export PATH
 # it needs (the host's glibc, or the bundle's copies), else nothing can be measured.
 export LD_LIBRARY_PATH=$B/lib
 elves=("$B"/bin/* "$B"/c/ibacm "$B"/c/prov/*)
-if command -v ldd > /dev/null; then
+if have ldd; then
   if ldd "${elves[@]}" 2>&1 | grep -E "not found|not a dynamic"; then
     echo "run.sh: the libraries above are missing on this host (its glibc may be older than the one the bundle was built with)"
     exit 2
@@ -90,11 +93,18 @@ read -r -a workers <<< "$WORKERS"
 daemons=$(( ${#workers[@]} > 0 ? ${#workers[@]} : 1 ))
 [ "$C" = yes ] && daemons=$(( daemons + 1 ))
 [ "$ECHO" = no ] || daemons=$(( daemons + 2 ))
-# Each run: SECS of load and about a second around it (acm-load's start, warm-up and
-# connections, the figures read from /proc); the start-up: about 20 s.
-estimate() { echo $(( ${#clients[@]} * $1 * daemons * ($2 + 1) + 20 )); }
-while (( $(estimate "$ROUNDS" "$SECS") > budget && ROUNDS > 2 )); do ROUNDS=$(( ROUNDS - 1 )); done
-while (( $(estimate "$ROUNDS" "$SECS") > budget && SECS > 1 )); do SECS=$(( SECS - 1 )); done
+# Each run: SECS of load and some 0.1-0.4 s around it (acm-load's start, warm-up and
+# connections, the figures read from /proc; 0.1 s measured on 2 CPUs from 1 to 1,000
+# clients), counted as 0.4 s; the start-up: about 20 s.
+estimate() { echo $(( ${#clients[@]} * $1 * daemons * ($2 * 10 + 4) / 10 + 20 )); }
+# Over the budget: fewer rounds down to 3 (the least a bootstrap interval says much
+# with), shorter runs down to 2 s, then 2 rounds, then 1 s.
+fit() { # least_rounds least_secs
+  while (( $(estimate "$ROUNDS" "$SECS") > budget && ROUNDS > $1 )); do ROUNDS=$(( ROUNDS - 1 )); done
+  while (( $(estimate "$ROUNDS" "$SECS") > budget && SECS > $2 )); do SECS=$(( SECS - 1 )); done
+}
+fit 3 2
+fit 2 1
 echo "== plan: clients ${clients[*]}; workers ${WORKERS:-(as the options are)}; C $C; $ROUNDS rounds of $SECS s;" \
   "PIN $PIN, daemons on $DAEMON_CPUS of $ncpu CPUs; estimate $(estimate "$ROUNDS" "$SECS") s, cut at $limit s"
 
