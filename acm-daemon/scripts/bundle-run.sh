@@ -23,6 +23,8 @@ B=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$B/results}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/run.txt") 2>&1
+# A copy may have lost the execute bits.
+chmod +x "$B"/bin/* "$B"/c/ibacm "$B"/tools/* "$B"/tools/real/* 2> /dev/null || true
 
 echo "== bundle"
 cat "$B/VERSION"

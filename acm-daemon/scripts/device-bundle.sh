@@ -22,7 +22,8 @@
 #        .gitignore lists; run from the repository root, after
 #        cargo build --release -p acm-fake-hca -p acm-fabric-hub -p ibacm -p acm-load \
 #          -p ib_acme --features ibacm/verbs
-#        and with Debian's ibacm package installed)
+#        and with Debian's ibacm package installed; bundle-selftest.sh then runs it
+#        here as on a bare host)
 set -euo pipefail
 out=${1:-bench-bundle}
 rel=${CARGO_TARGET_DIR:-target}/release
