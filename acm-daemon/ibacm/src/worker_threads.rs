@@ -5,8 +5,8 @@
 //!   counts, which honours the affinity mask (`taskset`, systemd's `CPUAffinity=`) and
 //!   cgroup quotas (`CPUQuota=`, a container's limit): a daemon confined to two CPUs of
 //!   a large machine starts two workers, not one per CPU of the machine.
-//! - `1`: no worker threads; one thread serves the clients and runs the engine, as the
-//!   daemon always did.
+//! - `1`: no worker threads; one thread serves the clients and runs the engine: the
+//!   fewest threads to wake and the least memory, right for a lightly loaded host.
 //! - `N` ≥ 2: `N` worker threads, each owning a share of the client connections and
 //!   answering RESOLVE cache hits from the view of the destination cache the engine
 //!   publishes, and the engine thread for everything else.
