@@ -142,6 +142,12 @@ addr_preload none
 # cache has no bound):
 # max_dest_cache_bytes 67108864
 
+# Threads serving clients: 0 one per CPU the daemon may run on (at most 64), 1 a
+# single thread for everything, 2 to 256 that many worker threads answering cached
+# resolves beside the thread that runs the engine (not in rdma-core's ibacm, which
+# has one thread); a change needs a restart:
+# worker_threads 0
+
 # Directory of the provider libraries:
 # provider_lib_path <dir>
 
@@ -372,6 +378,7 @@ mod tests {
             "# addr_data_file /etc/rdma/ibacm_hosts.data",
             "# support_ips_in_addr_cfg 0",
             "# max_dest_cache_bytes 67108864",
+            "# worker_threads 0",
             "# provider_lib_path <dir>",
             "# provider ibacmp 0xFE80000000000000",
             "# provider ibacmp default",

@@ -16,7 +16,7 @@ usage: ibacm [-D] [-P] [-A addr_file] [-O option_file] [--systemd]
              [--allow-users LIST] [--allow-groups LIST]
              [--metrics-file FILE] [--metrics-interval SECONDS]
              [--max-queued-reply-bytes BYTES] [--max-connections-per-user N]
-             [--log-file FILE] [--log-level N]
+             [--worker-threads N] [--log-file FILE] [--log-level N]
    -D                 run as a daemon (the default)
    -P                 run in the foreground
    -A addr_file       address file (default /etc/rdma/ibacm_addr.cfg)
@@ -51,6 +51,10 @@ usage: ibacm [-D] [-P] [-A addr_file] [-O option_file] [--systemd]
                       client connections one user other than root and the daemon's
                       may hold; more are closed at once and logged (default: half of
                       the descriptors all users share)
+   --worker-threads N threads serving clients: 0 one per CPU, at most 64 (the
+                      default, unless ACM_WORKER_THREADS says otherwise); 1 a
+                      single thread for everything; 2 to 256 that many workers
+                      answering cached resolves beside the engine's thread
    --log-file FILE    log here (or stdout, stderr), overriding the options file
    --log-level N      log level 0..2, overriding the options file
    --help             this text
@@ -114,6 +118,8 @@ pub struct Args {
     pub max_queued_reply_bytes: Option<u64>,
     /// `--max-connections-per-user`.
     pub max_connections_per_user: Option<u32>,
+    /// `--worker-threads`.
+    pub worker_threads: Option<u32>,
 }
 
 /// What the command line asks for.
@@ -178,6 +184,7 @@ where
         metrics_interval: None,
         max_queued_reply_bytes: None,
         max_connections_per_user: None,
+        worker_threads: None,
     };
     let mut it = args.into_iter().map(Into::into);
     while let Some(arg) = it.next() {
@@ -239,6 +246,13 @@ where
                             super::option_values::parse_per_user(v)
                                 .map_err(|_| "expected whole connections from 1 to 1073741824")
                         })?);
+                }
+                "worker-threads" => {
+                    a.worker_threads = Some(checked(&mut value, "--worker-threads", |v| {
+                        super::option_values::parse_worker_threads(v).map_err(
+                            |_| "expected a whole number of threads from 0 (one per CPU) to 256",
+                        )
+                    })?);
                 }
                 "log-level" => {
                     a.log_level = Some(checked(&mut value, "--log-level", |v| {
@@ -428,6 +442,8 @@ mod tests {
             "--max-queued-reply-bytes",
             "1048576",
             "--max-connections-per-user=4096",
+            "--worker-threads",
+            "16",
         ]);
         assert_eq!(a.socket_group.as_deref(), Some("rdma"));
         assert_eq!(a.allow_users, Some(vec!["alice".into(), "1001".into()]));
@@ -436,7 +452,17 @@ mod tests {
         assert_eq!(a.metrics_interval, Some(5));
         assert_eq!(a.max_queued_reply_bytes, Some(1 << 20));
         assert_eq!(a.max_connections_per_user, Some(4096));
+        assert_eq!(a.worker_threads, Some(16));
+        assert_eq!(run_args(&["--worker-threads=0"]).worker_threads, Some(0));
+        assert_eq!(
+            run_args(&["--worker-threads", "256"]).worker_threads,
+            Some(256)
+        );
         let d = run_args(&[]);
+        assert_eq!(
+            d.worker_threads, None,
+            "the file's, the environment's, or 0"
+        );
         assert_eq!(
             (
                 d.socket_group,
@@ -456,6 +482,9 @@ mod tests {
             &["--max-queued-reply-bytes", "64M"],
             &["--max-connections-per-user", "0"],
             &["--max-connections-per-user", "lots"],
+            &["--worker-threads", "257"],
+            &["--worker-threads", "-1"],
+            &["--worker-threads", "auto"],
         ] {
             assert!(
                 matches!(parse(bad.iter().copied()), Err(ArgError::BadValue { .. })),

@@ -45,6 +45,7 @@ mod safe_file;
 mod server;
 mod settings;
 mod startup;
+mod worker_threads;
 
 // The parts the integration tests and the fuzz target drive directly: a server on the
 // simulated demo fabric in the test's own process (to count its allocations and

@@ -72,3 +72,24 @@ pub(crate) fn parse_per_user(v: &str) -> Result<u32, String> {
             format!("expected whole connections from {MIN_PER_USER} to {MAX_PER_USER}, not '{v}'")
         })
 }
+
+/// The most worker threads accepted: four times the most that `worker_threads 0`
+/// derives from the CPUs, room for a machine that wants more than one per CPU, while
+/// a typing slip (`2560`) is refused rather than started as thousands of threads.
+pub(crate) const MAX_WORKER_THREADS: u32 = 256;
+
+/// `worker_threads`' value: a whole number of threads, 0 (one per CPU) to
+/// [`MAX_WORKER_THREADS`].
+///
+/// # Errors
+/// Anything else.
+pub(crate) fn parse_worker_threads(v: &str) -> Result<u32, String> {
+    v.parse::<u32>()
+        .ok()
+        .filter(|n| *n <= MAX_WORKER_THREADS)
+        .ok_or_else(|| {
+            format!(
+                "expected a whole number of threads from 0 (one per CPU) to {MAX_WORKER_THREADS}, not '{v}'"
+            )
+        })
+}

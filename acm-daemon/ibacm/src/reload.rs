@@ -42,8 +42,10 @@
 //!   connections and leaves those it holds (they are within what the daemon can
 //!   serve; closing some would pick among them blindly).
 //!   `server_socket_mode` and `server_socket_group` need a restart, as the socket
-//!   exists already, and so does `wait_for_device`, read only by a start. The command
-//!   line still overrides the files.
+//!   exists already, and so does `wait_for_device`, read only by a start, and
+//!   `worker_threads`, as the threads serving clients are started once (each owns its
+//!   connections; moving them between threads at a reload is not worth what a reload
+//!   is for). The command line still overrides the files.
 //! - **systemd.** Under `--systemd`, `RELOADING=1` is sent before the files are read
 //!   and `READY=1` after (`ExecReload=` in ibacm.service sends the SIGHUP).
 
@@ -272,7 +274,7 @@ impl Reloader {
 
     /// What differs in the daemon's own settings: the changes that apply, and a line
     /// for each that needs a restart. The running settings become the new ones, but
-    /// for the socket's, which stay until a restart.
+    /// for those needing a restart, which keep their running values until then.
     fn settings_changes(
         &mut self,
         new: &Settings,
@@ -292,32 +294,40 @@ impl Reloader {
             max_queued_reply_bytes,
             max_connections_per_user,
             wait_for_device,
+            worker_threads,
         } = new;
+        // Each with what changed, when it did.
         let at_start = [
             (
                 "server_socket_mode",
-                old.access.socket.mode != *mode,
+                (old.access.socket.mode != *mode).then(|| "changed".to_owned()),
                 "the socket exists already",
             ),
             (
                 "server_socket_group",
-                old.access.socket.group != *group,
+                (old.access.socket.group != *group).then(|| "changed".to_owned()),
                 "the socket exists already",
             ),
             (
                 "wait_for_device",
-                old.wait_for_device != *wait_for_device,
+                (old.wait_for_device != *wait_for_device).then(|| "changed".to_owned()),
                 "it only decides whether a start without a device waits",
+            ),
+            (
+                "worker_threads",
+                (old.worker_threads != *worker_threads)
+                    .then(|| format!("changed from {} to {worker_threads}", old.worker_threads)),
+                "the threads serving clients are started once",
             ),
         ];
         for (name, changed, why) in at_start {
-            if changed {
+            if let Some(changed) = changed {
                 log.log_with(
                     Level::Basic,
                     Priority::Warning,
                     ORIGIN,
                     &format!(
-                        "{}: {name} changed: needs a restart ({why})",
+                        "{}: {name} {changed}: needs a restart ({why})",
                         lines.place(name)
                     ),
                 );
@@ -363,9 +373,11 @@ impl Reloader {
         }
         let socket = self.settings.access.socket.clone();
         let wait = self.settings.wait_for_device;
+        let workers = self.settings.worker_threads;
         self.settings = new.clone();
         self.settings.access.socket = socket;
         self.settings.wait_for_device = wait;
+        self.settings.worker_threads = workers;
         SettingsDelta {
             allow,
             metrics,
@@ -493,9 +505,16 @@ mod tests {
 
     /// A reloader over `dir`'s o.cfg and a.cfg, running with `opts`.
     fn reloader(dir: &TempDir, opts: &str) -> Reloader {
+        reloader_with_args(dir, opts, &[])
+    }
+
+    /// [`reloader`] for a daemon whose command line has `more` too.
+    fn reloader_with_args(dir: &TempDir, opts: &str, more: &[&str]) -> Reloader {
         let o = dir.path().join("o.cfg");
         std::fs::write(&o, opts).unwrap();
-        let a = run_args(&["-O", o.to_str().unwrap(), "--run-dir", "/tmp/r"]);
+        let mut words = vec!["-O", o.to_str().unwrap(), "--run-dir", "/tmp/r"];
+        words.extend_from_slice(more);
+        let a = run_args(&words);
         let mut loaded = config::load_options(&o, &a).unwrap();
         options_source::place_log_file(&mut loaded, &a, dir.path());
         Reloader::new(
@@ -790,5 +809,61 @@ server_socket_mode 0600
             "{lines}"
         );
         assert!(!r.settings.wait_for_device);
+    }
+
+    #[test]
+    fn worker_threads_needs_a_restart_and_keeps_its_running_value() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        std::fs::write(dir.path().join("a.cfg"), "n1 mlx5_0 1 default\n").unwrap();
+        let o = dir.path().join("o.cfg");
+        let mut r = reloader(&dir, "worker_threads 2\n");
+        assert_eq!(r.settings.worker_threads, 2);
+        std::fs::write(&o, "log_level 1\nworker_threads 4\n").unwrap();
+        let mut log = Logger::memory(Some(Level::Basic));
+        let a = r.read(&mut log).expect("accepted: the rest applies");
+        assert_eq!(a.log_level, 1);
+        let lines = log.lines().join("\n");
+        assert!(
+            lines.contains(&format!(
+                "{}:2: worker_threads changed from 2 to 4: needs a restart (the threads serving clients are started once)",
+                o.display()
+            )),
+            "{lines}"
+        );
+        assert!(!lines.contains("daemon settings reloaded"), "{lines}");
+        assert_eq!(r.settings.worker_threads, 2, "the running value stays");
+        // The file as at start again: nothing to say.
+        std::fs::write(&o, "worker_threads 2\n").unwrap();
+        let mut log = Logger::memory(Some(Level::Basic));
+        assert!(r.read(&mut log).is_some());
+        assert!(
+            !log.lines().join("\n").contains("worker_threads"),
+            "{:?}",
+            log.lines()
+        );
+        // A bad value refuses the reload, naming its line, as at start.
+        std::fs::write(&o, "worker_threads 300\n").unwrap();
+        let mut log = Logger::memory(Some(Level::Basic));
+        assert!(r.read(&mut log).is_none());
+        let lines = log.lines().join("\n");
+        assert!(
+            lines.contains(&format!(
+                "{}:1: worker_threads: expected a whole number of threads from 0 (one per CPU) to 256, not '300'",
+                o.display()
+            )),
+            "{lines}"
+        );
+        // The command line overrides the file, so the file's change changes nothing.
+        let mut r = reloader_with_args(&dir, "worker_threads 2\n", &["--worker-threads", "3"]);
+        assert_eq!(r.settings.worker_threads, 3);
+        std::fs::write(&o, "worker_threads 8\n").unwrap();
+        let mut log = Logger::memory(Some(Level::Basic));
+        assert!(r.read(&mut log).is_some());
+        assert!(
+            !log.lines().join("\n").contains("worker_threads"),
+            "{:?}",
+            log.lines()
+        );
+        assert_eq!(r.settings.worker_threads, 3);
     }
 }

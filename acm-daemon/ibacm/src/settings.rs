@@ -1,9 +1,11 @@
 //! The daemon's own options, which the reference does not have: access control
 //! ([`super::access`]), the metrics file ([`super::metrics`]), the bound on replies
 //! queued for clients ([`super::server`]) and on each user's connections
-//! ([`super::conn_limits`]), from the options
+//! ([`super::conn_limits`]), the number of threads serving clients
+//! ([`super::worker_threads`]), from the options
 //! file's lines ([`acm_engine::config::DAEMON_OPTIONS`]) and the command line, which
-//! overrides them.
+//! overrides them (and, for `worker_threads` alone, the environment, which they both
+//! override).
 //!
 //! Unlike the reference's options, whose bad values the reference logs and reads as
 //! something else, a bad value here stops the start with the file and line: guessing
@@ -20,13 +22,18 @@
 //! | `max_queued_reply_bytes` | `--max-queued-reply-bytes` | 67108864 (64 MiB) | replies queued for all clients together beyond which the ones not reading are closed |
 //! | `max_connections_per_user` | `--max-connections-per-user` | half the connections all users share | client connections one user other than root and the daemon's may hold |
 //! | `wait_for_device` | `--systemd` turns it on | 0 | on hardware, start without an InfiniBand device and wait for one, rather than exit |
+//! | `worker_threads` | `--worker-threads` | `ACM_WORKER_THREADS`, else 0 | threads serving clients: 0 one worker per CPU (at most 64), 1 one thread for everything, N that many workers beside the engine's thread |
 //!
 //! A command-line list replaces the file's list of the same kind.
 
 use super::access::{self, AccessConfig, Id, Kind};
 use super::args::Args;
-use super::option_values::{parse_interval, parse_per_user, parse_queued_bytes, parse_switch};
+use super::option_values::{
+    parse_interval, parse_per_user, parse_queued_bytes, parse_switch, parse_worker_threads,
+};
+use super::worker_threads::{self, WORKER_THREADS_ENV};
 use acm_engine::config::{OptionLine, ServerMode};
+use std::ffi::OsStr;
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -68,6 +75,9 @@ pub struct Settings {
     /// appears, rather than exit (`--systemd` turns it on too: a unit started before
     /// the driver is loaded must not fail).
     pub wait_for_device: bool,
+    /// `worker_threads` as configured: 0 one per CPU, 1 single-threaded, N that many
+    /// workers (`worker_threads::worker_count` says how many to start).
+    pub worker_threads: u32,
 }
 
 impl Default for Settings {
@@ -78,6 +88,7 @@ impl Default for Settings {
             max_queued_reply_bytes: DEFAULT_MAX_QUEUED_REPLY_BYTES,
             max_connections_per_user: None,
             wait_for_device: false,
+            worker_threads: 0,
         }
     }
 }
@@ -94,6 +105,11 @@ pub enum Origin {
     },
     /// The command line.
     CommandLine,
+    /// An environment variable.
+    Environment {
+        /// Its name.
+        variable: &'static str,
+    },
 }
 
 /// A setting the daemon refuses to start with.
@@ -114,6 +130,9 @@ impl fmt::Display for SettingError {
                 write!(f, "{file}:{line}: {}: {}", self.option, self.message)
             }
             Origin::CommandLine => write!(f, "{}: {}", flag(self.option), self.message),
+            Origin::Environment { variable } => {
+                write!(f, "{variable}: {}: {}", self.option, self.message)
+            }
         }
     }
 }
@@ -130,13 +149,15 @@ pub(crate) fn flag(option: &'static str) -> &'static str {
         "metrics_interval" => "--metrics-interval",
         "max_queued_reply_bytes" => "--max-queued-reply-bytes",
         "max_connections_per_user" => "--max-connections-per-user",
+        "worker_threads" => "--worker-threads",
         other => other,
     }
 }
 
 impl Settings {
     /// The settings from the options file's `lines` (the file named `file`), then the
-    /// command line's, for a daemon listening in `server_mode`.
+    /// command line's, for a daemon listening in `server_mode`; `worker_threads` from
+    /// this process's environment (`ACM_WORKER_THREADS`) when neither sets it.
     ///
     /// # Errors
     /// The first bad value: a mode that is not octal, a name the user or group
@@ -149,7 +170,24 @@ impl Settings {
         args: &Args,
         server_mode: ServerMode,
     ) -> Result<Self, SettingError> {
+        let env = std::env::var_os(WORKER_THREADS_ENV);
+        Self::resolve_with_env(lines, file, args, server_mode, env.as_deref())
+    }
+
+    /// [`Settings::resolve`] with [`WORKER_THREADS_ENV`]'s value given (`None`: not
+    /// set), so that tests need not change the process's environment.
+    ///
+    /// # Errors
+    /// As [`Settings::resolve`].
+    pub(crate) fn resolve_with_env(
+        lines: &[OptionLine],
+        file: &str,
+        args: &Args,
+        server_mode: ServerMode,
+        worker_threads_env: Option<&OsStr>,
+    ) -> Result<Self, SettingError> {
         let mut s = Self::default();
+        let mut worker_threads = None;
         let mut metrics_file: Option<PathBuf> = None;
         let mut interval = DEFAULT_METRICS_INTERVAL;
         // Where the allow-lists were given, for the server-mode check.
@@ -214,6 +252,9 @@ impl Settings {
                     s.max_connections_per_user =
                         Some(parse_per_user(one(v).map_err(err)?).map_err(err)?);
                 }
+                "worker_threads" => {
+                    worker_threads = Some(parse_worker_threads(one(v).map_err(err)?).map_err(err)?);
+                }
                 _ => {
                     s.max_queued_reply_bytes =
                         parse_queued_bytes(one(v).map_err(err)?).map_err(err)?;
@@ -255,6 +296,18 @@ impl Settings {
             s.max_connections_per_user = Some(n);
         }
         s.wait_for_device |= args.systemd;
+        s.worker_threads = match args.worker_threads.or(worker_threads) {
+            Some(n) => n,
+            None => worker_threads::from_environment(worker_threads_env)
+                .map_err(|message| SettingError {
+                    origin: Origin::Environment {
+                        variable: WORKER_THREADS_ENV,
+                    },
+                    option: "worker_threads",
+                    message,
+                })?
+                .unwrap_or_default(),
+        };
         if !s.access.allow.is_open()
             && server_mode != ServerMode::Unix
             && let Some((origin, option)) = allow_origin
@@ -369,13 +422,20 @@ mod tests {
 
     use crate::args::run_args;
 
+    /// The settings of options file `text` and command line `words`, with
+    /// `ACM_WORKER_THREADS` unset whatever this process's environment holds.
     fn from(text: &str, words: &[&str]) -> Result<Settings, SettingError> {
+        from_env(text, words, None)
+    }
+
+    fn from_env(text: &str, words: &[&str], env: Option<&str>) -> Result<Settings, SettingError> {
         let (o, _) = Options::parse("opts.cfg", text);
-        Settings::resolve(
+        Settings::resolve_with_env(
             &o.daemon_options,
             "opts.cfg",
             &run_args(words),
             o.server_mode,
+            env.map(OsStr::new),
         )
     }
 
@@ -577,9 +637,15 @@ max_connections_per_user 5000
             ),
         ] {
             let (o, _) = Options::parse("opts.cfg", text);
-            let e = Settings::resolve(&o.daemon_options, "opts.cfg", &run_args(&[]), o.server_mode)
-                .unwrap_err()
-                .to_string();
+            let e = Settings::resolve_with_env(
+                &o.daemon_options,
+                "opts.cfg",
+                &run_args(&[]),
+                o.server_mode,
+                None,
+            )
+            .unwrap_err()
+            .to_string();
             // The value's byte: the last one above 0x7f.
             let byte = *text.iter().rev().find(|&&b| b > 0x7f).unwrap();
             assert_eq!(
@@ -596,7 +662,10 @@ max_connections_per_user 5000
         // --systemd forces unix.
         let (mut o, _) = Options::parse("o", "server_mode open\nallow_users 1\n");
         super::super::config::apply_overrides(&mut o, &run_args(&["--systemd"]));
-        assert!(Settings::resolve(&o.daemon_options, "o", &run_args(&[]), o.server_mode).is_ok());
+        assert!(
+            Settings::resolve_with_env(&o.daemon_options, "o", &run_args(&[]), o.server_mode, None)
+                .is_ok()
+        );
         // The command line's values are named by their flags.
         assert_eq!(
             error("", &["--allow-users", "no-such-user-acm"]),
@@ -609,6 +678,66 @@ max_connections_per_user 5000
         assert_eq!(
             error("", &["--socket-group", "no-such-group-acm"]),
             "--socket-group: no group named 'no-such-group-acm'"
+        );
+    }
+
+    #[test]
+    fn worker_threads_from_the_command_line_over_the_file_over_the_environment() {
+        let threads = |text: &str, words: &[&str], env: Option<&str>| {
+            from_env(text, words, env).unwrap().worker_threads
+        };
+        assert_eq!(threads("", &[], None), 0, "one per CPU by default");
+        assert_eq!(threads("worker_threads 4\n", &[], None), 4);
+        assert_eq!(threads("WORKER_THREADS 1\n", &[], None), 1, "any case");
+        assert_eq!(
+            threads("worker_threads 4\nworker_threads 256\n", &[], None),
+            256,
+            "the last line"
+        );
+        assert_eq!(threads("", &[], Some("1")), 1, "the environment's default");
+        assert_eq!(threads("worker_threads 4\n", &[], Some("1")), 4);
+        assert_eq!(
+            threads("worker_threads 4\n", &["--worker-threads", "2"], Some("1")),
+            2
+        );
+        assert_eq!(threads("", &["--worker-threads=0"], Some("8")), 0);
+        // The environment is not read when the file or the command line sets it: a bad
+        // value there is no error then.
+        assert_eq!(threads("worker_threads 3\n", &[], Some("lots")), 3);
+        assert_eq!(threads("", &["--worker-threads", "3"], Some("lots")), 3);
+        // Not logged with the daemon's other settings: the start logs what it becomes
+        // (worker_threads::worker_threads_line), CPUs included.
+        assert!(
+            from("worker_threads 4\n", &[])
+                .unwrap()
+                .log_lines()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_bad_worker_threads_names_its_file_and_line_or_its_variable() {
+        for v in ["257", "-1", "4k", "many", "1.5"] {
+            assert_eq!(
+                error(&format!("log_level 1\nworker_threads {v}\n"), &[]),
+                format!(
+                    "opts.cfg:2: worker_threads: expected a whole number of threads from 0 (one per CPU) to 256, not '{v}'"
+                )
+            );
+        }
+        assert_eq!(
+            error("worker_threads 2 4\n", &[]),
+            "opts.cfg:1: worker_threads: expected one value, not '2 4'"
+        );
+        assert_eq!(
+            from_env("", &[], Some("1000")).unwrap_err().to_string(),
+            "ACM_WORKER_THREADS: worker_threads: expected a whole number of threads from 0 (one per CPU) to 256, not '1000'"
+        );
+        assert_eq!(
+            from_env("", &[], Some("1000")).unwrap_err().origin,
+            Origin::Environment {
+                variable: "ACM_WORKER_THREADS"
+            }
         );
     }
 }

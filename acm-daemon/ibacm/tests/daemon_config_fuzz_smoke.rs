@@ -18,8 +18,10 @@ use seeded::Rng;
 
 /// Lines that reach every branch of the daemon's options at least once: good and bad
 /// values of each, Latin-1 in a value and in a comment.
-const OPTION_LINES: [&[u8]; 16] = [
+const OPTION_LINES: [&[u8]; 18] = [
     b"max_queued_reply_bytes 1048576",
+    b"worker_threads 4",
+    b"worker_threads 257",
     b"max_connections_per_user 4096",
     b"max_connections_per_user 0",
     b"max_queued_reply_bytes 65535",

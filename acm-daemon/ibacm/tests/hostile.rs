@@ -655,6 +655,7 @@ fn every_numeric_option_out_of_range_is_reported_with_its_line() {
             "max_connections_per_user",
         ),
         ("server_socket_mode 01000", "server_socket_mode"),
+        ("worker_threads 257", "worker_threads"),
     ] {
         let run = dir.subdir("own");
         let cmd = support::daemon::ibacm_command(&run, "sim", "", &run.join("ibacm.log"));
@@ -671,6 +672,18 @@ fn every_numeric_option_out_of_range_is_reported_with_its_line() {
         );
         assert!(err.starts_with(&want), "{line}: {err}");
     }
+    // So does a bad ACM_WORKER_THREADS when neither the file nor the command line sets
+    // worker_threads, naming the variable.
+    let run = dir.subdir("env");
+    let mut cmd = support::daemon::ibacm_command(&run, "sim", "", &run.join("ibacm.log"));
+    cmd.env("ACM_WORKER_THREADS", "257");
+    let out = run_bounded(cmd, DEADLINE);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with("ibacm: ACM_WORKER_THREADS: worker_threads: "),
+        "{err}"
+    );
 }
 
 // ---------------------------------------------------------------------------------

@@ -331,11 +331,12 @@ pub struct ProviderRule {
 }
 
 /// The options of ours that only the daemon reads (access control, metrics, the bounds
-/// on queued replies and on each user's connections). The reference ignores names it does not know, so a file that
-/// uses them still works with it. Their values are checked by the daemon, which also
-/// looks names up in the user and group databases, so [`Options::parse`] only collects
-/// them ([`Options::daemon_options`]).
-pub const DAEMON_OPTIONS: [&str; 9] = [
+/// on queued replies and on each user's connections, the threads serving clients). The
+/// reference ignores names it does not know, so a file that uses them still works with
+/// it. Their values are checked by the daemon, which also looks names up in the user
+/// and group databases, so [`Options::parse`] only collects them
+/// ([`Options::daemon_options`]).
+pub const DAEMON_OPTIONS: [&str; 10] = [
     "server_socket_group",
     "server_socket_mode",
     "allow_users",
@@ -345,6 +346,7 @@ pub const DAEMON_OPTIONS: [&str; 9] = [
     "max_queued_reply_bytes",
     "max_connections_per_user",
     "wait_for_device",
+    "worker_threads",
 ];
 
 /// One line of a [`DAEMON_OPTIONS`] option, as written, so that the daemon can check it
