@@ -47,6 +47,13 @@ impl Counters {
         *v = v.wrapping_add(1);
     }
 
+    /// Adds `n` to `c`: events counted in a batch (cache hits answered by the daemon's
+    /// worker threads, [`crate::Input::CacheHits`]).
+    pub fn add(&mut self, c: Counter, n: u64) {
+        let v = &mut self.0[c as usize];
+        *v = v.wrapping_add(n);
+    }
+
     /// The value of `c`.
     #[must_use]
     pub fn get(&self, c: Counter) -> u64 {

@@ -14,9 +14,11 @@ use crate::io::{Input, Output};
 use crate::log::{Level, LogEvent};
 use crate::provider::{Ctx, Provider, Resolve};
 use crate::time::Instant;
-use crate::{Counters, EndpointId, EngineConfig};
+use crate::view::{CacheView, ViewPublisher};
+use crate::{ConnId, Counter, Counters, EndpointId, EngineConfig};
 use alloc::boxed::Box;
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -26,6 +28,9 @@ pub struct Engine {
     pub(crate) providers: Vec<Box<dyn Provider>>,
     /// The instant the timers were last looked at (see [`Engine::handle`]).
     timers_checked: Option<Instant>,
+    /// The cache view published to the daemon's workers, once asked for
+    /// ([`Engine::publish_view`]).
+    view: Option<Box<ViewPublisher>>,
 }
 
 impl Engine {
@@ -53,6 +58,7 @@ impl Engine {
             core: Core::new(config, seed, now, names),
             providers,
             timers_checked: None,
+            view: None,
         };
         let diagnostics = core::mem::take(&mut engine.core.config.diagnostics);
         for message in crate::config::summarize(&diagnostics).lines {
@@ -136,6 +142,7 @@ impl Engine {
             Input::KernelTimeoutSent { wait_ms } => self.core.kernel_timeout_sent(wait_ms),
             Input::ProviderWake => self.call_all(|| ProviderCall::Wake),
             Input::Reconfigure(config) => self.carry_out(|core| core.reconfigure(config)),
+            Input::CacheHits { ep, hits } => self.count_view_hits(ep, hits),
         }
         self.core.check_dropped_replies();
     }
@@ -199,6 +206,48 @@ impl Engine {
     #[must_use]
     pub fn now(&self) -> Instant {
         self.core.now
+    }
+
+    /// A snapshot of what cache hits depend on, for threads that answer hits
+    /// themselves ([`CacheView`], whose module documentation says how and why).
+    /// Publishing starts with the first call; afterwards it returns a new view when
+    /// anything a hit depends on changed since the last call (a destination's state,
+    /// path or expiry, an eviction, a flush, an endpoint's state or addresses, a port,
+    /// the log level, `pending_per_conn`), and `None` when nothing did. Its cost
+    /// follows what changed, not the size of the caches.
+    ///
+    /// Call it after every input, and carry out the outputs of the input only once
+    /// the view it returns is where the readers take theirs from: an invalidation is
+    /// then in the view before the engine reports it done.
+    pub fn publish_view(&mut self) -> Option<Arc<CacheView>> {
+        let first = self.view.is_none();
+        let publisher = self
+            .view
+            .get_or_insert_with(|| Box::new(ViewPublisher::new()));
+        publisher.publish(&self.core, &mut self.providers, first)
+    }
+
+    /// Requests of `conn` the engine holds unanswered (in a provider's hands or
+    /// waiting for a source lookup); 0 for a connection it does not know. A reader of
+    /// the [`CacheView`] answers a connection only while this is 0, so that its
+    /// replies keep the order of its requests.
+    #[must_use]
+    pub fn client_pending(&self, conn: ConnId) -> u32 {
+        self.core.conns.get(&conn).map_or(0, |s| s.pending)
+    }
+
+    /// Counts cache hits answered from a published view, as the engine's own hit
+    /// path counts one: the global and the endpoint's Resolve and Route Cache.
+    fn count_view_hits(&mut self, ep: EndpointId, hits: u64) {
+        self.core.counters.add(Counter::Resolve, hits);
+        self.core.counters.add(Counter::RouteCache, hits);
+        let idx = self.core.endpoint(ep).map(|e| e.provider);
+        if let Some(acmp) = idx
+            .and_then(|i| self.providers.get_mut(i))
+            .and_then(|p| p.as_acmp_mut())
+        {
+            acmp.count_view_hits(ep, hits);
+        }
     }
 
     fn fire_timers(&mut self) {

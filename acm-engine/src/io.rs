@@ -262,6 +262,16 @@ pub enum Input<'a> {
     /// are added to and removed from the endpoints without touching the rest. The
     /// driver checks the files first: a file with a rejected line is not handed in.
     Reconfigure(&'a crate::config::Reconfig),
+    /// `hits` cache hits on endpoint `ep` were answered outside the engine, from a
+    /// published [`crate::CacheView`]: they count as the engine's own hits would
+    /// (global and the endpoint's `Resolve` and `Route Cache` counters), so that
+    /// PERF_QUERY and the metrics stay exact. Nothing else happens.
+    CacheHits {
+        /// The endpoint the view answered for ([`crate::ViewAnswer::Hit`]).
+        ep: EndpointId,
+        /// How many hits.
+        hits: u64,
+    },
 }
 
 /// Bytes of one client reply or one owned MAD: inline up to `N` bytes, so that the

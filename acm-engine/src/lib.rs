@@ -80,6 +80,7 @@ mod request;
 mod rtt;
 mod stats;
 mod time;
+mod view;
 
 // The engine's vocabulary, one path each: the modules that define it are private.
 pub use addr::Address;
@@ -96,6 +97,7 @@ pub use io::{
 };
 pub use stats::{CacheStats, EndpointStats};
 pub use time::Instant;
+pub use view::{CacheView, VIEW_REPLY_MAX, ViewAnswer};
 
 use alloc::vec::Vec;
 

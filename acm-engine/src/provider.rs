@@ -142,6 +142,15 @@ pub trait Provider {
     /// the options [`crate::config::reload`] calls live differ from before). A provider
     /// that copied options at creation takes the new values here.
     fn reconfigure(&mut self, _cx: &mut Ctx<'_>, _options: &crate::config::Options) {}
+
+    /// The built-in `ibacmp` provider, when this is it. The engine publishes the
+    /// caches of the endpoints it serves to the daemon's worker threads
+    /// ([`crate::CacheView`]); a provider's own cache (a plugin's) is not readable
+    /// there, and its resolves always reach it. Only [`crate::acmp::Acmp`] answers.
+    #[doc(hidden)]
+    fn as_acmp_mut(&mut self) -> Option<&mut crate::acmp::Acmp> {
+        None
+    }
 }
 
 /// The core's services, lent to a provider for the duration of one call.

@@ -140,9 +140,9 @@ impl PendingReply {
             self.unanswered = None;
         }
         // Only a query and a resolve whose source the daemon chose echo an entry.
-        let mut msg = MessagePacket::new_unchecked(&mut *buf);
         match self.kind {
             ReplyKind::Query => {
+                let mut msg = MessagePacket::new_unchecked(&mut *buf);
                 let entry = self.entry();
                 let echoed = EpAddrPacket::new_unchecked(&entry[..]);
                 let (status, path) = match outcome {
@@ -177,34 +177,56 @@ impl PendingReply {
                         (status, (status == Status::SUCCESS).then_some(path))
                     }
                 };
-                let mut len = HEADER_LEN;
-                if let Some(path) = path {
-                    if let Some(mut e) = msg.entry_mut(0) {
-                        e.set_flags(EpFlags(PathFlags::IBACMP_REPLY.0));
-                        e.set_addr_type(AddrType::PATH);
-                        e.set_reserved(0);
-                        e.info_mut().copy_from_slice(path);
-                    }
-                    len += ENTRY_LEN;
-                    if src_out {
-                        // The source entry the daemon chose, echoed whole.
-                        if let Some(e) = msg.entry_mut(1) {
-                            e.into_inner().copy_from_slice(&self.entry());
-                        }
-                        len += ENTRY_LEN;
-                    }
-                }
-                let hdr = HeaderRepr {
-                    status,
-                    data: [0; 3],
-                    length: len as u16,
-                    ..self.hdr
-                };
-                hdr.emit(msg.header_mut().into_inner(), Direction::Response);
+                let echoed = src_out.then(|| self.entry());
+                let len = emit_resolve_reply(&self.hdr, status, path, echoed.as_ref(), buf);
                 (self.to, len, path, status)
             }
         }
     }
+}
+
+/// Writes the reply to the resolve whose header is `hdr` into `buf`: the header with
+/// `status`, and on success the path as entry 0, then `echoed` (the source entry the
+/// daemon chose) as entry 1. Returns its length; every byte of `buf[..len]` is
+/// written. The engine's replies and the published cache view's
+/// ([`crate::CacheView::answer`]) are both built here, so that a hit answered by
+/// either is the same bytes.
+///
+/// `buf` must hold the reply: `HEADER_LEN + ENTRY_LEN` bytes for a path, one entry
+/// more with `echoed`.
+#[inline]
+pub(crate) fn emit_resolve_reply(
+    hdr: &HeaderRepr,
+    status: Status,
+    path: Option<&[u8; 64]>,
+    echoed: Option<&[u8; ENTRY_LEN]>,
+    buf: &mut [u8],
+) -> usize {
+    let mut msg = MessagePacket::new_unchecked(&mut *buf);
+    let mut len = HEADER_LEN;
+    if let Some(path) = path {
+        if let Some(mut e) = msg.entry_mut(0) {
+            e.set_flags(EpFlags(PathFlags::IBACMP_REPLY.0));
+            e.set_addr_type(AddrType::PATH);
+            e.set_reserved(0);
+            e.info_mut().copy_from_slice(path);
+        }
+        len += ENTRY_LEN;
+        if let Some(echoed) = echoed {
+            if let Some(e) = msg.entry_mut(1) {
+                e.into_inner().copy_from_slice(echoed);
+            }
+            len += ENTRY_LEN;
+        }
+    }
+    let reply = HeaderRepr {
+        status,
+        data: [0; 3],
+        length: len as u16,
+        ..*hdr
+    };
+    reply.emit(msg.header_mut().into_inner(), Direction::Response);
+    len
 }
 
 #[cfg(debug_assertions)]

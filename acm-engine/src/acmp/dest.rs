@@ -29,6 +29,7 @@ use crate::addr::Address;
 use crate::fxhash::fx_hash;
 use crate::io::AddressVector;
 use crate::provider::PendingReply;
+use crate::view::DestTrack;
 use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -126,7 +127,7 @@ pub(crate) type DestIdx = u32;
 /// Slots per chunk. Entries live in fixed chunks rather than one doubling vector, so a
 /// large cache never carries up to twice its size in growth slack, and growing never
 /// copies the entries already there.
-const CHUNK: usize = 256;
+pub(crate) const CHUNK: usize = 256;
 
 /// The index's most bytes per entry: 8 bytes per place, and at most `2 × 9/7` places
 /// per entry (a rebuild sizes the table for 9/8 of its entries at a load of 7/8, and
@@ -230,6 +231,14 @@ impl Slots {
 
     fn iter(&self) -> impl Iterator<Item = &Dest> {
         self.chunks.iter().flat_map(|c| c.iter()).flatten()
+    }
+
+    fn iter_indexed(&self) -> impl Iterator<Item = (DestIdx, &Dest)> {
+        self.chunks
+            .iter()
+            .flat_map(|c| c.iter())
+            .enumerate()
+            .filter_map(|(i, d)| Some((i as DestIdx, d.as_ref()?)))
     }
 }
 
@@ -363,6 +372,11 @@ pub(crate) struct DestCache {
     hand: DestIdx,
     /// Entries evicted to make room, since the endpoint opened.
     evictions: u64,
+    /// What changed since the engine last published its cache view, and the view's
+    /// used marks (`crate::view`); `None` until a view is published. Kept here, by
+    /// the methods that hand out or change entries, so that no change can reach the
+    /// cache without reaching the next view.
+    track: Option<Box<DestTrack>>,
 }
 
 impl DestCache {
@@ -400,6 +414,10 @@ impl DestCache {
     /// host's own addresses, which are [pinned](Self::pin) at once.
     pub(crate) fn insert(&mut self, dest: Dest) -> DestIdx {
         let hash = fx_hash(&dest.addr);
+        let len = self.len();
+        if let Some(t) = &mut self.track {
+            t.note(&dest.addr, len);
+        }
         let idx = match self.free.pop() {
             Some(i) => {
                 self.slots.fill(i, dest);
@@ -409,6 +427,10 @@ impl DestCache {
         };
         self.index.insert(hash, idx);
         self.last.set(idx);
+        if let Some(t) = &self.track {
+            // A mark a view left on the slot's previous entry is not this one's.
+            t.take_mark(idx);
+        }
         idx
     }
 
@@ -480,7 +502,10 @@ impl DestCache {
             let Some(d) = self.slots.get(i).filter(|d| d.evictable()) else {
                 continue;
             };
-            if !d.used.replace(false) {
+            // Used by the engine's own lookups, or by the daemon's workers answering
+            // from the published view: both marks are cleared, either gives the chance.
+            let viewed = self.track.as_ref().is_some_and(|t| t.take_mark(i));
+            if !d.used.replace(false) && !viewed {
                 victim = Some(i);
                 break;
             }
@@ -516,6 +541,10 @@ impl DestCache {
         let dest = self.slots.take(idx)?;
         self.index.remove(fx_hash(&dest.addr), idx);
         self.free.push(idx);
+        let len = self.len();
+        if let Some(t) = &mut self.track {
+            t.note(&dest.addr, len);
+        }
         Some(dest)
     }
 
@@ -523,8 +552,48 @@ impl DestCache {
         self.slots.get(idx)
     }
 
+    /// The entry in slot `idx`, to change: noted as changed for the published view
+    /// (read with [`Self::get`] what is only read).
     pub(crate) fn get_mut(&mut self, idx: DestIdx) -> Option<&mut Dest> {
-        self.slots.get_mut(idx)?.as_mut()
+        let len = self.len();
+        let d = self.slots.get_mut(idx)?.as_mut()?;
+        if let Some(t) = &mut self.track {
+            t.note(&d.addr, len);
+        }
+        Some(d)
+    }
+
+    /// The slot and entry of `addr`, if cached, without marking it used: the view's
+    /// publication reads entries, it does not use them.
+    pub(crate) fn peek(&self, addr: &Address) -> Option<(DestIdx, &Dest)> {
+        let slots = &self.slots;
+        let i = self.index.find(fx_hash(addr), |i| {
+            slots.get(i).is_some_and(|d| d.addr == *addr)
+        })?;
+        Some((i, slots.get(i)?))
+    }
+
+    /// Every entry with its slot.
+    pub(crate) fn iter_indexed(&self) -> impl Iterator<Item = (DestIdx, &Dest)> {
+        self.slots.iter_indexed()
+    }
+
+    /// How many chunks of slots the cache has (slot `i` is in chunk `i / CHUNK`).
+    pub(crate) fn chunks(&self) -> usize {
+        self.slots.chunks.len()
+    }
+
+    /// The change tracking of the published view, made (with everything to publish)
+    /// when it was not there.
+    pub(crate) fn track(&mut self) -> &mut DestTrack {
+        self.track
+            .get_or_insert_with(|| Box::new(DestTrack::new_all()))
+    }
+
+    /// Whether something changed since the view last took the changes (always, for
+    /// a cache not tracked yet).
+    pub(crate) fn view_dirty(&self) -> bool {
+        self.track.as_ref().is_none_or(|t| t.is_dirty())
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -541,8 +610,11 @@ impl DestCache {
         self.slots.iter()
     }
 
-    /// Mutable access to every entry.
+    /// Mutable access to every entry (all noted as changed for the published view).
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Dest> {
+        if let Some(t) = &mut self.track {
+            t.note_all();
+        }
         self.slots.iter_mut()
     }
 }

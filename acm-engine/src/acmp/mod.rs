@@ -34,7 +34,7 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use endpoint::Ep;
 
-pub(crate) use dest::{Dest, DestState};
+pub(crate) use dest::{CHUNK, Dest, DestCache, DestState};
 
 /// The options ibacmp reads (docs/ibacmp.md §6).
 #[derive(Debug, Clone)]
@@ -209,6 +209,22 @@ impl Acmp {
         }
     }
 
+    /// Endpoint `id`'s state (whether it answers resolves: ready) and destination
+    /// cache, for the engine's published cache view (`crate::view`).
+    pub(crate) fn view_endpoint(&mut self, id: EndpointId) -> Option<(bool, &mut DestCache)> {
+        let ep = self.eps.get_mut(&id)?;
+        Some((ep.state == endpoint::EpState::Ready, &mut ep.dests))
+    }
+
+    /// Counts `hits` cache hits answered from the published view on endpoint `id`, as
+    /// `resolve_request` and `check_ready` count one of their own.
+    pub(crate) fn count_view_hits(&mut self, id: EndpointId, hits: u64) {
+        if let Some(ep) = self.eps.get_mut(&id) {
+            ep.counters.add(crate::Counter::Resolve, hits);
+            ep.counters.add(crate::Counter::RouteCache, hits);
+        }
+    }
+
     fn drop_endpoint(&mut self, cx: &mut Ctx<'_>, id: EndpointId) {
         self.fail_endpoint(cx, id, Status::ENODATA);
         let Some(ep) = self.eps.remove(&id) else {
@@ -240,6 +256,10 @@ impl Acmp {
 impl Provider for Acmp {
     fn name(&self) -> &str {
         "ibacmp"
+    }
+
+    fn as_acmp_mut(&mut self) -> Option<&mut Acmp> {
+        Some(self)
     }
 
     /// Takes the options a reload may change (`crate::config::reload`); the depths,

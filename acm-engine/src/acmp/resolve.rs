@@ -82,18 +82,24 @@ impl Acmp {
     ) -> Option<Result<[u8; 64], DestState>> {
         let now_min = cx.now().as_minutes();
         let ep = self.eps.get_mut(&id)?;
+        // Read first, and borrow the entry for writing only to move a stale one back:
+        // a hit changes nothing the published cache view shows, and `get_mut` notes
+        // the entry as changed for it.
+        let d = ep.dests.get(idx)?;
+        if d.state != DestState::Ready {
+            return Some(Err(d.state));
+        }
+        if now_min <= d.addr_expiry && now_min <= d.route_expiry {
+            cx.count(Counter::RouteCache);
+            ep.counters.bump(Counter::RouteCache);
+            return Some(Ok(d.path));
+        }
         let d = ep.dests.get_mut(idx)?;
-        if d.state == DestState::Ready {
-            if now_min > d.addr_expiry {
-                d.state = DestState::Init;
-                d.path = [0; 64];
-            } else if now_min > d.route_expiry {
-                d.state = DestState::AddrResolved;
-            } else {
-                cx.count(Counter::RouteCache);
-                ep.counters.bump(Counter::RouteCache);
-                return Some(Ok(d.path));
-            }
+        if now_min > d.addr_expiry {
+            d.state = DestState::Init;
+            d.path = [0; 64];
+        } else {
+            d.state = DestState::AddrResolved;
         }
         Some(Err(d.state))
     }

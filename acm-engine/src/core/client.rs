@@ -37,8 +37,82 @@ pub(crate) struct ParkedResolve {
     dest_flags: EpFlags,
 }
 
+/// What a RESOLVE asks for, by its first entry (docs/protocol/client-messages.md §7).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ResolveShape<'a> {
+    /// A destination resolve: entries name the source and the destination.
+    Dest,
+    /// A path resolve: entry 0 is a PathRecord.
+    Path(EpAddrPacket<&'a [u8]>),
+    /// A QUERY_SA: entry 0 is a PathRecord to ask the SA about.
+    QuerySa(EpAddrPacket<&'a [u8]>),
+}
+
+/// The kind of a RESOLVE: the core's dispatch and the published cache view
+/// ([`crate::CacheView`]) both decide by this.
+#[inline(always)]
+pub(crate) fn resolve_shape<'a>(msg: &'a MessagePacket<&'a [u8]>) -> ResolveShape<'a> {
+    match msg.entry(0) {
+        Some(e0) if e0.addr_type() == AddrType::PATH => {
+            if e0.flags().contains(EpFlags::QUERY_SA) {
+                ResolveShape::QuerySa(e0)
+            } else {
+                ResolveShape::Path(e0)
+            }
+        }
+        _ => ResolveShape::Dest,
+    }
+}
+
+/// A destination resolve's entries that name its ends.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DestEntries<'a> {
+    /// The SOURCE entry, when the client names one.
+    pub(crate) src: Option<EpAddrPacket<&'a [u8]>>,
+    /// The DEST entry.
+    pub(crate) dest: EpAddrPacket<&'a [u8]>,
+}
+
+/// A destination resolve's SOURCE entry (if any) and DEST entry, or the status it is
+/// refused with (docs/protocol/client-messages.md §8.2, steps 1–2). The core and the
+/// published cache view ([`crate::CacheView`]) validate by this one rule, so that the
+/// view answers nothing the core would refuse.
+#[inline(always)]
+pub(crate) fn dest_entries<'a>(
+    msg: &'a MessagePacket<&'a [u8]>,
+) -> Result<DestEntries<'a>, Status> {
+    let mut src: Option<EpAddrPacket<&[u8]>> = None;
+    let mut dst: Option<EpAddrPacket<&[u8]>> = None;
+    let entries = msg.body().chunks_exact(ENTRY_LEN).take(MAX_ENTRIES);
+    for e in entries.map(EpAddrPacket::new_unchecked) {
+        let (flags, ty) = (e.flags(), e.addr_type());
+        if flags.contains(EpFlags::SOURCE) {
+            if src.is_some() {
+                return Err(Status::ESRCADDR);
+            }
+            if !ty.is_address() {
+                return Err(Status::ESRCTYPE);
+            }
+            src = Some(e);
+        }
+        if flags.contains(EpFlags::DEST) {
+            if dst.is_some() {
+                return Err(Status::EDESTADDR);
+            }
+            if !ty.is_address() {
+                return Err(Status::EDESTTYPE);
+            }
+            dst = Some(e);
+        }
+    }
+    match dst {
+        Some(dest) => Ok(DestEntries { src, dest }),
+        None => Err(Status::EDESTTYPE),
+    }
+}
+
 /// The address an entry carries.
-fn entry_addr(e: &EpAddrPacket<&[u8]>) -> Address {
+pub(crate) fn entry_addr(e: &EpAddrPacket<&[u8]>) -> Address {
     Address {
         ty: e.addr_type(),
         bytes: Bytes64::read(e.info()).unwrap_or_default(),
@@ -135,15 +209,10 @@ impl Core {
         req: &Request<'_>,
     ) -> Option<Call<'static>> {
         self.counters.bump(Counter::Resolve);
-        match req.msg.entry(0) {
-            Some(e0) if e0.addr_type() == AddrType::PATH => {
-                if e0.flags().contains(EpFlags::QUERY_SA) {
-                    self.sa_query_request(to, req, &e0)
-                } else {
-                    self.path_resolve(to, req, &e0)
-                }
-            }
-            _ => self.dest_resolve(to, req),
+        match resolve_shape(&req.msg) {
+            ResolveShape::QuerySa(e0) => self.sa_query_request(to, req, &e0),
+            ResolveShape::Path(e0) => self.path_resolve(to, req, &e0),
+            ResolveShape::Dest => self.dest_resolve(to, req),
         }
     }
 
@@ -217,32 +286,9 @@ impl Core {
     #[inline(always)]
     fn dest_resolve(&mut self, to: ReplyTo, req: &Request<'_>) -> Option<Call<'static>> {
         let hdr = &req.hdr;
-        let mut src: Option<EpAddrPacket<&[u8]>> = None;
-        let mut dst: Option<EpAddrPacket<&[u8]>> = None;
-        let entries = req.msg.body().chunks_exact(ENTRY_LEN).take(MAX_ENTRIES);
-        for e in entries.map(EpAddrPacket::new_unchecked) {
-            let (flags, ty) = (e.flags(), e.addr_type());
-            if flags.contains(EpFlags::SOURCE) {
-                if src.is_some() {
-                    return self.refuse(to, hdr, Status::ESRCADDR);
-                }
-                if !ty.is_address() {
-                    return self.refuse(to, hdr, Status::ESRCTYPE);
-                }
-                src = Some(e);
-            }
-            if flags.contains(EpFlags::DEST) {
-                if dst.is_some() {
-                    return self.refuse(to, hdr, Status::EDESTADDR);
-                }
-                if !ty.is_address() {
-                    return self.refuse(to, hdr, Status::EDESTTYPE);
-                }
-                dst = Some(e);
-            }
-        }
-        let Some(de) = dst else {
-            return self.refuse(to, hdr, Status::EDESTTYPE);
+        let DestEntries { src, dest: de } = match dest_entries(&req.msg) {
+            Ok(entries) => entries,
+            Err(status) => return self.refuse(to, hdr, status),
         };
         let dest = entry_addr(&de);
         let dest_flags = de.flags();

@@ -35,7 +35,9 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::net::IpAddr;
 
-pub(crate) use client::ParkedResolve;
+pub(crate) use client::{
+    DestEntries, ParkedResolve, ResolveShape, dest_entries, entry_addr, resolve_shape,
+};
 pub(crate) use provider_call::{Call, Plan, ProviderCall, Step};
 pub(crate) use sa_agent::SaAgent;
 pub(crate) use sm_events::is_sub_tid;
