@@ -73,7 +73,8 @@ impl Acmp {
     /// The path to answer with from the cache when the destination is READY and fresh
     /// (counted as a route-cache hit); otherwise its state, after stale entries move
     /// back (address expired → INIT, route expired → ADDR_RESOLVED). The caller keeps
-    /// the request's reply and answers it.
+    /// the request's reply and answers it. Inlined: it is the cache hit's path.
+    #[inline(always)]
     fn check_ready(
         &mut self,
         cx: &mut Ctx<'_>,
