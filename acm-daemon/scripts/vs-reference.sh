@@ -34,7 +34,7 @@
 #        C=no: leave out the C daemon (no root needed then): ours only, for the scaling.
 #        C_MAX_CLIENTS (default 1000): above it the C daemon is not measured. It serves
 #        at most 1,022 clients, fewer as its other files take descriptors under select()'s
-#        1,024 (docs/ibacm-spec.md 1.12), and closes the connections beyond.
+#        1,024, and closes the connections beyond.
 #        SWAP=yes: the C daemon is host node3 and ours (the first) node1 (the other way
 #        round by default). Two identical daemons in the two hosts' places have served a
 #        few per cent apart in one run (BENCHMARKS.md, "Reading these figures"), so a claim

@@ -64,6 +64,28 @@ pub(crate) struct Conn {
     peer: Option<Peer>,
     /// How the event loop waits on this client (see [`super::client_waits`]).
     pub wait: WaitState,
+    /// With worker threads, what the engine owes this connection (always nothing
+    /// without them).
+    pub owes: EngineOwes,
+}
+
+/// The requests of a worker's connection that the engine has not answered yet: while
+/// there are any, the worker answers nothing from the cache view, so that replies keep
+/// the order the engine gives them (see [`super::workers::worker`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EngineOwes {
+    /// Forwarded to the engine thread, not yet handed to the engine.
+    pub forwarded: u32,
+    /// Held by the engine unanswered, as its thread last said.
+    pub pending: u32,
+}
+
+impl EngineOwes {
+    /// Whether the engine owes anything.
+    #[must_use]
+    pub(crate) const fn any(self) -> bool {
+        self.forwarded > 0 || self.pending > 0
+    }
 }
 
 /// Where a client is waited on: the event loop's `ppoll` set while it is busy, epoll
@@ -94,6 +116,10 @@ impl Conn {
             peer_closed: false,
             peer: None,
             wait: WaitState::Epoll { write: false },
+            owes: EngineOwes {
+                forwarded: 0,
+                pending: 0,
+            },
         }
     }
 
@@ -131,10 +157,14 @@ impl Conn {
         }
     }
 
-    /// Whether requests should be read now (the reply backlog is under its limit).
+    /// Whether requests should be read now: the reply backlog is under its limit, and
+    /// so are the requests on their way to the engine
+    /// ([`super::workers::worker::MAX_FORWARDED`]).
     #[must_use]
     pub(crate) fn wants_read(&self) -> bool {
-        !self.closing && self.outbuf.len() < BACKLOG_LIMIT
+        !self.closing
+            && self.outbuf.len() < BACKLOG_LIMIT
+            && self.owes.forwarded < super::workers::worker::MAX_FORWARDED
     }
 
     /// The memory holding replies waiting to be written, in bytes (what the daemon's
@@ -143,6 +173,12 @@ impl Conn {
     #[must_use]
     pub(crate) fn held(&self) -> usize {
         self.outbuf.capacity()
+    }
+
+    /// The memory this connection holds: its state, and its input and output buffers.
+    #[must_use]
+    pub(crate) fn footprint(&self) -> usize {
+        std::mem::size_of::<Self>() + self.inbuf.capacity() + self.outbuf.capacity()
     }
 
     /// Whether replies are waiting for the socket to become writable (the event loop

@@ -46,6 +46,7 @@ mod server;
 mod settings;
 mod startup;
 mod worker_threads;
+mod workers;
 
 // The parts the integration tests and the fuzz target drive directly: a server on the
 // simulated demo fabric in the test's own process (to count its allocations and
@@ -460,6 +461,15 @@ fn serve<B: Backend>(
     ));
     server.set_allow_list(ctx.opts.settings.access.allow.clone());
     server.set_max_queued_reply_bytes(ctx.opts.settings.max_queued_reply_bytes);
+    let configured = ctx.opts.settings.worker_threads;
+    if let Err(e) = server.set_worker_threads(worker_threads::worker_count(configured)) {
+        return Err(failed(server.log_mut(), StartError::EventLoop(e)));
+    }
+    server.log_mut().log(
+        Level::Config,
+        "acm_server",
+        &worker_threads::worker_threads_line(configured),
+    );
     server.set_max_connections_per_user(ctx.opts.settings.max_connections_per_user);
     if let Some(m) = &ctx.opts.settings.metrics {
         server.set_metrics(metrics::MetricsFile::new(m, std::time::Instant::now()));

@@ -70,6 +70,8 @@ use super::log::{Logger, Priority};
 use super::metrics::{MetricsFile, Written};
 use super::rate_limit::{self, RateLimit};
 use super::reload::Reloader;
+use super::workers::Workers;
+use super::workers::messages::ToEngine;
 use acm_client::metrics::{DaemonSample, ReloadCounts};
 use acm_engine::HostOutput;
 use acm_engine::{ClientOutput, ConnId, Input, Instant};
@@ -79,6 +81,7 @@ use std::collections::HashMap;
 use std::io;
 use std::ops::ControlFlow;
 use std::os::fd::AsFd;
+use std::sync::Arc;
 use std::time::Duration;
 
 // Kept apart from the imports above, which change with the engine's `Output` type.
@@ -88,8 +91,10 @@ const LISTENER: Token = Token(0);
 const BACKEND: Token = Token(1);
 const KERNEL: Token = Token(2);
 const SIGNALS: Token = Token(3);
-/// The waker C provider plugins' threads fire ([`Server::provider_waker`]).
-const PROVIDERS: Token = Token(4);
+/// The loop's waker (mio allows one per poller), which C provider plugins' threads
+/// ([`Server::provider_waker`]) and worker threads ([`Server::set_worker_threads`])
+/// fire after handing the loop something.
+const WAKE: Token = Token(4);
 /// Connection ids start here, so that a connection's token is its id.
 const FIRST_CONN: u64 = 16;
 
@@ -129,7 +134,7 @@ enum Refusal {
 /// Reply memory freed by closed connections after which the heap is trimmed: a
 /// megabyte, so that ordinary clients coming and going (a few KiB each) never pay for a
 /// trim while a wave of non-reading clients gives its memory back.
-const TRIM_AFTER_BYTES: usize = 1 << 20;
+pub(crate) const TRIM_AFTER_BYTES: usize = 1 << 20;
 
 /// Why the loop ended.
 #[derive(Debug, thiserror::Error)]
@@ -206,6 +211,11 @@ pub struct Server<B: Backend> {
     reloads: ReloadCounts,
     /// Which clients are waited on with `ppoll` and which with epoll.
     waits: ClientWaits,
+    /// The worker threads that own the client connections, when there are any
+    /// ([`Server::set_worker_threads`]); without them this thread serves the clients.
+    workers: Option<Workers>,
+    /// The loop's waker ([`WAKE`]), once made.
+    waker: Option<Arc<mio::Waker>>,
 }
 
 impl<B: Backend> Server<B> {
@@ -269,6 +279,8 @@ impl<B: Backend> Server<B> {
             reloader: None,
             reloads: ReloadCounts::default(),
             waits: ClientWaits::new(),
+            workers: None,
+            waker: None,
         })
     }
 
@@ -283,12 +295,36 @@ impl<B: Backend> Server<B> {
     /// doc).
     pub fn set_max_queued_reply_bytes(&mut self, bytes: u64) {
         self.max_queued = usize::try_from(bytes).unwrap_or(usize::MAX);
+        if let Some(w) = &mut self.workers {
+            w.set_bound(self.max_queued);
+        }
     }
 
     /// Holds each user other than root and the daemon's to `limit` connections
     /// (`None`: half of those all users share; see `conn_limits`).
     pub fn set_max_connections_per_user(&mut self, limit: Option<u32>) {
         self.limits.set_per_user(limit);
+    }
+
+    /// Serves the clients on `n` worker threads beside this one, which keeps the engine
+    /// (see [`super::workers`]); 1 (or 0) keeps everything on this thread. Call it
+    /// before any client connects.
+    ///
+    /// # Errors
+    /// A thread, poller or waker could not be made.
+    pub fn set_worker_threads(&mut self, n: usize) -> io::Result<()> {
+        self.workers = None;
+        if n >= 2 {
+            let waker = self.waker()?;
+            self.workers = Some(Workers::start(n, waker, self.max_queued, self.epoch)?);
+        }
+        Ok(())
+    }
+
+    /// How many worker threads serve the clients (0: this thread does).
+    #[must_use]
+    pub fn worker_threads(&self) -> usize {
+        self.workers.as_ref().map_or(0, Workers::count)
     }
 
     /// Moves a client waited on with `ppoll` back to epoll after `idle` without a
@@ -323,8 +359,18 @@ impl<B: Backend> Server<B> {
     ///
     /// # Errors
     /// The poller refused it.
-    pub fn provider_waker(&self) -> io::Result<mio::Waker> {
-        mio::Waker::new(self.poll.registry(), PROVIDERS)
+    pub fn provider_waker(&mut self) -> io::Result<Arc<mio::Waker>> {
+        self.waker()
+    }
+
+    /// The loop's one waker, made on first use.
+    fn waker(&mut self) -> io::Result<Arc<mio::Waker>> {
+        if let Some(w) = &self.waker {
+            return Ok(Arc::clone(w));
+        }
+        let w = Arc::new(mio::Waker::new(self.poll.registry(), WAKE)?);
+        self.waker = Some(Arc::clone(&w));
+        Ok(w)
     }
 
     /// The log, for the caller's last lines.
@@ -374,7 +420,8 @@ impl<B: Backend> Server<B> {
                 match ev.token() {
                     LISTENER => self.accept_all(),
                     BACKEND => backend_ready = true,
-                    PROVIDERS => providers = true,
+                    // The workers' messages are read below, on every turn.
+                    WAKE => providers = true,
                     KERNEL => self.read_kernel(),
                     SIGNALS => {
                         while let Some(sig) = self.stop.as_mut().and_then(StopSignals::take) {
@@ -405,6 +452,7 @@ impl<B: Backend> Server<B> {
                     self.dispatch();
                 }
             }
+            self.take_from_workers();
             self.revisit_paused();
             self.retry_accept();
             let now = self.now();
@@ -538,15 +586,18 @@ impl<B: Backend> Server<B> {
     /// Writes the metrics file if it is due; logs the first of a run of failures and
     /// the recovery after it.
     fn write_metrics(&mut self) {
+        let now = std::time::Instant::now();
+        if self.metrics.as_ref().is_none_or(|m| m.due() > now) {
+            return;
+        }
+        self.merge_worker_hits();
         let Some(m) = &mut self.metrics else {
             return;
         };
-        let now = std::time::Instant::now();
-        if m.due() > now {
-            return;
-        }
         let daemon = DaemonSample {
-            clients_connected: self.conns.len() as u64,
+            clients_connected: (self.conns.len()
+                + self.workers.as_ref().map_or(0, Workers::connections))
+                as u64,
             clients_accepted: self.accepted,
             clients_refused: self.refused,
             clients_over_user_limit: self.over_user_limit,
@@ -751,6 +802,12 @@ impl<B: Backend> Server<B> {
             self.log.log(Level::Verbose, "acm_svr_accept", &line);
         }
         let mut conn = Conn::new(stream).with_peer(peer);
+        if let Some(w) = &mut self.workers {
+            self.accepted += 1;
+            self.limits.opened(peer.map(|p| p.uid));
+            w.add(id, conn);
+            return;
+        }
         if let Err(e) = self.waits.add(self.poll.registry(), id, &mut conn) {
             self.log.log_with(
                 Level::Basic,
@@ -972,15 +1029,16 @@ impl<B: Backend> Server<B> {
         if self.allow.is_open() {
             return;
         }
-        let mut gone: Vec<(u64, Option<u32>)> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| {
-                c.peer().is_none_or(|p| {
+        let peers = self.conns.iter().map(|(&id, c)| (id, c.peer()));
+        let of_workers = self.workers.iter().flat_map(Workers::peers);
+        let mut gone: Vec<(u64, Option<u32>)> = peers
+            .chain(of_workers)
+            .filter(|(_, peer)| {
+                peer.is_none_or(|p| {
                     self.allow.check(p, self.own_uid, proc_groups) != Verdict::Allowed
                 })
             })
-            .map(|(&id, c)| (id, c.peer().map(|p| p.uid)))
+            .map(|(id, peer)| (id, peer.map(|p| p.uid)))
             .collect();
         if gone.is_empty() {
             return;
@@ -1009,8 +1067,15 @@ impl<B: Backend> Server<B> {
         );
     }
 
-    /// Drops connection `id` and tells the engine.
+    /// Drops connection `id` and tells the engine; a worker's connection is closed by
+    /// its worker, and counted out when the worker says so ([`Server::closed_by_worker`]).
     fn close(&mut self, id: u64, why: &str) {
+        if let Some(w) = &mut self.workers
+            && w.owns(id)
+        {
+            w.close(id, why.to_owned());
+            return;
+        }
         if let Some(mut conn) = self.conns.remove(&id) {
             self.limits.closed(conn.peer().map(|p| p.uid));
             self.waits.remove(self.poll.registry(), id, &mut conn);
@@ -1027,18 +1092,109 @@ impl<B: Backend> Server<B> {
         }
     }
 
+    /// Hands the engine what the workers sent: requests the cache view could not
+    /// answer (after the hits the workers counted, so that a PERF_QUERY counts them),
+    /// closes, and the cuts for the bound on queued replies.
+    fn take_from_workers(&mut self) {
+        let Some(w) = &mut self.workers else {
+            return;
+        };
+        for msg in w.received() {
+            match msg {
+                ToEngine::Requests(requests) => {
+                    self.merge_worker_hits();
+                    let now = self.now();
+                    // Drained as often as the single-threaded loop drains (after at most
+                    // READ_BUDGET requests): a worker's turn may forward thousands, and
+                    // the engine's output queue would grow to hold all their replies.
+                    for (i, (id, bytes)) in requests.iter().enumerate() {
+                        let Some(w) = &mut self.workers else {
+                            return;
+                        };
+                        if w.owns(id) {
+                            w.taken(id);
+                            self.backend.handle(
+                                now,
+                                Input::ClientRequest {
+                                    conn: ConnId(id),
+                                    bytes,
+                                },
+                            );
+                        }
+                        if (i + 1) % READ_BUDGET == 0 || i + 1 == requests.len() {
+                            self.dispatch();
+                        }
+                    }
+                }
+                ToEngine::Closed { id, why } => self.closed_by_worker(id, &why),
+                ToEngine::Cut { closed, over, left } => {
+                    self.closed_unread += closed.len() as u64;
+                    let workers = self.worker_threads();
+                    let shown = first_few(&closed, u64::to_string);
+                    self.log.log_with(
+                        Level::Basic,
+                        Priority::Warning,
+                        "acm_server",
+                        &format!(
+                            "replies queued for one worker's clients reached {over} bytes, over max_queued_reply_bytes {} shared by {workers} workers: closed {} clients that were not reading them (client {shown}), {left} bytes left queued by that worker",
+                            self.max_queued,
+                            closed.len(),
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    /// A worker closed connection `id`: counted out, and the engine told.
+    fn closed_by_worker(&mut self, id: u64, why: &str) {
+        let Some(peer) = self.workers.as_mut().and_then(|w| w.closed(id)) else {
+            return;
+        };
+        self.limits.closed(peer.map(|p| p.uid));
+        self.log.log(
+            Level::Verbose,
+            "acm_svr_receive",
+            &format!("client {id}: {why}"),
+        );
+        let now = self.now();
+        self.backend.handle(now, Input::ClientClosed(ConnId(id)));
+        self.closed_since_try = true;
+        self.dispatch();
+    }
+
+    /// Hands the engine the cache hits the workers answered since the last time.
+    fn merge_worker_hits(&mut self) {
+        let now = self.now();
+        let Some(w) = &mut self.workers else {
+            return;
+        };
+        let backend = &mut self.backend;
+        w.merge_hits(|ep, hits| backend.handle(now, Input::CacheHits { ep, hits }));
+    }
+
     /// Carries out everything the backend has for us. Client replies, by far the most
     /// of it, are written from where the backend lends them (no copy on the way); the
     /// rest is taken out and handled one at a time. A connection whose reply could not
     /// be written is closed once the replies lent with it are out.
     fn dispatch(&mut self) {
         loop {
+            // With workers, what the engine changed is in their view before any of its
+            // outputs is carried out (`workers`' module doc).
+            if let Some(w) = &mut self.workers {
+                w.publish(self.backend.engine_mut());
+            }
             let mut failed = Vec::new();
             let registry = self.poll.registry();
+            let workers = &mut self.workers;
             let taken = self.backend.lend_outputs(|out| {
                 let HostOutput::Client(ClientOutput::Reply { conn, reply }) = out else {
                     return ControlFlow::Break(());
                 };
+                if let Some(w) = workers.as_mut() {
+                    w.reply(conn.0, reply.as_bytes());
+                    return ControlFlow::Continue(());
+                }
                 if let Err(why) = write_reply(
                     &mut self.conns,
                     &mut self.queued,
@@ -1059,8 +1215,11 @@ impl<B: Backend> Server<B> {
                 Some(out) => self.dispatch_taken(out),
                 // A close gives the engine an input, which may have outputs of its own.
                 None if closed => {}
-                None => return,
+                None => break,
             }
+        }
+        if let Some(w) = &mut self.workers {
+            w.flush(self.backend.engine());
         }
     }
 
@@ -1069,6 +1228,10 @@ impl<B: Backend> Server<B> {
     fn dispatch_taken(&mut self, out: HostOutput) {
         match out {
             HostOutput::Client(ClientOutput::Reply { conn, reply }) => {
+                if let Some(w) = &mut self.workers {
+                    w.reply(conn.0, reply.as_bytes());
+                    return;
+                }
                 let registry = self.poll.registry();
                 let (conns, queued, waits) = (&mut self.conns, &mut self.queued, &mut self.waits);
                 if let Err(why) =
@@ -1078,9 +1241,11 @@ impl<B: Backend> Server<B> {
                 }
             }
             // The engine logged why.
-            HostOutput::Client(ClientOutput::Close { conn, .. }) => {
-                self.close(conn.0, "closed after a malformed request");
-            }
+            HostOutput::Client(ClientOutput::Close { conn, .. }) => match &mut self.workers {
+                // After the replies before it, by the worker.
+                Some(w) => w.engine_close(conn.0),
+                None => self.close(conn.0, "closed after a malformed request"),
+            },
             HostOutput::Client(ClientOutput::Netlink(bytes)) => {
                 self.kernel.send(&bytes, &mut self.log);
             }

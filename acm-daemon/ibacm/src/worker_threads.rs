@@ -33,10 +33,6 @@ pub(crate) const MAX_DERIVED_WORKERS: usize = 64;
 /// asks for on this machine: 1 for a single-threaded daemon (no worker threads),
 /// otherwise the number of worker threads to start beside the engine's.
 #[must_use]
-#[cfg_attr(
-    not(test),
-    expect(dead_code, reason = "called by the start of the worker threads")
-)]
 pub(crate) fn worker_count(configured: u32) -> usize {
     count_for(configured, available_cpus())
 }
@@ -56,10 +52,6 @@ pub(crate) fn count_for(configured: u32, cpus: Option<usize>) -> usize {
 /// The line the daemon logs at start (level 1) to say what `configured` became, for
 /// example `worker_threads 0: 8 worker threads (8 CPUs)`.
 #[must_use]
-#[cfg_attr(
-    not(test),
-    expect(dead_code, reason = "called by the start of the worker threads")
-)]
 pub(crate) fn worker_threads_line(configured: u32) -> String {
     line_for(configured, available_cpus())
 }

@@ -118,6 +118,12 @@ impl HubHost {
         &self.engine
     }
 
+    /// The engine, for what a host asks of it directly rather than through an input
+    /// (the cache view it publishes for worker threads).
+    pub fn engine_mut(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
     /// The hub connection (its socket, for an event loop to wait on).
     #[must_use]
     pub fn client(&self) -> &HubClient {

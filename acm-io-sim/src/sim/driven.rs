@@ -56,7 +56,8 @@ impl Sim {
 
     /// One of the host's inputs to the driven host's engine, now: what a daemon's event
     /// loop hands its engine (client requests and closes, netlink requests, a sent
-    /// SET_TIMEOUT, a reload, a plugin's wake-up). The fabric's inputs are the
+    /// SET_TIMEOUT, a reload, a plugin's wake-up, the cache hits its worker threads
+    /// answered). The fabric's inputs are the
     /// simulator's own.
     ///
     /// # Panics
@@ -75,6 +76,7 @@ impl Sim {
             | Input::KernelTimeoutSent { .. }
             | Input::Reconfigure(_)
             | Input::ProviderWake
+            | Input::CacheHits { .. }
             | Input::Tick => {}
             _ => panic!("the fabric's inputs are the simulator's own"),
         }

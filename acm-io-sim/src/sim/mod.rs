@@ -385,6 +385,13 @@ impl Sim {
         &self.hosts[h.index()].engine
     }
 
+    /// Host `h`'s engine, for what a driver asks of it directly rather than through an
+    /// input (the cache view it publishes for worker threads). Inputs go through
+    /// [`Sim::driven_input`], which carries out their outputs.
+    pub fn engine_mut(&mut self, h: HostId) -> &mut acm_engine::Engine {
+        &mut self.hosts[h.index()].engine
+    }
+
     /// Counts so far.
     #[must_use]
     pub fn stats(&self) -> Stats {

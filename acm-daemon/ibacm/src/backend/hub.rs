@@ -126,6 +126,10 @@ impl Backend for HubBackend {
         self.host.engine_ref()
     }
 
+    fn engine_mut(&mut self) -> &mut acm_engine::Engine {
+        self.host.engine_mut()
+    }
+
     fn poll_timeout(&self) -> Option<Instant> {
         self.host.engine_ref().poll_timeout()
     }

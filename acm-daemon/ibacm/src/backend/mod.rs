@@ -68,6 +68,10 @@ pub trait Backend {
     /// This host's engine, for the metrics file's counters and cache sizes.
     fn engine(&self) -> &acm_engine::Engine;
 
+    /// This host's engine, for the cache view worker threads answer from
+    /// ([`acm_engine::Engine::publish_view`]); inputs go through [`Backend::handle`].
+    fn engine_mut(&mut self) -> &mut acm_engine::Engine;
+
     /// Whether the kernel's RDMA_NL_LS path requests belong to this backend's engine:
     /// true only for real hardware, whose ports the kernel's requests name. The event
     /// loop then opens (or inherits from systemd) the NETLINK_RDMA socket.

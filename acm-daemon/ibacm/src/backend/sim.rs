@@ -104,4 +104,8 @@ impl Backend for SimBackend {
     fn engine(&self) -> &acm_engine::Engine {
         self.sim.engine(self.host)
     }
+
+    fn engine_mut(&mut self) -> &mut acm_engine::Engine {
+        self.sim.engine_mut(self.host)
+    }
 }

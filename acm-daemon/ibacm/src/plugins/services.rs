@@ -7,7 +7,7 @@ use acm_io_verbs::provider::{CoreServices, SaRequest};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::{CStr, CString};
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 /// What a provider handed the core from outside the event loop.
 #[derive(Debug)]
@@ -70,7 +70,7 @@ pub(crate) fn endpoint_key(slot: Slot, ep: u32) -> u64 {
 /// The queues between the providers' threads and the event loop, one per slot.
 pub(crate) struct Shared {
     queue: Mutex<HashMap<Slot, VecDeque<Event>>>,
-    waker: OnceLock<mio::Waker>,
+    waker: OnceLock<Arc<mio::Waker>>,
     log_level: AtomicI32,
     opts_file: CString,
     origins: Mutex<HashSet<&'static str>>,
@@ -94,7 +94,7 @@ impl Shared {
     }
 
     /// The event loop's waker, once it exists; wakes it at once if events are waiting.
-    pub(crate) fn set_waker(&self, waker: mio::Waker) {
+    pub(crate) fn set_waker(&self, waker: Arc<mio::Waker>) {
         let waiting = lock(&self.queue).values().any(|q| !q.is_empty());
         if self.waker.set(waker).is_ok() && waiting {
             self.wake();

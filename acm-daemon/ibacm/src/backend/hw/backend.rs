@@ -646,6 +646,10 @@ impl Backend for HwBackend {
         &self.engine
     }
 
+    fn engine_mut(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
     fn serves_kernel(&self) -> bool {
         true
     }
