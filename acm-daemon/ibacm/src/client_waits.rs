@@ -230,6 +230,17 @@ impl ClientWaits {
     }
 }
 
+/// What epoll reported for a quiet client, as the `ppoll` set reports it: a hang-up or
+/// an error reads as readable, so that reading finds the end or the failure.
+pub(crate) fn ready_of(ev: &mio::event::Event) -> Ready {
+    let closed = ev.is_read_closed() || ev.is_error();
+    Ready {
+        readable: ev.is_readable() || closed,
+        writable: ev.is_writable() || ev.is_write_closed(),
+        closed,
+    }
+}
+
 /// A client's token with the poller: its id (ids start above the fixed tokens).
 fn token(id: u64) -> Token {
     Token(usize::try_from(id).unwrap_or(usize::MAX))

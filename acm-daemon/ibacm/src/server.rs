@@ -1,8 +1,12 @@
 //! The event loop: accept clients, frame their requests into the engine, write its
 //! replies back, run its timers, log what it says.
 //!
-//! One thread. After every input the backend's outputs are drained before waiting
-//! again (str0m's rule). No client can hold up another: reads and writes never block,
+//! One thread owns the engine. With `worker_threads` 1 it also serves every client;
+//! with more, worker threads own the client connections and answer cache hits, and
+//! this thread takes what they forward, hands it to the engine and sends the replies
+//! back ([`super::workers`] says how order, counters and invalidations are kept); what
+//! follows about clients then holds in each worker. After every input the backend's
+//! outputs are drained before waiting again (str0m's rule). No client can hold up another: reads and writes never block,
 //! each connection gets at most [`READ_BUDGET`] requests per turn, and a client that
 //! does not read its replies only stops its own requests from being read (see
 //! [`super::conn`]).
@@ -60,7 +64,7 @@
 
 use super::access::{AllowList, Peer, Verdict, proc_groups};
 use super::backend::{Backend, BackendError};
-use super::client_waits::{ClientWaits, Conns};
+use super::client_waits::{ClientWaits, Conns, ready_of};
 use super::conn::{Conn, READ_CHUNK};
 use super::conn_limits::{Admission, ConnLimits, Descriptors};
 use super::kernel::channel::KernelChannel;
@@ -432,15 +436,7 @@ impl<B: Backend> Server<B> {
                         }
                     }
                     // A quiet client, on epoll.
-                    Token(t) => {
-                        let closed = ev.is_read_closed() || ev.is_error();
-                        let ready = Ready {
-                            readable: ev.is_readable() || closed,
-                            writable: ev.is_writable() || ev.is_write_closed(),
-                            closed,
-                        };
-                        self.serve_client(t as u64, ready, woke);
-                    }
+                    Token(t) => self.serve_client(t as u64, ready_of(ev), woke),
                 }
                 self.dispatch();
             }
@@ -1077,19 +1073,25 @@ impl<B: Backend> Server<B> {
             return;
         }
         if let Some(mut conn) = self.conns.remove(&id) {
-            self.limits.closed(conn.peer().map(|p| p.uid));
             self.waits.remove(self.poll.registry(), id, &mut conn);
             self.queued -= conn.held();
             self.freed_since_trim += conn.held();
-            self.log.log(
-                Level::Verbose,
-                "acm_svr_receive",
-                &format!("client {id}: {why}"),
-            );
-            let now = self.now();
-            self.backend.handle(now, Input::ClientClosed(ConnId(id)));
-            self.closed_since_try = true;
+            self.count_out(id, conn.peer(), why);
         }
+    }
+
+    /// Counts out closed connection `id` of `peer` (the connection limits, the log, the
+    /// engine, and the accept retry a freed descriptor allows).
+    fn count_out(&mut self, id: u64, peer: Option<Peer>, why: &str) {
+        self.limits.closed(peer.map(|p| p.uid));
+        self.log.log(
+            Level::Verbose,
+            "acm_svr_receive",
+            &format!("client {id}: {why}"),
+        );
+        let now = self.now();
+        self.backend.handle(now, Input::ClientClosed(ConnId(id)));
+        self.closed_since_try = true;
     }
 
     /// Hands the engine what the workers sent: requests the cache view could not
@@ -1151,15 +1153,7 @@ impl<B: Backend> Server<B> {
         let Some(peer) = self.workers.as_mut().and_then(|w| w.closed(id)) else {
             return;
         };
-        self.limits.closed(peer.map(|p| p.uid));
-        self.log.log(
-            Level::Verbose,
-            "acm_svr_receive",
-            &format!("client {id}: {why}"),
-        );
-        let now = self.now();
-        self.backend.handle(now, Input::ClientClosed(ConnId(id)));
-        self.closed_since_try = true;
+        self.count_out(id, peer, why);
         self.dispatch();
     }
 

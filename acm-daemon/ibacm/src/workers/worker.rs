@@ -20,7 +20,7 @@ use super::bound::Share;
 use super::hits::HitTable;
 use super::messages::{EngineNote, Frames, ToEngine, ToWorker};
 use super::view_cell::{HeldView, ViewCell};
-use crate::client_waits::{ClientWaits, Conns};
+use crate::client_waits::{ClientWaits, Conns, ready_of};
 use crate::conn::{Conn, READ_CHUNK};
 use crate::server::READ_BUDGET;
 use acm_engine::{Instant, VIEW_REPLY_MAX, ViewAnswer};
@@ -159,13 +159,7 @@ impl Worker {
                         inbox = true;
                         continue;
                     }
-                    let closed = ev.is_read_closed() || ev.is_error();
-                    let ready = Ready {
-                        readable: ev.is_readable() || closed,
-                        writable: ev.is_writable() || ev.is_write_closed(),
-                        closed,
-                    };
-                    self.serve_client(ev.token().0 as u64, ready, woke);
+                    self.serve_client(ev.token().0 as u64, ready_of(ev), woke);
                 }
             } else {
                 events.clear();
