@@ -247,6 +247,10 @@ impl ClientWaits {
                 if began.elapsed() >= window {
                     break;
                 }
+                // Gives way to a thread runnable on this CPU, a client woken here
+                // most often: it is what the poll waits for, and on a machine with
+                // fewer cores than busy threads it would otherwise wait out the poll.
+                std::thread::yield_now();
             }
         }
         let rest = timeout.map(|t| t.saturating_sub(began.elapsed()));
