@@ -17,7 +17,15 @@
 //! without a request. A client that keeps sending stays in the set and never costs an
 //! epoll call; a quiet one costs nothing at all; a client that sends now and then pays
 //! two `epoll_ctl` calls per busy spell.
+//!
+//! After a turn that read requests, [`ClientWaits::wait`] first looks again without
+//! sleeping, for as long as [`super::busy_poll`] has learnt that the clients take to
+//! send their next request, so that a client with one request in flight finds the
+//! daemon awake instead of paying for its wake-up. The event loop needs nothing more
+//! for this than what it does anyway: [`ClientWaits::requested`] for each client it
+//! read, and one [`ClientWaits::wait`] per turn.
 
+use super::busy_poll::BusyPoll;
 use super::conn::{Conn, WaitState};
 use acm_engine::{Instant, SeqBuildHasher};
 use acm_io_verbs::poll_set::{PollSet, Ready};
@@ -51,6 +59,10 @@ pub(crate) struct ClientWaits {
     next_sweep: Instant,
     /// How long a busy client may be quiet before it goes back to epoll.
     idle: Duration,
+    /// A client was read since the last wait, which then polls before it sleeps.
+    served: bool,
+    /// How long that poll lasts.
+    busy_poll: BusyPoll,
 }
 
 impl Default for ClientWaits {
@@ -61,6 +73,8 @@ impl Default for ClientWaits {
             busy: Vec::new(),
             next_sweep: Instant::ZERO,
             idle: PPOLL_IDLE,
+            served: false,
+            busy_poll: BusyPoll::new(),
         }
     }
 }
@@ -89,7 +103,8 @@ impl ClientWaits {
     }
 
     /// Notes that client `id` sent a request at `now`: it moves to the `ppoll` set if it
-    /// was on epoll and the set has room (if epoll will not let it go, it stays there).
+    /// was on epoll and the set has room (if epoll will not let it go, it stays there),
+    /// and the next wait polls before it sleeps (module doc).
     pub(crate) fn requested(
         &mut self,
         registry: &Registry,
@@ -97,6 +112,7 @@ impl ClientWaits {
         conn: &mut Conn,
         now: Instant,
     ) {
+        self.served = true;
         match &mut conn.wait {
             WaitState::Ppoll { last_request } => *last_request = now,
             WaitState::Epoll { .. } => {
@@ -191,6 +207,10 @@ impl ClientWaits {
     /// on for reading while its requests are read and for writing while replies wait
     /// for it.
     ///
+    /// After a turn that read a client ([`ClientWaits::requested`]) it polls the set
+    /// without sleeping for up to the learnt window first, and learns from what it
+    /// finds or, failing that, from how long the sleep lasted (module doc).
+    ///
     /// # Errors
     /// `ppoll` failed for another reason than a signal.
     pub(crate) fn wait(
@@ -208,7 +228,35 @@ impl ClientWaits {
                 self.ids.push(id);
             }
         }
-        self.set.wait(timeout).map(|_| ())
+        // A wait that may not sleep, or that follows a turn with no request, is one
+        // look and teaches nothing about the clients' turnaround.
+        if !std::mem::take(&mut self.served) || timeout == Some(Duration::ZERO) {
+            return self.set.wait(timeout).map(|_| ());
+        }
+        let began = std::time::Instant::now();
+        let window = self
+            .busy_poll
+            .window()
+            .min(timeout.unwrap_or(Duration::MAX));
+        if !window.is_zero() {
+            loop {
+                if self.set.wait(Some(Duration::ZERO))? > 0 {
+                    self.busy_poll.found(began.elapsed());
+                    return Ok(());
+                }
+                if began.elapsed() >= window {
+                    break;
+                }
+                // Gives way to a thread runnable on this CPU, a client woken here
+                // most often: it is what the poll waits for, and on a machine with
+                // fewer cores than busy threads it would otherwise wait out the poll.
+                std::thread::yield_now();
+            }
+        }
+        let rest = timeout.map(|t| t.saturating_sub(began.elapsed()));
+        let ready = self.set.wait(rest)? > 0;
+        self.busy_poll.slept(began.elapsed(), ready);
+        Ok(())
     }
 
     /// Whether the last wait found the poller ready.
@@ -251,5 +299,115 @@ fn interest(write: bool) -> Interest {
         Interest::READABLE | Interest::WRITABLE
     } else {
         Interest::READABLE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::busy_poll::{BusyPoll, MAX_WINDOW};
+    use super::super::listen::Stream;
+    use super::{ClientWaits, Conn, Conns, WaitState};
+    use acm_engine::Instant;
+    use std::io::Write;
+    use std::os::fd::AsFd;
+    use std::os::unix::net::UnixStream;
+    use std::time::Duration;
+
+    /// A loop's poller, its waits and one client (id 7) in the `ppoll` set; the
+    /// client's peer is returned to send with.
+    fn one_busy_client() -> (mio::Poll, ClientWaits, Conns, UnixStream) {
+        let poll = mio::Poll::new().unwrap();
+        let (ours, peer) = UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let mut conn = Conn::new(Stream::Unix(mio::net::UnixStream::from_std(ours)));
+        let mut waits = ClientWaits::new();
+        waits.add(poll.registry(), 7, &mut conn).unwrap();
+        waits.requested(poll.registry(), 7, &mut conn, Instant::ZERO);
+        assert!(matches!(conn.wait, WaitState::Ppoll { .. }));
+        let mut conns = Conns::default();
+        conns.insert(7, conn);
+        (poll, waits, conns, peer)
+    }
+
+    #[test]
+    fn a_request_already_waiting_is_found_by_the_poll() {
+        let (poll, mut waits, conns, mut peer) = one_busy_client();
+        waits.busy_poll.slept(Duration::from_micros(10), true);
+        let window = waits.busy_poll.window();
+        assert!(!window.is_zero());
+        peer.write_all(b"x").unwrap();
+        waits
+            .wait(
+                poll.registry().as_fd(),
+                &conns,
+                Some(Duration::from_secs(5)),
+            )
+            .unwrap();
+        assert_eq!(waits.waited(), 1);
+        let (id, ready) = waits.ready(0);
+        assert_eq!(id, 7);
+        assert!(ready.readable);
+        assert!(!waits.poller_ready());
+        // A find never narrows the window.
+        assert!(waits.busy_poll.window() >= window);
+        assert!(!waits.served);
+    }
+
+    #[test]
+    fn a_client_that_stops_sending_closes_the_window() {
+        let (poll, mut waits, mut conns, _peer) = one_busy_client();
+        waits.busy_poll = BusyPoll::new();
+        waits.busy_poll.slept(MAX_WINDOW / 2, true);
+        assert_eq!(waits.busy_poll.window(), MAX_WINDOW);
+        let mut windows = Vec::new();
+        for _ in 0..5 {
+            // Each turn read the client, then nothing came for a millisecond, far past
+            // the longest window.
+            let conn = conns.get_mut(&7).unwrap();
+            waits.requested(poll.registry(), 7, conn, Instant::ZERO);
+            waits
+                .wait(
+                    poll.registry().as_fd(),
+                    &conns,
+                    Some(Duration::from_millis(1)),
+                )
+                .unwrap();
+            assert!(!waits.ready(0).1.any());
+            windows.push(waits.busy_poll.window());
+        }
+        assert_eq!(
+            windows,
+            [
+                MAX_WINDOW / 2,
+                MAX_WINDOW / 4,
+                MAX_WINDOW / 8,
+                Duration::ZERO,
+                Duration::ZERO
+            ]
+        );
+    }
+
+    #[test]
+    fn a_wait_after_a_turn_without_requests_learns_nothing() {
+        let (poll, mut waits, conns, _peer) = one_busy_client();
+        // The turn that added the client read it; that wait learns from its sleep.
+        waits
+            .wait(
+                poll.registry().as_fd(),
+                &conns,
+                Some(Duration::from_millis(1)),
+            )
+            .unwrap();
+        waits.busy_poll.slept(Duration::from_micros(10), true);
+        let window = waits.busy_poll.window();
+        // Nothing was read since: a wait that runs out its timeout leaves the window.
+        waits
+            .wait(
+                poll.registry().as_fd(),
+                &conns,
+                Some(Duration::from_millis(1)),
+            )
+            .unwrap();
+        assert_eq!(waits.busy_poll.window(), window);
     }
 }

@@ -23,6 +23,7 @@ mod access;
 mod addr_file;
 pub mod args;
 mod backend;
+mod busy_poll;
 mod client_waits;
 mod config;
 mod config_file;
