@@ -142,7 +142,8 @@ addr_preload none
 # cache has no bound):
 # max_dest_cache_bytes 67108864
 
-# Threads serving clients: 0 one per CPU the daemon may run on (at most 64), 1 a
+# Threads serving clients: 0 one per two CPUs the daemon may run on from 4 up (at
+# most 64; under 4 CPUs, 1), 1 a
 # single thread for everything, 2 to 256 that many worker threads answering cached
 # resolves beside the thread that runs the engine (not in rdma-core's ibacm, which
 # has one thread); a change needs a restart:

@@ -51,8 +51,9 @@ usage: ibacm [-D] [-P] [-A addr_file] [-O option_file] [--systemd]
                       client connections one user other than root and the daemon's
                       may hold; more are closed at once and logged (default: half of
                       the descriptors all users share)
-   --worker-threads N threads serving clients: 0 one per CPU, at most 64 (the
-                      default, unless ACM_WORKER_THREADS says otherwise); 1 a
+   --worker-threads N threads serving clients: 0 one per two CPUs from 4 CPUs
+                      up, at most 64, else 1 (the default, unless
+                      ACM_WORKER_THREADS says otherwise); 1 a
                       single thread for everything; 2 to 256 that many workers
                       answering cached resolves beside the engine's thread
    --log-file FILE    log here (or stdout, stderr), overriding the options file
@@ -250,7 +251,7 @@ where
                 "worker-threads" => {
                     a.worker_threads = Some(checked(&mut value, "--worker-threads", |v| {
                         super::option_values::parse_worker_threads(v).map_err(
-                            |_| "expected a whole number of threads from 0 (one per CPU) to 256",
+                            |_| "expected a whole number of threads from 0 (chosen from the CPUs) to 256",
                         )
                     })?);
                 }

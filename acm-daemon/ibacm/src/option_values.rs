@@ -78,7 +78,7 @@ pub(crate) fn parse_per_user(v: &str) -> Result<u32, String> {
 /// a typing slip (`2560`) is refused rather than started as thousands of threads.
 pub(crate) const MAX_WORKER_THREADS: u32 = 256;
 
-/// `worker_threads`' value: a whole number of threads, 0 (one per CPU) to
+/// `worker_threads`' value: a whole number of threads, 0 (chosen from the CPUs) to
 /// [`MAX_WORKER_THREADS`].
 ///
 /// # Errors
@@ -89,7 +89,7 @@ pub(crate) fn parse_worker_threads(v: &str) -> Result<u32, String> {
         .filter(|n| *n <= MAX_WORKER_THREADS)
         .ok_or_else(|| {
             format!(
-                "expected a whole number of threads from 0 (one per CPU) to {MAX_WORKER_THREADS}, not '{v}'"
+                "expected a whole number of threads from 0 (chosen from the CPUs) to {MAX_WORKER_THREADS}, not '{v}'"
             )
         })
 }

@@ -848,7 +848,7 @@ server_socket_mode 0600
         let lines = log.lines().join("\n");
         assert!(
             lines.contains(&format!(
-                "{}:1: worker_threads: expected a whole number of threads from 0 (one per CPU) to 256, not '300'",
+                "{}:1: worker_threads: expected a whole number of threads from 0 (chosen from the CPUs) to 256, not '300'",
                 o.display()
             )),
             "{lines}"

@@ -22,7 +22,7 @@
 //! | `max_queued_reply_bytes` | `--max-queued-reply-bytes` | 67108864 (64 MiB) | replies queued for all clients together beyond which the ones not reading are closed |
 //! | `max_connections_per_user` | `--max-connections-per-user` | half the connections all users share | client connections one user other than root and the daemon's may hold |
 //! | `wait_for_device` | `--systemd` turns it on | 0 | on hardware, start without an InfiniBand device and wait for one, rather than exit |
-//! | `worker_threads` | `--worker-threads` | `ACM_WORKER_THREADS`, else 0 | threads serving clients: 0 one worker per CPU (at most 64), 1 one thread for everything, N that many workers beside the engine's thread |
+//! | `worker_threads` | `--worker-threads` | `ACM_WORKER_THREADS`, else 0 | threads serving clients: 0 one worker per two CPUs from 4 CPUs up (at most 64), 1 one thread for everything, N that many workers beside the engine's thread |
 //!
 //! A command-line list replaces the file's list of the same kind.
 
@@ -75,7 +75,7 @@ pub struct Settings {
     /// appears, rather than exit (`--systemd` turns it on too: a unit started before
     /// the driver is loaded must not fail).
     pub wait_for_device: bool,
-    /// `worker_threads` as configured: 0 one per CPU, 1 single-threaded, N that many
+    /// `worker_threads` as configured: 0 chosen from the CPUs, 1 single-threaded, N that many
     /// workers (`worker_threads::worker_count` says how many to start).
     pub worker_threads: u32,
 }
@@ -686,7 +686,7 @@ max_connections_per_user 5000
         let threads = |text: &str, words: &[&str], env: Option<&str>| {
             from_env(text, words, env).unwrap().worker_threads
         };
-        assert_eq!(threads("", &[], None), 0, "one per CPU by default");
+        assert_eq!(threads("", &[], None), 0, "chosen from the CPUs by default");
         assert_eq!(threads("worker_threads 4\n", &[], None), 4);
         assert_eq!(threads("WORKER_THREADS 1\n", &[], None), 1, "any case");
         assert_eq!(
@@ -721,7 +721,7 @@ max_connections_per_user 5000
             assert_eq!(
                 error(&format!("log_level 1\nworker_threads {v}\n"), &[]),
                 format!(
-                    "opts.cfg:2: worker_threads: expected a whole number of threads from 0 (one per CPU) to 256, not '{v}'"
+                    "opts.cfg:2: worker_threads: expected a whole number of threads from 0 (chosen from the CPUs) to 256, not '{v}'"
                 )
             );
         }
@@ -731,7 +731,7 @@ max_connections_per_user 5000
         );
         assert_eq!(
             from_env("", &[], Some("1000")).unwrap_err().to_string(),
-            "ACM_WORKER_THREADS: worker_threads: expected a whole number of threads from 0 (one per CPU) to 256, not '1000'"
+            "ACM_WORKER_THREADS: worker_threads: expected a whole number of threads from 0 (chosen from the CPUs) to 256, not '1000'"
         );
         assert_eq!(
             from_env("", &[], Some("1000")).unwrap_err().origin,

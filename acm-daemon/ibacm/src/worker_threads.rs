@@ -1,10 +1,16 @@
 //! `worker_threads`: how many threads serve the clients beside the engine's.
 //!
-//! - `0` (the default): one worker per CPU the daemon may run on, at most
-//!   [`MAX_DERIVED_WORKERS`]. The CPUs are those `std::thread::available_parallelism`
-//!   counts, which honours the affinity mask (`taskset`, systemd's `CPUAffinity=`) and
-//!   cgroup quotas (`CPUQuota=`, a container's limit): a daemon confined to two CPUs of
-//!   a large machine starts two workers, not one per CPU of the machine.
+//! - `0` (the default): one worker per two CPUs the daemon may run on, at most
+//!   [`MAX_DERIVED_WORKERS`], and no worker threads under [`MIN_CPUS_FOR_WORKERS`]
+//!   CPUs. The daemon's clients run on the same host, and a cache hit costs the
+//!   client's side of the socket about as much CPU as the daemon's, so half the CPUs
+//!   for the workers leaves the other half to the clients that keep them busy; on two
+//!   CPUs, two workers and the engine thread beside the clients served fewer cache hits
+//!   than one thread (BENCHMARKS.md). The CPUs are those
+//!   `std::thread::available_parallelism` counts, which honours the affinity mask
+//!   (`taskset`, systemd's `CPUAffinity=`) and cgroup quotas (`CPUQuota=`, a
+//!   container's limit): a daemon confined to eight CPUs of a large machine starts four
+//!   workers, not one per two CPUs of the machine.
 //! - `1`: no worker threads; one thread serves the clients and runs the engine: the
 //!   fewest threads to wake and the least memory, right for a lightly loaded host.
 //! - `N` ≥ 2: `N` worker threads, each owning a share of the client connections and
@@ -29,6 +35,10 @@ pub(crate) const WORKER_THREADS_ENV: &str = "ACM_WORKER_THREADS";
 /// machine with more CPUs that wants more says so with a number.
 pub(crate) const MAX_DERIVED_WORKERS: usize = 64;
 
+/// The fewest CPUs on which `worker_threads 0` starts worker threads: below, one thread
+/// serves the clients and runs the engine.
+pub(crate) const MIN_CPUS_FOR_WORKERS: usize = 4;
+
 /// The number of threads serving clients that `configured` (`worker_threads` as set)
 /// asks for on this machine: 1 for a single-threaded daemon (no worker threads),
 /// otherwise the number of worker threads to start beside the engine's.
@@ -43,14 +53,17 @@ pub(crate) fn worker_count(configured: u32) -> usize {
 #[must_use]
 pub(crate) fn count_for(configured: u32, cpus: Option<usize>) -> usize {
     match configured {
-        0 => cpus.unwrap_or(1).clamp(1, MAX_DERIVED_WORKERS),
+        0 => match cpus {
+            Some(n) if n >= MIN_CPUS_FOR_WORKERS => (n / 2).min(MAX_DERIVED_WORKERS),
+            _ => 1,
+        },
         // Lossless: usize has at least 32 bits on every target Linux runs on.
         n => n as usize,
     }
 }
 
 /// The line the daemon logs at start (level 1) to say what `configured` became, for
-/// example `worker_threads 0: 8 worker threads (8 CPUs)`.
+/// example `worker_threads 0: 8 worker threads (16 CPUs)`.
 #[must_use]
 pub(crate) fn worker_threads_line(configured: u32) -> String {
     line_for(configured, available_cpus())
@@ -67,7 +80,7 @@ pub(crate) fn line_for(configured: u32, cpus: Option<usize>) -> String {
     };
     let cpus = match cpus {
         Some(1) => "1 CPU".to_owned(),
-        Some(n) if configured == 0 && n > MAX_DERIVED_WORKERS => {
+        Some(n) if configured == 0 && n / 2 > MAX_DERIVED_WORKERS => {
             format!("{n} CPUs, at most {MAX_DERIVED_WORKERS} derived from them")
         }
         Some(n) => format!("{n} CPUs"),
@@ -107,12 +120,15 @@ mod tests {
     use std::os::unix::ffi::OsStrExt;
 
     #[test]
-    fn zero_is_one_worker_per_cpu_up_to_the_derived_bound() {
-        assert_eq!(count_for(0, Some(8)), 8);
-        assert_eq!(count_for(0, Some(2)), 2);
-        assert_eq!(count_for(0, Some(64)), 64);
-        assert_eq!(count_for(0, Some(96)), MAX_DERIVED_WORKERS);
-        // One CPU, or none known: single-threaded.
+    fn zero_is_one_worker_per_two_cpus_from_four_up_to_the_derived_bound() {
+        assert_eq!(count_for(0, Some(16)), 8);
+        assert_eq!(count_for(0, Some(5)), 2);
+        assert_eq!(count_for(0, Some(4)), 2);
+        assert_eq!(count_for(0, Some(128)), 64);
+        assert_eq!(count_for(0, Some(192)), MAX_DERIVED_WORKERS);
+        // Under four CPUs, or none known: single-threaded.
+        assert_eq!(count_for(0, Some(3)), 1);
+        assert_eq!(count_for(0, Some(2)), 1);
         assert_eq!(count_for(0, Some(1)), 1);
         assert_eq!(count_for(0, None), 1);
     }
@@ -133,12 +149,16 @@ mod tests {
     #[test]
     fn the_start_line_says_what_the_setting_became_and_why() {
         assert_eq!(
-            line_for(0, Some(8)),
-            "worker_threads 0: 8 worker threads (8 CPUs)"
+            line_for(0, Some(16)),
+            "worker_threads 0: 8 worker threads (16 CPUs)"
         );
         assert_eq!(
-            line_for(0, Some(96)),
-            "worker_threads 0: 64 worker threads (96 CPUs, at most 64 derived from them)"
+            line_for(0, Some(192)),
+            "worker_threads 0: 64 worker threads (192 CPUs, at most 64 derived from them)"
+        );
+        assert_eq!(
+            line_for(0, Some(2)),
+            "worker_threads 0: no worker threads: one thread serves the clients and runs the engine (2 CPUs)"
         );
         assert_eq!(
             line_for(0, Some(1)),
@@ -176,7 +196,7 @@ mod tests {
             assert_eq!(
                 from_environment(Some(OsStr::new(bad))),
                 Err(format!(
-                    "expected a whole number of threads from 0 (one per CPU) to 256, not '{bad}'"
+                    "expected a whole number of threads from 0 (chosen from the CPUs) to 256, not '{bad}'"
                 )),
                 "{bad:?}"
             );

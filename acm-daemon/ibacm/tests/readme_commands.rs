@@ -38,7 +38,10 @@ const NOT_RUN: &[(&str, &str)] = &[
         "apt-get install -y ibacm systemd pkg-config libibverbs-dev libibumad-dev librdmacm-dev libclang-dev",
         "installs packages (as root); CI's .ci/run does it",
     ),
-    ("cargo test --workspace", "the test suite itself"),
+    (
+        "ACM_WORKER_THREADS=2 cargo test --workspace",
+        "the test suite itself, every daemon with two worker threads",
+    ),
     (
         "ACM_WORKER_THREADS=1 cargo test -p acm-io-verbs -p ibacm --features ibacm/verbs",
         "the test suite itself, with the verbs feature and without worker threads (CI)",
