@@ -244,7 +244,7 @@ impl Engine {
         let idx = self.core.endpoint(ep).map(|e| e.provider);
         if let Some(acmp) = idx
             .and_then(|i| self.providers.get_mut(i))
-            .and_then(|p| p.as_acmp_mut())
+            .and_then(|p| Acmp::of(p.as_mut()))
         {
             acmp.count_view_hits(ep, hits);
         }

@@ -143,12 +143,13 @@ pub trait Provider {
     /// that copied options at creation takes the new values here.
     fn reconfigure(&mut self, _cx: &mut Ctx<'_>, _options: &crate::config::Options) {}
 
-    /// The built-in `ibacmp` provider, when this is it. The engine publishes the
-    /// caches of the endpoints it serves to the daemon's worker threads
-    /// ([`crate::CacheView`]); a provider's own cache (a plugin's) is not readable
-    /// there, and its resolves always reach it. Only [`crate::acmp::Acmp`] answers.
+    /// The provider as [`core::any::Any`], so that the engine can recognise its
+    /// built-in `ibacmp`: it publishes the caches of the endpoints that one serves to
+    /// the daemon's worker threads ([`crate::CacheView`]); a provider's own cache (a
+    /// plugin's) is not readable there, and its resolves always reach it. Only the
+    /// built-in provider answers.
     #[doc(hidden)]
-    fn as_acmp_mut(&mut self) -> Option<&mut crate::acmp::Acmp> {
+    fn as_any_mut(&mut self) -> Option<&mut dyn core::any::Any> {
         None
     }
 }

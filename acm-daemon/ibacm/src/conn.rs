@@ -18,6 +18,21 @@ use acm_io_verbs::sock_io;
 use std::io;
 use std::os::fd::AsFd;
 
+/// Requests read from one connection before the others get their turn.
+pub(crate) const READ_BUDGET: usize = 64;
+
+/// Requests of one connection on their way from a worker to the engine (forwarded,
+/// not yet taken) beyond which the worker stops reading that connection until the
+/// engine catches up: a client pipelining requests the cache view cannot answer
+/// cannot make the worker hold an unbounded queue of them (see
+/// [`super::workers::worker`]).
+pub(crate) const MAX_FORWARDED: u32 = READ_BUDGET as u32;
+
+/// Reply memory freed by closed connections after which the heap is trimmed: a
+/// megabyte, so that ordinary clients coming and going (a few KiB each) never pay for a
+/// trim while a wave of non-reading clients gives its memory back.
+pub(crate) const TRIM_AFTER_BYTES: usize = 1 << 20;
+
 /// Replies waiting for a slow reader, in bytes, beyond which the daemon stops reading
 /// that client's requests until it catches up. Every request already read still gets
 /// its reply, so the queue's growth is bounded by the engine's per-connection limit.
@@ -159,12 +174,10 @@ impl Conn {
 
     /// Whether requests should be read now: the reply backlog is under its limit, and
     /// so are the requests on their way to the engine
-    /// ([`super::workers::worker::MAX_FORWARDED`]).
+    /// ([`MAX_FORWARDED`]).
     #[must_use]
     pub(crate) fn wants_read(&self) -> bool {
-        !self.closing
-            && self.outbuf.len() < BACKLOG_LIMIT
-            && self.owes.forwarded < super::workers::worker::MAX_FORWARDED
+        !self.closing && self.outbuf.len() < BACKLOG_LIMIT && self.owes.forwarded < MAX_FORWARDED
     }
 
     /// The memory holding replies waiting to be written, in bytes (what the daemon's

@@ -65,7 +65,7 @@
 use super::access::{AllowList, Peer, Verdict, proc_groups};
 use super::backend::{Backend, BackendError};
 use super::client_waits::{ClientWaits, Conns, ready_of};
-use super::conn::{Conn, READ_CHUNK};
+use super::conn::{Conn, READ_BUDGET, READ_CHUNK, TRIM_AFTER_BYTES};
 use super::conn_limits::{Admission, ConnLimits, Descriptors};
 use super::kernel::channel::KernelChannel;
 use super::lifecycle::StopSignals;
@@ -102,9 +102,6 @@ const WAKE: Token = Token(4);
 /// Connection ids start here, so that a connection's token is its id.
 const FIRST_CONN: u64 = 16;
 
-/// Requests read from one connection before the others get their turn.
-pub(crate) const READ_BUDGET: usize = 64;
-
 /// How often accepting is tried again while it fails for want of descriptors or
 /// memory, when no connection closes meanwhile: often enough that a waiting client is
 /// served well within a second of a descriptor freeing, rarely enough to cost nothing.
@@ -134,11 +131,6 @@ enum Refusal {
     /// The connections users other than root may hold together are open.
     SharedLimit,
 }
-
-/// Reply memory freed by closed connections after which the heap is trimmed: a
-/// megabyte, so that ordinary clients coming and going (a few KiB each) never pay for a
-/// trim while a wave of non-reading clients gives its memory back.
-pub(crate) const TRIM_AFTER_BYTES: usize = 1 << 20;
 
 /// Why the loop ended.
 #[derive(Debug, thiserror::Error)]
@@ -311,7 +303,7 @@ impl<B: Backend> Server<B> {
     }
 
     /// Serves the clients on `n` worker threads beside this one, which keeps the engine
-    /// (see [`super::workers`]); 1 (or 0) keeps everything on this thread. Call it
+    /// (ARCHITECTURE.md, "Threads"); 1 (or 0) keeps everything on this thread. Call it
     /// before any client connects.
     ///
     /// # Errors

@@ -119,6 +119,12 @@ pub struct Acmp {
 const JOIN_RETRY: core::time::Duration = core::time::Duration::from_secs(10);
 
 impl Acmp {
+    /// `provider` if it is the built-in `ibacmp` (the engine publishes its caches for
+    /// the daemon's worker threads: [`crate::CacheView`]).
+    pub(crate) fn of(provider: &mut dyn Provider) -> Option<&mut Self> {
+        provider.as_any_mut()?.downcast_mut::<Self>()
+    }
+
     /// The provider as configured by the options file and the preload data.
     #[must_use]
     pub fn new(config: &EngineConfig) -> Self {
@@ -258,7 +264,7 @@ impl Provider for Acmp {
         "ibacmp"
     }
 
-    fn as_acmp_mut(&mut self) -> Option<&mut Acmp> {
+    fn as_any_mut(&mut self) -> Option<&mut dyn core::any::Any> {
         Some(self)
     }
 

@@ -4,7 +4,7 @@
 
 use super::map::{DestMap, ViewDest};
 use super::{CacheView, CopyCount, ViewEndpoint};
-use crate::acmp::{Dest, DestCache, DestState};
+use crate::acmp::{Acmp, Dest, DestCache, DestState};
 use crate::addr::Address;
 use crate::core::{Core, Endpoint, LocalAddr};
 use crate::io::EndpointId;
@@ -134,10 +134,7 @@ fn acmp_endpoint(
     provider: usize,
     id: EndpointId,
 ) -> Option<(bool, &mut DestCache)> {
-    providers
-        .get_mut(provider)?
-        .as_acmp_mut()?
-        .view_endpoint(id)
+    Acmp::of(providers.get_mut(provider)?.as_mut())?.view_endpoint(id)
 }
 
 /// Takes a cache's changes into its map: the changed keys looked up again, or the whole

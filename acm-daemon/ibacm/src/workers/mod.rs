@@ -27,9 +27,9 @@
 //!   ([`hits`]).
 //! - **The hostile-client bounds hold.** Admission (allow-lists, the connection
 //!   limits, accepting in batches, the retries when descriptors run out) stays on the
-//!   engine thread; each worker reads at most [`crate::server::READ_BUDGET`] requests
+//!   engine thread; each worker reads at most [`crate::conn::READ_BUDGET`] requests
 //!   of a connection per turn, stops reading a connection that does not read its
-//!   replies or has [`worker::MAX_FORWARDED`] requests on their way to the engine, and
+//!   replies or has [`crate::conn::MAX_FORWARDED`] requests on their way to the engine, and
 //!   keeps its connections to its share of `max_queued_reply_bytes` ([`bound`]).
 
 pub(crate) mod bound;

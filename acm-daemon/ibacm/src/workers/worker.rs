@@ -14,15 +14,14 @@
 //! clients on `ppoll`, quiet ones on the worker's own epoll ([`crate::client_waits`]),
 //! [`READ_BUDGET`] requests per connection per turn, a connection that does not read
 //! its replies only stops its own requests being read ([`crate::conn`]), and so does
-//! one with [`MAX_FORWARDED`] requests on their way to the engine.
+//! one with [`crate::conn::MAX_FORWARDED`] requests on their way to the engine.
 
 use super::bound::Share;
 use super::hits::HitTable;
 use super::messages::{EngineNote, Frames, ToEngine, ToWorker};
 use super::view_cell::{HeldView, ViewCell};
 use crate::client_waits::{ClientWaits, Conns, ready_of};
-use crate::conn::{Conn, READ_CHUNK};
-use crate::server::READ_BUDGET;
+use crate::conn::{Conn, READ_BUDGET, READ_CHUNK, TRIM_AFTER_BYTES};
 use acm_engine::{Instant, VIEW_REPLY_MAX, ViewAnswer};
 use acm_io_verbs::poll_set::Ready;
 use mio::{Events, Poll, Token, Waker};
@@ -36,15 +35,9 @@ use std::time::Duration;
 /// connection ids start above it.
 pub(crate) const WAKE: Token = Token(0);
 
-/// Requests of one connection on their way to the engine (forwarded, not yet taken)
-/// beyond which the worker stops reading that connection until the engine catches up:
-/// a client pipelining requests the view cannot answer cannot make the worker hold an
-/// unbounded queue of them.
-pub(crate) const MAX_FORWARDED: u32 = READ_BUDGET as u32;
-
 /// Requests of all a worker's connections on their way to the engine beyond which the
 /// worker reads no connection until the engine catches up: thousands of clients each
-/// pipelining up to [`MAX_FORWARDED`] would otherwise queue a burst the size of all of
+/// pipelining up to [`crate::conn::MAX_FORWARDED`] would otherwise queue a burst the size of all of
 /// them at once (the single-threaded loop holds none: it hands each read to the engine
 /// before the next).
 pub(crate) const WORKER_FORWARD_LIMIT: u32 = 4 * 1024;
@@ -470,7 +463,7 @@ impl Worker {
     /// trims no longer follow.
     fn trim_heap(&mut self) {
         let freed = self.freed_since_trim;
-        let after = crate::server::TRIM_AFTER_BYTES;
+        let after = TRIM_AFTER_BYTES;
         if freed >= after || (self.conns.is_empty() && freed >= after / 16) {
             self.freed_since_trim = 0;
             let _ = acm_io_verbs::heap::give_back_free_memory();
