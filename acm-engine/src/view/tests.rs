@@ -7,13 +7,14 @@ use super::publish::refresh;
 use super::track::{DestTrack, mark_used};
 use crate::acmp::{Dest, DestCache, DestState};
 use crate::addr::Address;
+use acm_proto::path_record::PathRecordPacket;
 use alloc::vec::Vec;
 
 /// A READY entry for LID `lid`.
 fn ready(lid: u16) -> Dest {
     let mut d = Dest::new(Address::lid(lid));
     d.state = DestState::Ready;
-    d.path[..2].copy_from_slice(&lid.to_be_bytes());
+    PathRecordPacket::new_unchecked(&mut d.path[..]).set_dlid(lid);
     d.addr_expiry = 100;
     d.route_expiry = 50;
     d
@@ -35,7 +36,7 @@ fn a_first_publication_reads_every_ready_entry() {
     let (cache, map) = published(300);
     assert_eq!(map.len(), 300);
     let e = map.get(&Address::lid(7)).expect("published");
-    assert_eq!(e.path[..2], 7u16.to_be_bytes());
+    assert_eq!(PathRecordPacket::new_unchecked(&e.path[..]).dlid(), 7);
     assert_eq!(e.expiry, 50, "the earlier of the two expiries");
     assert!(!cache.view_dirty(), "the changes were taken");
     // Entries that are not READY are not in the view.
