@@ -37,9 +37,9 @@ pub(crate) const WAKE: Token = Token(0);
 
 /// Requests of all a worker's connections on their way to the engine beyond which the
 /// worker reads no connection until the engine catches up: thousands of clients each
-/// pipelining up to [`crate::conn::MAX_FORWARDED`] would otherwise queue a burst the size of all of
-/// them at once (the single-threaded loop holds none: it hands each read to the engine
-/// before the next).
+/// pipelining up to [`crate::conn::MAX_FORWARDED`] would otherwise queue a burst the
+/// size of all of them at once (the single-threaded loop holds none: it hands each
+/// read to the engine before the next).
 pub(crate) const WORKER_FORWARD_LIMIT: u32 = 4 * 1024;
 
 /// What a worker starts with.
