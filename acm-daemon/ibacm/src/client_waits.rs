@@ -329,16 +329,27 @@ mod tests {
     /// client's peer is returned to send with.
     fn one_busy_client() -> (mio::Poll, ClientWaits, Conns, UnixStream) {
         let poll = mio::Poll::new().unwrap();
+        let mut waits = ClientWaits::new();
+        let mut conns = Conns::default();
+        let peer = add_busy_client(&poll, &mut waits, &mut conns, 7);
+        (poll, waits, conns, peer)
+    }
+
+    /// Client `id`, connected and read once (so in the `ppoll` set); its peer.
+    fn add_busy_client(
+        poll: &mio::Poll,
+        waits: &mut ClientWaits,
+        conns: &mut Conns,
+        id: u64,
+    ) -> UnixStream {
         let (ours, peer) = UnixStream::pair().unwrap();
         ours.set_nonblocking(true).unwrap();
         let mut conn = Conn::new(Stream::Unix(mio::net::UnixStream::from_std(ours)));
-        let mut waits = ClientWaits::new();
-        waits.add(poll.registry(), 7, &mut conn).unwrap();
-        waits.requested(poll.registry(), 7, &mut conn, Instant::ZERO);
+        waits.add(poll.registry(), id, &mut conn).unwrap();
+        waits.requested(poll.registry(), id, &mut conn, Instant::ZERO);
         assert!(matches!(conn.wait, WaitState::Ppoll { .. }));
-        let mut conns = Conns::default();
-        conns.insert(7, conn);
-        (poll, waits, conns, peer)
+        conns.insert(id, conn);
+        peer
     }
 
     #[test]
@@ -429,18 +440,10 @@ mod tests {
         waits.busy_poll.slept(Duration::from_micros(10), true);
         let window = waits.busy_poll.window();
         assert!(!window.is_zero());
-        // FEW_CLIENTS more busy clients (their peers dropped: they read as hung up,
-        // which is something ready, so the wait returns at once either way).
-        let mut peers = Vec::new();
-        for id in 8..8 + FEW_CLIENTS as u64 {
-            let (ours, peer) = UnixStream::pair().unwrap();
-            ours.set_nonblocking(true).unwrap();
-            let mut conn = Conn::new(Stream::Unix(mio::net::UnixStream::from_std(ours)));
-            waits.add(poll.registry(), id, &mut conn).unwrap();
-            waits.requested(poll.registry(), id, &mut conn, Instant::ZERO);
-            conns.insert(id, conn);
-            peers.push(peer);
-        }
+        // FEW_CLIENTS more busy clients, their peers kept open and silent.
+        let _peers: Vec<UnixStream> = (8..8 + FEW_CLIENTS as u64)
+            .map(|id| add_busy_client(&poll, &mut waits, &mut conns, id))
+            .collect();
         assert_eq!(waits.busy.len(), FEW_CLIENTS + 1);
         // Nothing is ready: the wait sleeps out its timeout without a poll, and a gap
         // that long would have narrowed the window had it been taught.
