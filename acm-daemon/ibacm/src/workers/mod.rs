@@ -23,14 +23,16 @@
 //!   owes the connection nothing ([`worker`]); so replies on a connection come in the
 //!   order the single-threaded daemon gives them.
 //! - **Exact counters.** The workers' hits reach the engine's counters before every
-//!   request the engine thread hands the engine and before every metrics write
-//!   ([`hits`]).
+//!   batch of forwarded requests the engine thread hands the engine and before every
+//!   metrics write ([`hits`]), so a PERF_QUERY counts every hit answered before it was
+//!   read.
 //! - **The hostile-client bounds hold.** Admission (allow-lists, the connection
 //!   limits, accepting in batches, the retries when descriptors run out) stays on the
 //!   engine thread; each worker reads at most [`crate::conn::READ_BUDGET`] requests
 //!   of a connection per turn, stops reading a connection that does not read its
-//!   replies or has [`crate::conn::MAX_FORWARDED`] requests on their way to the engine, and
-//!   keeps its connections to its share of `max_queued_reply_bytes` ([`bound`]).
+//!   replies or has [`crate::conn::MAX_FORWARDED`] requests on their way to the
+//!   engine, and keeps its connections to its share of `max_queued_reply_bytes`
+//!   ([`bound`]).
 
 pub(crate) mod bound;
 pub(crate) mod hits;
