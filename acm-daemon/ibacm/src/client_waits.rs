@@ -290,6 +290,29 @@ impl ClientWaits {
     }
 }
 
+/// The connections holding queued replies, the most queued first and the oldest first
+/// among equals: the order in which the bound on queued replies closes them.
+pub(crate) fn most_queued_first(conns: &Conns) -> Vec<u64> {
+    let mut by_size: Vec<(usize, u64)> = conns
+        .iter()
+        .filter(|(_, c)| c.held() > 0)
+        .map(|(&id, c)| (c.held(), id))
+        .collect();
+    by_size.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    by_size.into_iter().map(|(_, id)| id).collect()
+}
+
+/// Gives a connection table's room back as its connections close: halved when under
+/// a quarter full (the rehash is paid for by the closes since), as the engine's own
+/// table does.
+pub(crate) fn shrink_if_sparse<K: Eq + std::hash::Hash, V, S: std::hash::BuildHasher>(
+    table: &mut HashMap<K, V, S>,
+) {
+    if table.capacity() > 64 && table.len() * 4 < table.capacity() {
+        table.shrink_to(table.len() * 2);
+    }
+}
+
 /// What epoll reported for a quiet client, as the `ppoll` set reports it: a hang-up or
 /// an error reads as readable, so that reading finds the end or the failure.
 pub(crate) fn ready_of(ev: &mio::event::Event) -> Ready {

@@ -131,10 +131,7 @@ impl Conn {
             peer_closed: false,
             peer: None,
             wait: WaitState::Epoll { write: false },
-            owes: EngineOwes {
-                forwarded: 0,
-                pending: 0,
-            },
+            owes: EngineOwes::default(),
         }
     }
 

@@ -64,7 +64,7 @@
 
 use super::access::{AllowList, Peer, Verdict, proc_groups};
 use super::backend::{Backend, BackendError};
-use super::client_waits::{ClientWaits, Conns, ready_of};
+use super::client_waits::{ClientWaits, Conns, most_queued_first, ready_of, shrink_if_sparse};
 use super::conn::{Conn, READ_BUDGET, READ_CHUNK, TRIM_AFTER_BYTES};
 use super::conn_limits::{Admission, ConnLimits, Descriptors};
 use super::kernel::channel::KernelChannel;
@@ -212,6 +212,9 @@ pub struct Server<B: Backend> {
     workers: Option<Workers>,
     /// The loop's waker ([`WAKE`]), once made.
     waker: Option<Arc<mio::Waker>>,
+    /// The providers were given the waker ([`Server::provider_waker`]): a wake-up may
+    /// be theirs, and is handed to the engine as [`Input::ProviderWake`].
+    providers_wake: bool,
 }
 
 impl<B: Backend> Server<B> {
@@ -277,6 +280,7 @@ impl<B: Backend> Server<B> {
             waits: ClientWaits::new(),
             workers: None,
             waker: None,
+            providers_wake: false,
         })
     }
 
@@ -356,6 +360,7 @@ impl<B: Backend> Server<B> {
     /// # Errors
     /// The poller refused it.
     pub fn provider_waker(&mut self) -> io::Result<Arc<mio::Waker>> {
+        self.providers_wake = true;
         self.waker()
     }
 
@@ -416,8 +421,9 @@ impl<B: Backend> Server<B> {
                 match ev.token() {
                     LISTENER => self.accept_all(),
                     BACKEND => backend_ready = true,
-                    // The workers' messages are read below, on every turn.
-                    WAKE => providers = true,
+                    // The workers' messages are read below, on every turn; the
+                    // providers are woken only if they hold the waker.
+                    WAKE => providers = self.providers_wake,
                     KERNEL => self.read_kernel(),
                     SIGNALS => {
                         while let Some(sig) = self.stop.as_mut().and_then(StopSignals::take) {
@@ -950,16 +956,8 @@ impl<B: Backend> Server<B> {
         }
         let over = self.queued;
         let target = self.max_queued / 4 * 3;
-        let mut by_size: Vec<(usize, u64)> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.held() > 0)
-            .map(|(&id, c)| (c.held(), id))
-            .collect();
-        // The most queued first; the oldest connection first among equals.
-        by_size.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut closed = Vec::new();
-        for (_, id) in by_size {
+        for id in most_queued_first(&self.conns) {
             if self.queued <= target {
                 break;
             }
@@ -973,9 +971,7 @@ impl<B: Backend> Server<B> {
         // What the engine says to the closes (lookups cancelled) goes out now.
         self.dispatch();
         // The tables that held them give their room back.
-        if self.conns.capacity() > 64 && self.conns.len() * 4 < self.conns.capacity() {
-            self.conns.shrink_to(self.conns.len() * 2);
-        }
+        shrink_if_sparse(&mut self.conns);
         self.paused.retain(|id| self.conns.contains_key(id));
         self.paused.shrink_to(self.paused.len() * 2);
         let shown = first_few(&closed, u64::to_string);

@@ -81,6 +81,9 @@ pub(crate) struct HitMerger {
     tables: Vec<Arc<HitTable>>,
     /// Per endpoint, the sum over the tables handed to the engine so far.
     given: HashMap<u32, u64>,
+    /// Per endpoint, the sum over the tables now (kept between merges: a merge runs
+    /// before every batch of forwarded requests, and allocates nothing).
+    now: HashMap<u32, u64>,
 }
 
 impl HitMerger {
@@ -89,16 +92,18 @@ impl HitMerger {
         Self {
             tables,
             given: HashMap::new(),
+            now: HashMap::new(),
         }
     }
 
     /// Calls `give` with each endpoint's hits since the last call.
     pub(crate) fn merge(&mut self, mut give: impl FnMut(EndpointId, u64)) {
-        let mut now: HashMap<u32, u64> = HashMap::with_capacity(self.given.len());
+        let now = &mut self.now;
+        now.clear();
         for t in &self.tables {
             t.read(|ep, n| *now.entry(ep.0).or_default() += n);
         }
-        for (ep, total) in now {
+        for (&ep, &total) in now.iter() {
             let given = self.given.entry(ep).or_default();
             if total > *given {
                 give(EndpointId(ep), total - *given);

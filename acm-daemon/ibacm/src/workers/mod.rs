@@ -41,6 +41,7 @@ pub(crate) mod view_cell;
 pub(crate) mod worker;
 
 use crate::access::Peer;
+use crate::client_waits::shrink_if_sparse;
 use crate::conn::Conn;
 use acm_engine::{ConnId, EndpointId, Engine};
 use hits::{HitMerger, HitTable};
@@ -287,17 +288,6 @@ impl Workers {
                 send(link, ToWorker::Notes { notes, bytes });
             }
         }
-    }
-}
-
-/// Gives a connection table's room back as its connections close: halved when under
-/// a quarter full (the rehash is paid for by the closes since), as the engine's own
-/// table does.
-pub(crate) fn shrink_if_sparse<K: Eq + std::hash::Hash, V, S: std::hash::BuildHasher>(
-    table: &mut HashMap<K, V, S>,
-) {
-    if table.capacity() > 64 && table.len() * 4 < table.capacity() {
-        table.shrink_to(table.len() * 2);
     }
 }
 

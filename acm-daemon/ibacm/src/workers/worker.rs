@@ -20,7 +20,7 @@ use super::bound::Share;
 use super::hits::HitTable;
 use super::messages::{EngineNote, Frames, ToEngine, ToWorker};
 use super::view_cell::{HeldView, ViewCell};
-use crate::client_waits::{ClientWaits, Conns, ready_of};
+use crate::client_waits::{ClientWaits, Conns, most_queued_first, ready_of, shrink_if_sparse};
 use crate::conn::{Conn, READ_BUDGET, READ_CHUNK, TRIM_AFTER_BYTES};
 use acm_engine::{Instant, VIEW_REPLY_MAX, ViewAnswer};
 use acm_io_verbs::poll_set::Ready;
@@ -379,16 +379,8 @@ impl Worker {
         let Some((over, target)) = self.share.over() else {
             return;
         };
-        let mut by_size: Vec<(usize, u64)> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.held() > 0)
-            .map(|(&id, c)| (c.held(), id))
-            .collect();
-        // The most queued first; the oldest connection first among equals.
-        by_size.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut closed = Vec::new();
-        for (_, id) in by_size {
+        for id in most_queued_first(&self.conns) {
             if self.share.queued() <= target {
                 break;
             }
@@ -413,7 +405,7 @@ impl Worker {
     fn close(&mut self, id: u64, why: String) {
         if let Some(mut conn) = self.conns.remove(&id) {
             self.in_flight -= conn.owes.forwarded;
-            super::shrink_if_sparse(&mut self.conns);
+            shrink_if_sparse(&mut self.conns);
             self.waits.remove(self.poll.registry(), id, &mut conn);
             self.share.changed(conn.held(), 0);
             self.freed_since_trim += conn.footprint();
